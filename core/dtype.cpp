@@ -1,0 +1,31 @@
+#include "core/dtype.hpp"
+
+namespace ropecheck {
+
+std::string_view to_string(Dtype d) {
+  switch (d) {
+    case Dtype::f32: return "f32";
+    case Dtype::f16: return "f16";
+    case Dtype::bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::string_view to_string(Layout l) {
+  return l == Layout::interleaved ? "interleaved" : "half-split";
+}
+
+std::optional<Dtype> parse_dtype(std::string_view s) {
+  if (s == "f32") return Dtype::f32;
+  if (s == "f16") return Dtype::f16;
+  if (s == "bf16") return Dtype::bf16;
+  return std::nullopt;
+}
+
+std::optional<Layout> parse_layout(std::string_view s) {
+  if (s == "interleaved") return Layout::interleaved;
+  if (s == "half-split" || s == "half_split" || s == "halfsplit") return Layout::half_split;
+  return std::nullopt;
+}
+
+}  // namespace ropecheck

@@ -1,0 +1,68 @@
+#include "impls/registry.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ropecheck {
+
+bool Implementation::supports(Dtype d) const { return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end(); }
+bool Implementation::supports(Layout l) const { return std::find(layouts.begin(), layouts.end(), l) != layouts.end(); }
+
+int check_kernel_args(const rc_rope_args* a) {
+  if (!a || a->abi_version != ROPECHECK_ABI_VERSION) return 2;
+  if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
+  if (a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
+  if (a->n_tokens && (!a->positions || !a->in || !a->out)) return 2;
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    if (a->positions[t] < 0) return 2;
+  if (!a->inv_freq && !(std::isfinite(a->base) && a->base > 0)) return 2;
+  if (!std::isfinite(a->position_scale)) return 2;
+  return RC_OK;
+}
+
+static std::vector<Implementation> make_registry() {
+  std::vector<Implementation> v;
+  const std::vector<Dtype> all_d(std::begin(kAllDtypes), std::end(kAllDtypes));
+  const std::vector<Layout> all_l(std::begin(kAllLayouts), std::end(kAllLayouts));
+  v.push_back({"scalar",
+               "portable C++; angles in long double, cos/sin once per (token, pair), f32 arithmetic, RNE stores",
+               &ropecheck_scalar_rope, all_d, all_l, AngleModel::exact, KernelErrorModel::scalar_long_double(),
+               true});
+  v.push_back({"conventional-fp32",
+               "the HF/Meta pipeline: f32 inv_freq, f32 position*inv_freq, cosf/sinf, f32 arithmetic",
+               &ropecheck_conventional_fp32_rope, all_d, all_l, AngleModel::fp32,
+               KernelErrorModel::conventional_fp32(), true});
+  add_simd_implementations(v);
+  return v;
+}
+
+const std::vector<Implementation>& implementations() {
+  static const std::vector<Implementation> v = make_registry();
+  return v;
+}
+
+const Implementation* find_implementation(std::string_view name) {
+  for (const auto& i : implementations())
+    if (i.name == name) return &i;
+  return nullptr;
+}
+
+std::vector<std::string> implementation_names() {
+  std::vector<std::string> n;
+  for (const auto& i : implementations()) n.push_back(i.name);
+  return n;
+}
+
+int run_kernel(const Implementation& impl, const RopeCase& c, Bytes& out) {
+  out.assign(c.n_bytes(), 0);
+  const rc_rope_args a = c.args(c.input.data(), out.data());
+  return impl.fn(&a);
+}
+
+int run_kernel_in_place(const Implementation& impl, const RopeCase& c, Bytes& out) {
+  out = c.input;
+  const rc_rope_args a = c.args(out.data(), out.data());
+  return impl.fn(&a);
+}
+
+}  // namespace ropecheck

@@ -1,0 +1,55 @@
+// Kernels under test. Every implementation, built-in or loaded, is called
+// through the C ABI (rc_rope_apply_fn), so one code path judges them all.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rope_case.hpp"
+#include "properties/error_model.hpp"
+#include "reference/reference.hpp"
+#include "ropecheck/kernel_abi.h"
+
+namespace ropecheck {
+
+struct Implementation {
+  std::string name;
+  std::string description;
+  rc_rope_apply_fn fn = nullptr;
+  std::vector<Dtype> dtypes;
+  std::vector<Layout> layouts;
+  AngleModel angle_model = AngleModel::exact;  // the model it is judged under by default
+  KernelErrorModel error_model;                // what its bound is derived from
+  bool bit_exact_layouts = true;               // interleaved(x) == P^-1 halfsplit(P x) bit for bit
+
+  bool supports(Dtype d) const;
+  bool supports(Layout l) const;
+  // The error bound (in u of the storage type) for a case, under `model`.
+  double bound(const RopeCase& c) const { return error_bound(error_model, c); }
+};
+
+// All registered implementations, built-in first (scalar, conventional-fp32,
+// then one per compiled SIMD target).
+const std::vector<Implementation>& implementations();
+const Implementation* find_implementation(std::string_view name);
+std::vector<std::string> implementation_names();
+
+// Call a kernel on a case: out is resized to the case's bytes and written.
+// Returns the kernel's return code.
+int run_kernel(const Implementation& impl, const RopeCase& c, Bytes& out);
+// In place: out starts as a copy of the input and is passed as both in and out.
+int run_kernel_in_place(const Implementation& impl, const RopeCase& c, Bytes& out);
+
+// ---- built-in kernels (ABI entry points) ---------------------------------
+extern "C" int ropecheck_scalar_rope(const rc_rope_args* a);
+extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a);
+
+// Shared argument checks for built-in kernels: RC_OK when the call is well
+// formed, 2 (an error) otherwise.
+int check_kernel_args(const rc_rope_args* a);
+
+// Hook for implementation families compiled elsewhere (SIMD targets).
+void add_simd_implementations(std::vector<Implementation>& out);
+
+}  // namespace ropecheck

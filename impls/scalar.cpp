@@ -1,0 +1,110 @@
+// The portable scalar kernels.
+//
+// `scalar`: theta_i and the angle m*scale*theta_i in long double (64-bit
+// significand), cos/sin by sincosl once per (token, pair) and reused across
+// heads, rounded to f32; the rotation in f32 (f16/bf16 widened exactly) with
+// round-to-nearest-even stores. An angle of exactly 0 copies the pair.
+//
+// `conventional-fp32`: the pipeline of PyTorch-based models, for measuring
+// its drift: inv_freq = 1/f32(base^(f32(2i)/f32(d))), angle = f32(f32(m)*inv),
+// cosf/sinf. Judged under the fp32 angle model.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "impls/registry.hpp"
+
+static_assert(LDBL_MANT_DIG >= 64, "the scalar kernel's angle accuracy needs an 80-bit long double");
+
+namespace ropecheck {
+namespace {
+
+struct CosSin {
+  float c, s;
+  bool identity;
+};
+
+// Rotate every head of one token with a row of cos/sin.
+void rotate_token(const rc_rope_args* a, uint64_t t, const CosSin* row) {
+  const Dtype d = Dtype(a->dtype);
+  const Layout l = Layout(a->layout);
+  const uint32_t npairs = a->rotary_dim / 2;
+  for (uint32_t h = 0; h < a->n_heads; ++h) {
+    const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
+    for (uint32_t i = 0; i < npairs; ++i) {
+      const auto [d0, d1] = pair_dims(l, a->rotary_dim, i);
+      const size_t k0 = base + d0, k1 = base + d1;
+      if (row[i].identity) {
+        if (a->out != a->in) {
+          store_bits(d, a->out, k0, load_bits(d, a->in, k0));
+          store_bits(d, a->out, k1, load_bits(d, a->in, k1));
+        }
+        continue;
+      }
+      const float x0 = load_f32(d, a->in, k0), x1 = load_f32(d, a->in, k1);
+      const float c = row[i].c, s = row[i].s;
+      const float y0 = x0 * c - x1 * s;
+      const float y1 = x0 * s + x1 * c;
+      store_f32(d, a->out, k0, y0);
+      store_f32(d, a->out, k1, y1);
+    }
+    if (a->out != a->in && a->rotary_dim < a->head_dim) {
+      const size_t es = dtype_size(d);
+      std::memcpy(static_cast<char*>(a->out) + (base + a->rotary_dim) * es,
+                  static_cast<const char*>(a->in) + (base + a->rotary_dim) * es,
+                  (a->head_dim - a->rotary_dim) * es);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
+  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  const uint32_t npairs = a->rotary_dim / 2;
+  std::vector<long double> theta(npairs);
+  for (uint32_t i = 0; i < npairs; ++i)
+    theta[i] = a->inv_freq ? (long double)a->inv_freq[i]
+                           : powl((long double)a->base, -(long double)(2 * i) / (long double)a->rotary_dim);
+  std::vector<CosSin> row(npairs);
+  for (uint64_t t = 0; t < a->n_tokens; ++t) {
+    const long double ms = (long double)a->positions[t] * (long double)a->position_scale;
+    for (uint32_t i = 0; i < npairs; ++i) {
+      const long double angle = ms * theta[i];
+      long double s, c;
+      sincosl(angle, &s, &c);
+      row[i] = {float(c), float(s), angle == 0};
+    }
+    rotate_token(a, t, row.data());
+  }
+  return RC_OK;
+}
+
+extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a) {
+  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  const uint32_t npairs = a->rotary_dim / 2;
+  std::vector<float> inv(npairs);
+  for (uint32_t i = 0; i < npairs; ++i) {
+    if (a->inv_freq) {
+      inv[i] = float(a->inv_freq[i]);
+    } else {
+      const float e = float(2 * i) / float(a->rotary_dim);
+      const float p = float(std::pow(double(float(a->base)), double(e)));  // torch's f32 pow
+      inv[i] = 1.0f / p;
+    }
+  }
+  std::vector<CosSin> row(npairs);
+  for (uint64_t t = 0; t < a->n_tokens; ++t) {
+    float mf = float(a->positions[t]);
+    if (a->position_scale != 1.0) mf = mf * float(a->position_scale);
+    for (uint32_t i = 0; i < npairs; ++i) {
+      const float angle = mf * inv[i];
+      row[i] = {cosf(angle), sinf(angle), angle == 0};
+    }
+    rotate_token(a, t, row.data());
+  }
+  return RC_OK;
+}
+
+}  // namespace ropecheck

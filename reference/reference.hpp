@@ -1,0 +1,62 @@
+// The exact RoPE reference.
+//
+// Every input value is exact. theta_i = base^(-2i/rotary_dim) (or the given
+// table), the angle m*scale*theta_i, its cos and sin and the rotation of each
+// pair are computed with MPFR through Boost.Multiprecision at >= 128 bits, and
+// each output is rounded once, to nearest even, to the storage type. When the
+// working-precision value is too close to a rounding boundary to decide, the
+// pair is recomputed at twice the precision (Ziv), up to 1064 bits.
+//
+// Special values (docs/error-model.md, "Special values"):
+//  - an angle of exactly 0 (position 0, scale 0, a zero table entry) is the
+//    identity: the output bits are the input bits;
+//  - a pair holding NaN gives NaN in both outputs; a pair holding +-Inf gives
+//    what IEEE arithmetic gives on the exact cos and sin (so +-Inf or NaN);
+//  - a finite result beyond the format's range rounds to +-Inf, a tiny one to
+//    a subnormal or signed zero as IEEE does;
+//  - dims [rotary_dim, head_dim) pass through bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "core/rope_case.hpp"
+
+namespace ropecheck {
+
+// How the angle m*scale*theta_i is formed before its exact cos and sin.
+enum class AngleModel {
+  exact,  // exact theta and angle
+  fp32,   // the PyTorch pipeline, each step rounded to f32:
+          //   e = f32(2i)/f32(rotary_dim); p = f32(f32(base)^e); inv = f32(1/p)
+          //   (inv = f32(table[i]) with a table); mf = f32(m); mf = f32(mf*f32(scale))
+          //   when scale != 1; angle = f32(mf*inv)
+};
+
+std::string_view to_string(AngleModel m);
+std::optional<AngleModel> parse_angle_model(std::string_view s);
+
+struct ReferenceOutput {
+  Bytes rounded;              // the correctly rounded output, in the storage type
+  std::vector<double> exact;  // the exact output rounded to double (for measuring error)
+  uint64_t ziv_retries = 0;   // elements that needed more precision to round
+};
+
+struct ReferenceOptions {
+  AngleModel angle_model = AngleModel::exact;
+};
+
+// Throws std::invalid_argument when the case is malformed (RopeCase::validate),
+// std::runtime_error if rounding stays undecided at the highest precision.
+ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt = {});
+
+// The f32 angle of the fp32 angle model for pair i at position m (exposed for
+// tests and reports).
+float fp32_model_angle(const RopeCase& c, uint32_t pair, int64_t position);
+
+// The exact angle m*scale*theta_i rounded to double (for reports and tests).
+double exact_angle(const RopeCase& c, uint32_t pair, int64_t position);
+
+}  // namespace ropecheck

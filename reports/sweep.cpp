@@ -1,0 +1,114 @@
+#include "reports/sweep.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+#include <set>
+#include <stdexcept>
+
+namespace ropecheck {
+
+namespace {
+
+RopeCase sweep_case(const SweepOptions& o, Dtype d, Layout l, std::mt19937_64& rng) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = o.head_dim;
+  c.rotary_dim = o.rotary_dim;
+  c.n_heads = o.n_heads;
+  c.base = o.base;
+  for (int k = 0; k <= o.max_log2_position; k += o.bucket_step) {
+    // positions in [2^k, 2^(k+1)), plus 0 once
+    const int64_t lo = int64_t(1) << k;
+    std::uniform_int_distribution<int64_t> pick(lo, 2 * lo - 1);
+    for (uint32_t t = 0; t < o.tokens_per_bucket; ++t) c.positions.push_back(pick(rng));
+  }
+  c.positions.push_back(0);
+  c.input.resize(c.n_bytes());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(d, c.input.data(), k, normal(rng));
+  return c;
+}
+
+}  // namespace
+
+std::vector<SweepRow> run_sweep(const SweepOptions& o) {
+  std::vector<const Implementation*> impls;
+  if (o.impls.empty()) {
+    for (const auto& i : implementations()) impls.push_back(&i);
+  } else {
+    for (const auto& n : o.impls) {
+      const Implementation* i = find_implementation(n);
+      if (!i) throw std::invalid_argument("unknown implementation '" + n + "'");
+      impls.push_back(i);
+    }
+  }
+  std::vector<SweepRow> rows;
+  for (Dtype d : kAllDtypes) {
+    for (Layout l : kAllLayouts) {
+      std::mt19937_64 rng(o.seed * 1000003u + uint64_t(d) * 7 + uint64_t(l));
+      const RopeCase c = sweep_case(o, d, l, rng);
+      std::map<AngleModel, ReferenceOutput> refs;
+      for (const Implementation* impl : impls) {
+        if (!impl->supports(d) || !impl->supports(l)) continue;
+        Bytes out;
+        const int rc = run_kernel(*impl, c, out);
+        std::set<AngleModel> models = {impl->angle_model};
+        if (o.also_exact_model) models.insert(AngleModel::exact);
+        for (AngleModel m : models) {
+          if (!refs.count(m)) refs[m] = reference_rope(c, {m});
+          SweepRow row{impl->name, m, d, l, impl->bound(c), {}, {}, 0, {}, m == impl->angle_model};
+          if (rc != RC_OK) {
+            row.violations = 1;
+            row.first_finding = fmt::format("kernel returned {}", rc);
+          } else {
+            const Judgement j = judge_output(c, refs[m], out.data(), row.bound);
+            row.by_bucket = j.by_bucket;
+            row.all = j.stats;
+            row.violations = j.violations;
+            if (!j.findings.empty()) row.first_finding = j.findings.front().message;
+          }
+          rows.push_back(std::move(row));
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+std::string format_sweep_table(const std::vector<SweepRow>& rows) {
+  std::set<int> buckets;
+  for (const auto& r : rows)
+    for (const auto& [b, s] : r.by_bucket) buckets.insert(b);
+  std::string out;
+  for (int pass = 0; pass < 2; ++pass) {
+    out += pass == 0 ? "\nMax pair error (u) by position bucket\n\n" : "\nMean pair error (u) by position bucket\n\n";
+    out += "| kernel | angle model | dtype | layout |";
+    for (int b : buckets) out += fmt::format(" {} |", bucket_label(b));
+    out += "\n|---|---|---|---|";
+    for (size_t i = 0; i < buckets.size(); ++i) out += "---:|";
+    out += "\n";
+    for (const auto& r : rows) {
+      out += fmt::format("| {} | {} | {} | {} |", r.impl, to_string(r.model), to_string(r.dtype), to_string(r.layout));
+      for (int b : buckets) {
+        auto it = r.by_bucket.find(b);
+        if (it == r.by_bucket.end()) out += " - |";
+        else out += fmt::format(" {:.3g} |", pass == 0 ? it->second.max : it->second.mean());
+      }
+      out += "\n";
+    }
+  }
+  out += "\nSummary (all buckets)\n\n";
+  out += "| kernel | angle model | dtype | layout | pairs | max | p99 | mean | bias (radial) | bias (angle) | bound | verdict |\n";
+  out += "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& r : rows) {
+    const char* verdict = r.violations == 0 ? "pass" : r.expected_to_pass ? "FAIL" : "fails (expected: other model)";
+    out += fmt::format("| {} | {} | {} | {} | {} | {:.3g} | {:.3g} | {:.3g} | {:+.2e} | {:+.2e} | {:.3g} | {} |\n",
+                       r.impl, to_string(r.model), to_string(r.dtype), to_string(r.layout), r.all.count, r.all.max,
+                       r.all.percentile(0.99), r.all.mean(), r.all.bias(), r.all.tangential_bias(), r.bound, verdict);
+  }
+  return out;
+}
+
+}  // namespace ropecheck

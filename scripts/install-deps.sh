@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ropecheck builds with, when any is missing.
+# As root it runs apt-get; otherwise it prints the exact command to run.
+set -euo pipefail
+pkgs=(cmake g++ make ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev librapidcheck-dev libgtest-dev
+      libgmock-dev libfmt-dev libhwy-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
+# Optional groups: fuzzing (clang-14 + libFuzzer runtime) and the browser check of HTML reports.
+case "${1:-}" in
+  --fuzz) pkgs+=(clang-14 libclang-rt-14-dev llvm-14) ;;
+  --browser) pkgs+=(chromium) ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  $cmd >/dev/null
+else
+  echo "install-deps: missing packages; run as root:" >&2
+  echo "  sudo apt-get update && sudo $cmd" >&2
+  exit 1
+fi
