@@ -1,0 +1,113 @@
+// `ropecheck cases export --dir D` / `ropecheck cases check --dir D`: the gate
+// for kernels that cannot be loaded (GPU, Python). See gate/case_set.hpp.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "gate/case_set.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+struct CasesArgs {
+  std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit;
+  int64_t max_position = int64_t(1) << 24;
+  uint64_t seed = 1;
+  size_t random_cases = 32;
+  CLI::App* exp = nullptr;
+  CLI::App* chk = nullptr;
+} g;
+
+template <class T, class Parse>
+bool parse_list(const std::string& s, std::vector<T>& out, const T* all, size_t n, Parse parse) {
+  out.clear();
+  if (s == "all") {
+    out.assign(all, all + n);
+    return true;
+  }
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto v = parse(item);
+    if (!v) return false;
+    out.push_back(*v);
+  }
+  return !out.empty();
+}
+
+CLI::App* add(CLI::App& app) {
+  auto* s = app.add_subcommand("cases", "export a case set for an external kernel, or check its outputs");
+  s->require_subcommand(1);
+  g.exp = s->add_subcommand("export", "write inputs (.npy) and manifest.json to a directory");
+  g.exp->add_option("--dir", g.dir, "output directory")->required();
+  g.exp->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
+  g.exp->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
+  g.exp->add_option("--max-position", g.max_position, "largest position (default 2^24)")->capture_default_str();
+  g.exp->add_option("--angle-model", g.angle_model, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));
+  g.exp->add_option("--tolerance", g.tolerance, "bound override in u: one number or f32=8,bf16=1.5");
+  g.exp->add_option("--seed", g.seed, "seed of the generated cases")->capture_default_str();
+  g.exp->add_option("--random-cases", g.random_cases, "random cases added to the systematic ones")
+      ->capture_default_str();
+  g.chk = s->add_subcommand("check", "judge the outputs (.npy) an external program wrote: exit 0 pass, 1 fail, 2 error");
+  g.chk->add_option("--dir", g.dir, "the exported directory, with the outputs written")->required();
+  g.chk->add_option("--tolerance", g.tolerance, "bound override in u: one number or f32=8,bf16=1.5");
+  g.chk->add_option("--junit", g.junit, "write JUnit XML here");
+  return s;
+}
+
+int run() {
+  std::map<Dtype, double> tol;
+  if (!g.tolerance.empty())
+    if (std::string e = gate::parse_tolerance(g.tolerance, tol); !e.empty()) {
+      std::cerr << "error: " << e << "\n";
+      return 2;
+    }
+  try {
+    if (g.exp->parsed()) {
+      gate::ExportOptions opt;
+      if (!parse_list(g.dtype, opt.dtypes, kAllDtypes, std::size(kAllDtypes),
+                      [](const std::string& x) { return parse_dtype(x); })) {
+        std::cerr << "error: --dtype: expected f32, f16, bf16, a comma list, or all\n";
+        return 2;
+      }
+      if (!parse_list(g.layout, opt.layouts, kAllLayouts, std::size(kAllLayouts),
+                      [](const std::string& x) { return parse_layout(x); })) {
+        std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all\n";
+        return 2;
+      }
+      if (g.max_position < 1 || g.max_position > (int64_t(1) << 62)) {
+        std::cerr << "error: --max-position must be in [1, 2^62]\n";
+        return 2;
+      }
+      opt.max_position = g.max_position;
+      opt.angle_model = *parse_angle_model(g.angle_model);
+      opt.tolerance = tol;
+      opt.seed = g.seed;
+      opt.random_cases = g.random_cases;
+      const size_t n = gate::export_case_set(g.dir, opt);
+      std::cout << "wrote " << n << " cases to " << g.dir << " (manifest.json, NNNN.in.npy); write NNNN.out.npy, then "
+                << "run: ropecheck cases check --dir " << g.dir << "\n";
+      return 0;
+    }
+    const gate::GateResult r = gate::check_case_set(g.dir, tol);
+    std::cout << gate::format_verdict(r);
+    if (!g.junit.empty()) {
+      std::ofstream f(g.junit);
+      f << gate::junit_xml(r);
+      if (!f) {
+        std::cerr << "error: cannot write " << g.junit << "\n";
+        return 2;
+      }
+    }
+    return r.pass ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+const cli::Registration reg{{"cases", add, run}};
+
+}  // namespace

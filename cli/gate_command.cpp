@@ -1,0 +1,158 @@
+// `ropecheck gate`: judge a kernel (a shared library, or a built-in) and give a
+// CI verdict. See docs/gate.md.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "gate/gate.hpp"
+#include "impls/plugin_loader.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+struct GateArgs {
+  std::string kernel, impl, dtype = "all", layout = "all", angle_model, tolerance, report_dir = "ropecheck-gate-report",
+                                junit;
+  int64_t max_position = int64_t(1) << 24;
+  uint64_t seed = 1;
+  double budget = 60, call_timeout = 10;
+  bool quiet = false;
+} g;
+
+CLI::App* add(CLI::App& app) {
+  auto* s = app.add_subcommand("gate", "judge a kernel for CI: exit 0 pass, 1 fail, 2 usage or load error");
+  auto* k = s->add_option("--kernel", g.kernel, "shared library exporting rc_rope_apply (include/ropecheck/kernel_abi.h)");
+  auto* i = s->add_option("--impl", g.impl, "a built-in implementation instead");
+  k->excludes(i);
+  s->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
+  s->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
+  s->add_option("--max-position", g.max_position, "largest position tried (default 2^24)")->capture_default_str();
+  s->add_option("--angle-model", g.angle_model, "exact (default for --kernel) or fp32")
+      ->check(CLI::IsMember({"exact", "fp32"}));
+  s->add_option("--tolerance", g.tolerance, "override the bound in u: one number, or per dtype like f32=8,bf16=1.5");
+  s->add_option("--seed", g.seed, "seed of the generated cases")->capture_default_str();
+  s->add_option("--budget-seconds", g.budget, "wall-time budget; random cases fill it")->capture_default_str();
+  s->add_option("--call-timeout", g.call_timeout, "seconds before a kernel call counts as hung")->capture_default_str();
+  s->add_option("--report-dir", g.report_dir, "where failing cases are saved as replay files")->capture_default_str();
+  s->add_option("--junit", g.junit, "write JUnit XML here");
+  s->add_flag("--quiet", g.quiet, "no progress lines");
+  return s;
+}
+
+
+bool parse_dtypes(const std::string& s, std::vector<Dtype>& out) {
+  out.clear();
+  if (s == "all") {
+    out.assign(std::begin(kAllDtypes), std::end(kAllDtypes));
+    return true;
+  }
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto d = parse_dtype(item);
+    if (!d) return false;
+    out.push_back(*d);
+  }
+  return !out.empty();
+}
+
+bool parse_layouts(const std::string& s, std::vector<Layout>& out) {
+  out.clear();
+  if (s == "all") {
+    out.assign(std::begin(kAllLayouts), std::end(kAllLayouts));
+    return true;
+  }
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto l = parse_layout(item);
+    if (!l) return false;
+    out.push_back(*l);
+  }
+  return !out.empty();
+}
+
+int run() {
+  gate::GateOptions opt;
+  if (g.kernel.empty() == g.impl.empty()) {
+    std::cerr << "error: give exactly one of --kernel PATH.so or --impl NAME\n";
+    return 2;
+  }
+  if (!parse_dtypes(g.dtype, opt.dtypes)) {
+    std::cerr << "error: --dtype: expected f32, f16, bf16, a comma list of them, or all; got '" << g.dtype << "'\n";
+    return 2;
+  }
+  if (!parse_layouts(g.layout, opt.layouts)) {
+    std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all; got '" << g.layout << "'\n";
+    return 2;
+  }
+  if (g.max_position < 1 || g.max_position > (int64_t(1) << 62)) {
+    std::cerr << "error: --max-position must be in [1, 2^62]\n";
+    return 2;
+  }
+  if (!(g.budget > 0) || !(g.call_timeout > 0)) {
+    std::cerr << "error: --budget-seconds and --call-timeout must be > 0\n";
+    return 2;
+  }
+  if (!g.tolerance.empty()) {
+    if (std::string e = gate::parse_tolerance(g.tolerance, opt.tolerance); !e.empty()) {
+      std::cerr << "error: " << e << "\n";
+      return 2;
+    }
+  }
+  opt.max_position = g.max_position;
+  opt.seed = g.seed;
+  opt.budget_seconds = g.budget;
+  opt.call_timeout_seconds = g.call_timeout;
+  opt.report_dir = g.report_dir;
+  opt.quiet = g.quiet;
+  Implementation impl;
+  if (!g.kernel.empty()) {
+    opt.angle_model = g.angle_model.empty() ? AngleModel::exact : *parse_angle_model(g.angle_model);
+    PluginLoad pl = load_kernel_plugin(g.kernel, opt.angle_model);
+    if (!pl.impl) {
+      std::cerr << "error: " << pl.error << "\n";
+      return 2;
+    }
+    impl = *pl.impl;
+    opt.kernel_arg = "--kernel " + g.kernel;
+  } else {
+    opt.kernel_arg = "--impl " + g.impl;
+    const Implementation* b = find_implementation(g.impl);
+    if (!b) {
+      std::cerr << "error: unknown implementation '" << g.impl << "'; known:";
+      for (const auto& n : implementation_names()) std::cerr << " " << n;
+      std::cerr << "\n";
+      return 2;
+    }
+    impl = *b;
+    opt.angle_model = g.angle_model.empty() ? b->angle_model : *parse_angle_model(g.angle_model);
+    if (opt.angle_model != b->angle_model) impl.error_model = loaded_kernel_error_model(opt.angle_model);
+  }
+  gate::GateResult r;
+  try {
+    r = gate::run_gate(impl, opt);
+  } catch (const std::exception& e) {
+    std::cerr << "error: the gate could not run: " << e.what() << "\n";
+    return 2;
+  }
+  std::cout << gate::format_verdict(r);
+  if (!g.junit.empty()) {
+    std::ofstream f(g.junit);
+    f << gate::junit_xml(r);
+    if (!f) {
+      std::cerr << "error: cannot write " << g.junit << "\n";
+      return 2;
+    }
+  }
+  return r.pass ? 0 : 1;
+}
+
+const cli::Registration reg{{"gate", add, run}};
+
+}  // namespace

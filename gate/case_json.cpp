@@ -1,0 +1,174 @@
+#include "gate/case_json.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ropecheck::gate {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
+
+const json& need(const json& j, const char* key) {
+  if (!j.is_object()) fail("expected a JSON object");
+  auto it = j.find(key);
+  if (it == j.end()) fail(std::string("missing field '") + key + "'");
+  return *it;
+}
+
+template <class T>
+T need_uint(const json& j, const char* key, T max) {
+  const json& v = need(j, key);
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+    fail(std::string("field '") + key + "' must be a non-negative integer");
+  const uint64_t x = v.get<uint64_t>();
+  if (x > uint64_t(max)) fail(std::string("field '") + key + "' is too large (" + std::to_string(x) + ")");
+  return T(x);
+}
+
+}  // namespace
+
+std::string double_to_text(double v) { return hexfloat(v); }
+
+double double_from_json(const json& j, const char* what) {
+  if (j.is_number()) return j.get<double>();
+  if (!j.is_string()) fail(std::string("field '") + what + "' must be a number or a hex-float string");
+  const std::string s = j.get<std::string>();
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) fail(std::string("field '") + what + "': not a number: '" + s + "'");
+  return v;
+}
+
+json case_params_to_json(const RopeCase& c) {
+  json j;
+  j["dtype"] = std::string(to_string(c.dtype));
+  j["layout"] = std::string(to_string(c.layout));
+  j["head_dim"] = c.head_dim;
+  j["rotary_dim"] = c.rotary_dim;
+  j["n_heads"] = c.n_heads;
+  j["n_tokens"] = c.n_tokens();
+  j["positions"] = c.positions;
+  j["base"] = double_to_text(c.base);
+  j["base_decimal"] = c.base;
+  j["position_scale"] = double_to_text(c.position_scale);
+  j["position_scale_decimal"] = c.position_scale;
+  json t = json::array();
+  for (double f : c.inv_freq) t.push_back(double_to_text(f));
+  j["inv_freq"] = t;
+  return j;
+}
+
+void case_params_from_json(const json& j, RopeCase& c) {
+  const json& dt = need(j, "dtype");
+  if (!dt.is_string() || !parse_dtype(dt.get<std::string>())) fail("field 'dtype' must be \"f32\", \"f16\" or \"bf16\"");
+  c.dtype = *parse_dtype(dt.get<std::string>());
+  const json& ly = need(j, "layout");
+  if (!ly.is_string() || !parse_layout(ly.get<std::string>()))
+    fail("field 'layout' must be \"interleaved\" or \"half-split\"");
+  c.layout = *parse_layout(ly.get<std::string>());
+  c.head_dim = need_uint<uint32_t>(j, "head_dim", 1u << 20);
+  c.rotary_dim = need_uint<uint32_t>(j, "rotary_dim", 1u << 20);
+  c.n_heads = need_uint<uint32_t>(j, "n_heads", 1u << 16);
+  const json& pos = need(j, "positions");
+  if (!pos.is_array()) fail("field 'positions' must be an array of integers");
+  if (pos.size() > (1u << 24)) fail("field 'positions' is too long");
+  c.positions.clear();
+  for (const json& p : pos) {
+    if (!p.is_number_integer()) fail("field 'positions' must hold integers only");
+    c.positions.push_back(p.get<int64_t>());
+  }
+  if (j.contains("n_tokens") && need_uint<uint64_t>(j, "n_tokens", ~uint64_t(0)) != c.positions.size())
+    fail("field 'n_tokens' does not match the number of positions");
+  c.base = double_from_json(need(j, "base"), "base");
+  c.position_scale = double_from_json(need(j, "position_scale"), "position_scale");
+  c.inv_freq.clear();
+  if (j.contains("inv_freq")) {
+    const json& t = j["inv_freq"];
+    if (!t.is_array()) fail("field 'inv_freq' must be an array");
+    for (const json& f : t) c.inv_freq.push_back(double_from_json(f, "inv_freq"));
+  }
+  const double elems = double(c.positions.size()) * c.n_heads * c.head_dim;
+  if (elems > double(1u << 28)) fail("the case is too large (" + std::to_string(elems) + " elements)");
+  c.input.clear();
+}
+
+json record_to_json(const CaseRecord& r) {
+  json j;
+  j["format"] = "ropecheck-case";
+  j["version"] = 1;
+  j["check"] = r.check;
+  j["failure"] = r.failure;
+  j["summary"] = r.c.summary();
+  j["in_place"] = r.in_place;
+  j["angle_model"] = std::string(to_string(r.angle_model));
+  j["bound"] = double_to_text(r.bound);
+  j["bound_decimal"] = r.bound;
+  j["case"] = case_params_to_json(r.c);
+  json bits = json::array();
+  for (size_t k = 0; k < r.c.n_elements(); ++k) bits.push_back(load_bits(r.c.dtype, r.c.input.data(), k));
+  j["input_bits"] = bits;
+  return j;
+}
+
+CaseRecord record_from_json(const json& j) {
+  CaseRecord r;
+  const json& f = need(j, "format");
+  if (!f.is_string() || f.get<std::string>() != "ropecheck-case") fail("not a ropecheck case file (format field)");
+  if (need_uint<int>(j, "version", 1000) != 1) fail("unsupported case file version");
+  if (j.contains("check") && j["check"].is_string()) r.check = j["check"].get<std::string>();
+  if (j.contains("failure") && j["failure"].is_string()) r.failure = j["failure"].get<std::string>();
+  const json& ip = need(j, "in_place");
+  if (!ip.is_boolean()) fail("field 'in_place' must be true or false");
+  r.in_place = ip.get<bool>();
+  const json& am = need(j, "angle_model");
+  if (!am.is_string() || !parse_angle_model(am.get<std::string>())) fail("field 'angle_model' must be exact or fp32");
+  r.angle_model = *parse_angle_model(am.get<std::string>());
+  r.bound = double_from_json(need(j, "bound"), "bound");
+  if (!(r.bound > 0) || !std::isfinite(r.bound)) fail("field 'bound' must be a positive number");
+  case_params_from_json(need(j, "case"), r.c);
+  const json& bits = need(j, "input_bits");
+  if (!bits.is_array()) fail("field 'input_bits' must be an array");
+  if (bits.size() != r.c.n_elements())
+    fail("field 'input_bits' has " + std::to_string(bits.size()) + " elements, the case has " +
+         std::to_string(r.c.n_elements()));
+  r.c.input.assign(r.c.n_bytes(), 0);
+  const uint64_t maxbits = r.c.dtype == Dtype::f32 ? 0xffffffffull : 0xffffull;
+  for (size_t k = 0; k < bits.size(); ++k) {
+    if (!bits[k].is_number_unsigned() || bits[k].get<uint64_t>() > maxbits)
+      fail("input_bits[" + std::to_string(k) + "] is not a bit pattern of " + std::string(to_string(r.c.dtype)));
+    store_bits(r.c.dtype, r.c.input.data(), k, uint32_t(bits[k].get<uint64_t>()));
+  }
+  if (std::string why = r.c.validate_for_kernel(); !why.empty()) fail("malformed case: " + why);
+  return r;
+}
+
+void write_record(const std::string& path, const CaseRecord& r) {
+  std::ofstream f(path);
+  if (!f) fail("cannot write " + path);
+  f << record_to_json(r).dump(1) << "\n";
+  if (!f) fail("cannot write " + path);
+}
+
+CaseRecord read_record(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail("cannot read " + path);
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception& e) {
+    fail(path + ": not valid JSON: " + e.what());
+  }
+  try {
+    return record_from_json(j);
+  } catch (const std::exception& e) {
+    fail(path + ": " + e.what());
+  }
+}
+
+}  // namespace ropecheck::gate

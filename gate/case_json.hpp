@@ -1,0 +1,41 @@
+// Cases as JSON: the replay files the gate writes for failing cases, and the
+// manifest of an exported case set. Doubles are written as C99 hex floats
+// (exact) with their decimal value beside for reading; input elements as their
+// bit patterns.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/rope_case.hpp"
+#include "reference/reference.hpp"
+
+namespace ropecheck::gate {
+
+// A failing (or exported) kernel call: the case and how it was called and judged.
+struct CaseRecord {
+  RopeCase c;
+  bool in_place = false;
+  AngleModel angle_model = AngleModel::exact;
+  double bound = 0;     // u of the storage type
+  std::string check;    // the gate check it belongs to
+  std::string failure;  // what went wrong (replay files)
+};
+
+// The parameters of a case (no input) as JSON.
+nlohmann::json case_params_to_json(const RopeCase& c);
+// Parse the parameters into c (input left empty). Throws std::runtime_error
+// with a clear message on anything missing, mistyped or out of range.
+void case_params_from_json(const nlohmann::json& j, RopeCase& c);
+
+nlohmann::json record_to_json(const CaseRecord& r);
+CaseRecord record_from_json(const nlohmann::json& j);  // throws std::runtime_error
+
+void write_record(const std::string& path, const CaseRecord& r);  // throws std::runtime_error
+CaseRecord read_record(const std::string& path);                  // throws std::runtime_error
+
+// Exact double <-> hex float string (also accepts decimal).
+std::string double_to_text(double v);
+double double_from_json(const nlohmann::json& j, const char* what);
+
+}  // namespace ropecheck::gate

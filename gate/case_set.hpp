@@ -1,0 +1,35 @@
+// Case sets for kernels that cannot be loaded (GPU, Python): export the gate's
+// cases as NumPy inputs plus a JSON manifest; an external program writes the
+// outputs as .npy; check them with the same verdict and exit codes.
+//
+//   D/manifest.json   {"format": "ropecheck-case-set", "version": 1, "angle_model": ..., "cases": [
+//                        {"id", "check", "input": "NNNN.in.npy", "output": "NNNN.out.npy", "bound", "case": {...}}]}
+//   D/NNNN.in.npy     [n_tokens, n_heads, head_dim], '<f4' (f32), '<f2' (f16) or '<u2' (bf16 bit patterns)
+//   D/NNNN.out.npy    written by the external program: the same shape and element type
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "gate/gate.hpp"
+
+namespace ropecheck::gate {
+
+struct ExportOptions {
+  std::vector<Dtype> dtypes{std::begin(kAllDtypes), std::end(kAllDtypes)};
+  std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
+  int64_t max_position = int64_t(1) << 24;
+  AngleModel angle_model = AngleModel::exact;
+  std::map<Dtype, double> tolerance;
+  uint64_t seed = 1;
+  size_t random_cases = 32;
+};
+
+// Writes the manifest and the inputs; returns the number of cases. Throws std::runtime_error.
+size_t export_case_set(const std::string& dir, const ExportOptions& opt);
+
+// Judges the outputs. Throws std::runtime_error (exit 2) on malformed or
+// mismatched files; failures of the kernel are in the result (exit 1).
+GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>& tolerance);
+
+}  // namespace ropecheck::gate

@@ -1,0 +1,402 @@
+// Tests of the gate: the plugin loader, isolated calls, replay files, the
+// verdict and exit codes, and the mutation suite (every planted bug caught,
+// every correct kernel passed).
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gate/case_json.hpp"
+#include "gate/case_set.hpp"
+#include "gate/npy.hpp"
+#include "gate/gate.hpp"
+#include "gate/isolation.hpp"
+#include "impls/plugin_loader.hpp"
+
+extern char** environ;
+
+using namespace ropecheck;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string mutant(const std::string& stem) { return std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so"; }
+
+Implementation load(const std::string& stem) {
+  PluginLoad pl = load_kernel_plugin(mutant(stem));
+  if (!pl.impl) throw std::runtime_error(pl.error);
+  return *pl.impl;
+}
+
+RopeCase small_case(Dtype d = Dtype::f32, Layout l = Layout::interleaved, uint32_t hd = 64, uint32_t rd = 64) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = hd;
+  c.rotary_dim = rd;
+  c.n_heads = 2;
+  c.positions = {3, 0, 1 << 20, 12345};
+  c.input.assign(c.n_bytes(), 0);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-4, 4);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(d, c.input.data(), k, u(rng));
+  return c;
+}
+
+std::string tmpdir(const std::string& name) {
+  const fs::path p = fs::path(ROPECHECK_TEST_TMP) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// Run a shell command line, output to a file; returns the exit status (-1 if signalled).
+int run_cli(const std::string& args, const std::string& log) {
+  const std::string cmd = std::string(ROPECHECK_CLI) + " " + args + " > " + log + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST(PluginLoader, LoadsAKernelAndNamesItByStem) {
+  PluginLoad pl = load_kernel_plugin(mutant("ok_fast_f32"));
+  ASSERT_TRUE(pl.impl) << pl.error;
+  EXPECT_EQ(pl.impl->name, "ok_fast_f32");
+  ASSERT_NE(pl.impl->fn, nullptr);
+  // The loaded kernel is judged by the same path as built-ins: compare with the scalar kernel.
+  const RopeCase c = small_case();
+  Bytes a, b;
+  ASSERT_EQ(run_kernel(*pl.impl, c, a), RC_OK);
+  ASSERT_EQ(run_kernel(*find_implementation("scalar"), c, b), RC_OK);
+  ReferenceOutput ref = reference_rope(c);
+  EXPECT_TRUE(judge_output(c, ref, a.data(), pl.impl->bound(c)).ok());
+  EXPECT_TRUE(judge_output(c, ref, b.data(), find_implementation("scalar")->bound(c)).ok());
+}
+
+TEST(PluginLoader, ClearErrors) {
+  PluginLoad missing = load_kernel_plugin("/nonexistent/libnothing.so");
+  EXPECT_FALSE(missing.impl);
+  EXPECT_NE(missing.error.find("no such file"), std::string::npos) << missing.error;
+  const std::string txt = tmpdir("loader") + "/notelf.so";
+  std::ofstream(txt) << "not a library";
+  PluginLoad bad = load_kernel_plugin(txt);
+  EXPECT_FALSE(bad.impl);
+  EXPECT_NE(bad.error.find("cannot load"), std::string::npos) << bad.error;
+  // A real library without the symbol.
+  PluginLoad nosym = load_kernel_plugin("/lib/x86_64-linux-gnu/libm.so.6");
+  if (fs::exists("/lib/x86_64-linux-gnu/libm.so.6")) {
+    EXPECT_FALSE(nosym.impl);
+    EXPECT_NE(nosym.error.find("rc_rope_apply"), std::string::npos) << nosym.error;
+  }
+}
+
+TEST(Isolation, CorrectKernelWritesEverythingAndKeepsTheInput) {
+  const Implementation k = load("ok_double");
+  for (bool in_place : {false, true}) {
+    const RopeCase c = small_case(Dtype::bf16, Layout::half_split, 20, 12);
+    const gate::CallResult r = gate::call_isolated(k.fn, c, in_place, 10);
+    ASSERT_EQ(r.status, gate::CallStatus::ok) << gate::describe(r);
+    EXPECT_EQ(r.unwritten, 0u);
+    EXPECT_EQ(r.input_changed, 0u);
+    EXPECT_EQ(r.guard_before_bytes + r.guard_after_bytes + r.input_guard_bytes, 0u);
+    const gate::CaseVerdict v = gate::judge_call(c, in_place, AngleModel::exact, k.bound(c), r);
+    EXPECT_TRUE(v.pass) << v.message;
+  }
+}
+
+TEST(Isolation, CrashHangOobInputAndUnwrittenAreSeen) {
+  const RopeCase big = small_case(Dtype::f32, Layout::interleaved, 128, 128);
+  {
+    const gate::CallResult r = gate::call_isolated(load("mut_crash").fn, big, false, 10);
+    EXPECT_EQ(r.status, gate::CallStatus::crashed);
+    EXPECT_EQ(r.signal, SIGSEGV);
+  }
+  {
+    RopeCase c = small_case();
+    c.positions.assign(8, 5);
+    c.input.assign(c.n_bytes(), 0);
+    const gate::CallResult r = gate::call_isolated(load("mut_hang").fn, c, false, 0.3);
+    EXPECT_EQ(r.status, gate::CallStatus::hung);
+  }
+  {
+    const RopeCase c = small_case();
+    const gate::CallResult r = gate::call_isolated(load("mut_oob_write").fn, c, false, 10);
+    // Either the guard bytes after the buffer changed, or the guard page stopped the write.
+    EXPECT_TRUE(r.guard_after_bytes > 0 || r.status == gate::CallStatus::crashed) << gate::describe(r);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, 8, r);
+    EXPECT_FALSE(v.pass);
+  }
+  {
+    const RopeCase c = small_case();
+    const gate::CallResult r = gate::call_isolated(load("mut_input_modified").fn, c, false, 10);
+    EXPECT_EQ(r.status, gate::CallStatus::ok);
+    EXPECT_GT(r.input_changed, 0u);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, 8, r);
+    EXPECT_FALSE(v.pass);
+    EXPECT_NE(v.message.find("changed"), std::string::npos) << v.message;
+  }
+  {
+    const RopeCase c = small_case(Dtype::f16, Layout::interleaved, 20, 20);  // 10 pairs: a tail of 2
+    const gate::CallResult r = gate::call_isolated(load("mut_vector_tail").fn, c, false, 10);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, load("mut_vector_tail").bound(c), r);
+    EXPECT_FALSE(v.pass);
+  }
+  {
+    const RopeCase c = small_case();
+    const gate::CallResult r = gate::call_isolated(load("mut_declines_all").fn, c, false, 10);
+    EXPECT_EQ(r.status, gate::CallStatus::declined);
+  }
+}
+
+TEST(Isolation, PoisonCatchesUnwrittenOutput) {
+  // The built-in scalar kernel is fine; a kernel that writes nothing is not.
+  const RopeCase c = small_case(Dtype::f32, Layout::interleaved, 8, 8);
+  gate::CallResult r = gate::call_isolated(find_implementation("scalar")->fn, c, false, 10);
+  ASSERT_EQ(r.status, gate::CallStatus::ok);
+  EXPECT_EQ(r.unwritten, 0u);
+  r = gate::call_isolated([](const rc_rope_args*) { return RC_OK; }, c, false, 10);
+  EXPECT_EQ(r.unwritten, c.n_elements());
+  const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, 8, r);
+  EXPECT_FALSE(v.pass);
+  EXPECT_NE(v.message.find("never written"), std::string::npos) << v.message;
+}
+
+TEST(CaseJson, RoundTripsExactlyAndRejectsMalformed) {
+  gate::CaseRecord r;
+  r.c = small_case(Dtype::bf16, Layout::half_split, 20, 8);
+  r.c.inv_freq = {1.0, 0.1, 1.0 / 3.0, 1e-7};
+  r.c.position_scale = 0.1;
+  r.in_place = true;
+  r.bound = 1.4142135623730951;
+  r.check = "x";
+  const gate::CaseRecord s = gate::record_from_json(gate::record_to_json(r));
+  EXPECT_EQ(s.c.input, r.c.input);
+  EXPECT_EQ(s.c.positions, r.c.positions);
+  EXPECT_EQ(s.c.inv_freq, r.c.inv_freq);
+  EXPECT_EQ(s.c.position_scale, r.c.position_scale);
+  EXPECT_EQ(s.bound, r.bound);
+  EXPECT_TRUE(s.in_place);
+  auto j = gate::record_to_json(r);
+  j["input_bits"].erase(0);
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+  j = gate::record_to_json(r);
+  j["case"]["rotary_dim"] = 7;
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+  j = gate::record_to_json(r);
+  j["case"]["positions"][0] = -1;
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+  j = gate::record_to_json(r);
+  j["case"]["dtype"] = 3;
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+}
+
+TEST(Tolerance, Parses) {
+  std::map<Dtype, double> t;
+  EXPECT_EQ(gate::parse_tolerance("f32=8,bf16=1.5", t), "");
+  EXPECT_EQ(t[Dtype::f32], 8);
+  EXPECT_EQ(t[Dtype::bf16], 1.5);
+  EXPECT_EQ(t.count(Dtype::f16), 0u);
+  t.clear();
+  EXPECT_EQ(gate::parse_tolerance("3", t), "");
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_NE(gate::parse_tolerance("f64=3", t), "");
+  EXPECT_NE(gate::parse_tolerance("f32=-1", t), "");
+  EXPECT_NE(gate::parse_tolerance("x", t), "");
+}
+
+TEST(GateCli, UsageAndLoadErrorsExit2) {
+  const std::string d = tmpdir("cli2");
+  EXPECT_EQ(run_cli("gate", d + "/a.log"), 2);
+  EXPECT_EQ(run_cli("gate --kernel /nonexistent.so", d + "/b.log"), 2);
+  EXPECT_NE(slurp(d + "/b.log").find("no such file"), std::string::npos);
+  EXPECT_EQ(run_cli("gate --impl no-such-impl", d + "/c.log"), 2);
+  EXPECT_EQ(run_cli("gate --impl scalar --dtype f64", d + "/d.log"), 2);
+  EXPECT_EQ(run_cli("gate --impl scalar --tolerance f32=x", d + "/e.log"), 2);
+  EXPECT_EQ(run_cli("replay " + d + "/missing.json --impl scalar", d + "/f.log"), 2);
+}
+
+TEST(GateCli, FailingKernelGivesTableJunitAndAReplayThatReruns) {
+  const std::string d = tmpdir("fail");
+  const int rc = run_cli("gate --kernel " + mutant("mut_position_off_by_one") + " --budget-seconds 2 --quiet --dtype f32 " +
+                             "--layout interleaved --report-dir " + d + "/report --junit " + d + "/junit.xml",
+                         d + "/out.log");
+  EXPECT_EQ(rc, 1);
+  const std::string out = slurp(d + "/out.log");
+  EXPECT_NE(out.find("| matrix f32 interleaved |"), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict: FAIL"), std::string::npos);
+  const std::string xml = slurp(d + "/junit.xml");
+  EXPECT_NE(xml.find("<testsuites>"), std::string::npos);
+  EXPECT_NE(xml.find("<failure"), std::string::npos);
+  const std::string replay = d + "/report/matrix-f32-interleaved.smallest.json";
+  ASSERT_TRUE(fs::exists(replay)) << out;
+  const gate::CaseRecord rec = gate::read_record(replay);
+  EXPECT_EQ(rec.c.n_tokens(), 1u);  // shrunk to one token
+  EXPECT_EQ(rec.c.n_heads, 1u);
+  EXPECT_EQ(run_cli("replay " + replay + " --kernel " + mutant("mut_position_off_by_one"), d + "/r1.log"), 1);
+  EXPECT_EQ(run_cli("replay " + replay + " --kernel " + mutant("ok_double"), d + "/r2.log"), 0);
+  EXPECT_EQ(run_cli("replay " + replay + " --impl scalar", d + "/r3.log"), 0);
+}
+
+TEST(GateCli, BuiltinScalarPasses) {
+  const std::string d = tmpdir("scalar");
+  EXPECT_EQ(run_cli("gate --impl scalar --budget-seconds 2 --quiet --report-dir " + d, d + "/out.log"), 0)
+      << slurp(d + "/out.log");
+}
+
+// The mutation suite: each planted bug must make the gate exit 1, each correct
+// kernel exit 0. At most two gates run at once.
+TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
+  std::vector<std::string> stems;
+  for (const auto& e : fs::directory_iterator(ROPECHECK_MUTANT_DIR))
+    if (e.path().extension() == ".so") stems.push_back(e.path().stem().string());
+  std::sort(stems.begin(), stems.end());
+  const size_t n_mut = std::count_if(stems.begin(), stems.end(), [](auto& s) { return s.rfind("mut_", 0) == 0; });
+  const size_t n_ok = std::count_if(stems.begin(), stems.end(), [](auto& s) { return s.rfind("ok_", 0) == 0; });
+  ASSERT_GE(n_mut, 15u);
+  ASSERT_GE(n_ok, 2u);
+  const std::string d = tmpdir("mutants");
+  std::map<pid_t, std::string> running;
+  std::map<std::string, int> status;
+  size_t next = 0;
+  auto reap = [&] {
+    int st = 0;
+    const pid_t p = waitpid(-1, &st, 0);
+    ASSERT_GT(p, 0);
+    status[running[p]] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    running.erase(p);
+  };
+  while (next < stems.size() || !running.empty()) {
+    if (next < stems.size() && running.size() < 2) {
+      const std::string& s = stems[next++];
+      const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + mutant(s) +
+                              " --budget-seconds 2 --call-timeout 3 --quiet --report-dir " + d + "/" + s + " > " + d +
+                              "/" + s + ".log 2>&1";
+      const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+      pid_t pid;
+      ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+      running[pid] = s;
+    } else {
+      reap();
+    }
+  }
+  size_t caught = 0, passed = 0;
+  for (const auto& s : stems) {
+    const bool is_mut = s.rfind("mut_", 0) == 0;
+    const int want = is_mut ? 1 : 0;
+    EXPECT_EQ(status[s], want) << s << ":\n" << slurp(d + "/" + s + ".log");
+    if (is_mut && status[s] == 1) ++caught;
+    if (!is_mut && status[s] == 0) ++passed;
+  }
+  std::printf("mutation suite: %zu of %zu planted bugs caught; %zu of %zu correct kernels passed\n", caught, n_mut,
+              passed, n_ok);
+}
+
+namespace {
+
+// Write every case's output with a kernel, as an external program would.
+void write_outputs(const std::string& dir, const Implementation& k) {
+  std::ifstream f(dir + "/manifest.json");
+  const auto m = nlohmann::json::parse(f);
+  for (const auto& e : m["cases"]) {
+    RopeCase c;
+    gate::case_params_from_json(e["case"], c);
+    const gate::NpyArray in = gate::npy_read(dir + "/" + e["input"].get<std::string>());
+    c.input = in.data;
+    Bytes out;
+    ASSERT_EQ(run_kernel(k, c, out), RC_OK);
+    gate::NpyArray o = in;
+    o.data = out;
+    gate::npy_write(dir + "/" + e["output"].get<std::string>(), o);
+  }
+}
+
+}  // namespace
+
+TEST(Npy, RoundTripsAndRejectsGarbage) {
+  gate::NpyArray a;
+  a.descr = "<u2";
+  a.shape = {2, 3, 4};
+  a.data.assign(48, 7);
+  const gate::NpyArray b = gate::npy_decode(gate::npy_encode(a), "x");
+  EXPECT_EQ(b.descr, a.descr);
+  EXPECT_EQ(b.shape, a.shape);
+  EXPECT_EQ(b.data, a.data);
+  std::string s = gate::npy_encode(a);
+  EXPECT_THROW(gate::npy_decode(s.substr(0, s.size() - 1), "x"), std::runtime_error);  // truncated
+  EXPECT_THROW(gate::npy_decode("garbage", "x"), std::runtime_error);
+  std::string t = s;
+  t.replace(t.find("<u2"), 3, "<f8");
+  EXPECT_THROW(gate::npy_decode(t, "x"), std::runtime_error);
+  t = s;
+  t.replace(t.find("False"), 5, "True ");
+  EXPECT_THROW(gate::npy_decode(t, "x"), std::runtime_error);
+  t = s;
+  t[8] = char(0xff);  // header length beyond the file
+  t[9] = char(0xff);
+  EXPECT_THROW(gate::npy_decode(t, "x"), std::runtime_error);
+}
+
+TEST(CaseSet, ExportWriteCheckAndCorrupt) {
+  const std::string d = tmpdir("caseset");
+  ASSERT_EQ(run_cli("cases export --dir " + d + " --random-cases 8", d + "/../export.log"), 0);
+  ASSERT_TRUE(fs::exists(d + "/manifest.json"));
+  // Outputs missing: a clear error, exit 2.
+  EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c0.log"), 2);
+  EXPECT_NE(slurp(d + "/../c0.log").find("missing"), std::string::npos);
+  // A correct kernel's outputs pass.
+  write_outputs(d, *find_implementation("scalar"));
+  EXPECT_EQ(run_cli("cases check --dir " + d + " --junit " + d + "/../j.xml", d + "/../c1.log"), 0)
+      << slurp(d + "/../c1.log");
+  EXPECT_NE(slurp(d + "/../j.xml").find("<testsuite"), std::string::npos);
+  // A wrong kernel's outputs fail with the table.
+  write_outputs(d, load("mut_sign"));
+  EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c2.log"), 1);
+  EXPECT_NE(slurp(d + "/../c2.log").find("FAIL"), std::string::npos);
+  write_outputs(d, *find_implementation("scalar"));
+  // A truncated output: exit 2.
+  {
+    const std::string p = d + "/0000.out.npy";
+    std::string b = slurp(p);
+    std::ofstream(p, std::ios::binary) << b.substr(0, b.size() - 3);
+    EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c3.log"), 2);
+    EXPECT_NE(slurp(d + "/../c3.log").find("0000.out.npy"), std::string::npos) << slurp(d + "/../c3.log");
+  }
+  write_outputs(d, *find_implementation("scalar"));
+  // A wrong shape: exit 2.
+  {
+    gate::NpyArray a = gate::npy_read(d + "/0001.out.npy");
+    a.shape = {a.shape[0] * a.shape[1] * a.shape[2]};
+    gate::npy_write(d + "/0001.out.npy", a);
+    EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c4.log"), 2);
+    EXPECT_NE(slurp(d + "/../c4.log").find("shape"), std::string::npos);
+  }
+  write_outputs(d, *find_implementation("scalar"));
+  // A broken manifest: exit 2.
+  {
+    std::string m = slurp(d + "/manifest.json");
+    std::ofstream(d + "/manifest.json") << m.substr(0, m.size() / 2);
+    EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c5.log"), 2);
+    std::ofstream(d + "/manifest.json") << "{\"format\": \"ropecheck-case-set\", \"version\": 1, \"angle_model\": \"exact\", "
+                                           "\"cases\": [{\"input\": \"../../x\", \"output\": \"y\"}]}";
+    EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c6.log"), 2);
+  }
+  EXPECT_EQ(run_cli("cases check --dir " + d + "/nonexistent", d + "/../c7.log"), 2);
+}

@@ -1,0 +1,3 @@
+/* Planted bug: sign (see mutant_common.h, MUT_SIGN). The gate must fail it. */
+#define MUT_SIGN 1
+#include "mutant_common.h"

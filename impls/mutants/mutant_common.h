@@ -1,0 +1,211 @@
+/* A RoPE kernel in plain C against include/ropecheck/kernel_abi.h, with
+ * switches that plant one real-world bug each (impls/mutants/<bug>.c defines
+ * one MUT_* macro and includes this file). With no switch it is a correct,
+ * fast f32 kernel: theta and the angle in double, cos/sin once per
+ * (token, pair) rounded to f32 and reused across heads, the rotation in f32
+ * arithmetic, round-to-nearest-even stores; pass-through dims copied bit for
+ * bit; an angle of exactly 0 copies the pair.
+ */
+#ifndef ROPECHECK_MUTANT_COMMON_H
+#define ROPECHECK_MUTANT_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ropecheck/kernel_abi.h"
+
+#define RC_EXPORT __attribute__((visibility("default")))
+
+static float mk_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t mk_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static float mk_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return mk_bits_f32(sign | 0x7f800000u | (m << 13));
+  if (e == 0) { float v = (float)m * 0x1p-24f; return mk_bits_f32(mk_f32_bits(v) | sign); }
+  return mk_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static uint16_t mk_f32_to_f16(float f) {
+  uint32_t x = mk_f32_bits(f), sign = (x >> 16) & 0x8000u, o;
+  x &= 0x7fffffffu;
+  if (x >= 0x47800000u) {
+    o = x > 0x7f800000u ? (0x7e00u | ((x >> 13) & 0x3ffu)) : 0x7c00u;
+  } else if (x < 0x38800000u) {
+    float v = mk_bits_f32(x) + 0.5f;
+    o = mk_f32_bits(v) - 0x3f000000u;
+  } else {
+    uint32_t odd = (x >> 13) & 1u;
+    x += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
+    o = x >> 13;
+  }
+  return (uint16_t)(o | sign);
+}
+
+static uint16_t mk_f32_to_bf16(float f) {
+  uint32_t u = mk_f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+#ifdef MUT_TRUNCATE
+  return (uint16_t)(u >> 16); /* BUG: truncates instead of rounding to nearest even */
+#else
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+#endif
+}
+
+static size_t mk_esize(uint32_t dt) { return dt == RC_F32 ? 4 : 2; }
+
+static float mk_load(uint32_t dt, const void* p, size_t i) {
+  if (dt == RC_F32) { float v; memcpy(&v, (const char*)p + 4 * i, 4); return v; }
+  uint16_t h;
+  memcpy(&h, (const char*)p + 2 * i, 2);
+  return dt == RC_F16 ? mk_f16_to_f32(h) : mk_bits_f32((uint32_t)h << 16);
+}
+
+static void mk_store(uint32_t dt, void* p, size_t i, float v) {
+  if (dt == RC_F32) { memcpy((char*)p + 4 * i, &v, 4); return; }
+  uint16_t h = dt == RC_F16 ? mk_f32_to_f16(v) : mk_f32_to_bf16(v);
+  memcpy((char*)p + 2 * i, &h, 2);
+}
+
+static void mk_copy(uint32_t dt, void* out, const void* in, size_t i, size_t n) {
+  if (out != in) memmove((char*)out + i * mk_esize(dt), (const char*)in + i * mk_esize(dt), n * mk_esize(dt));
+}
+
+static int mk_check(const rc_rope_args* a) {
+  if (!a || a->abi_version != ROPECHECK_ABI_VERSION) return 2;
+  if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
+  if (a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
+  if (a->n_tokens && (!a->positions || !a->in || !a->out)) return 2;
+  return RC_OK;
+}
+
+typedef struct { float c, s; int identity; } mk_cs;
+
+static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0, uint32_t* d1) {
+#ifdef MUT_PAIRING
+  (void)layout; (void)rd; /* BUG: always pairs (2i, 2i+1), whatever the layout */
+  *d0 = 2 * i; *d1 = 2 * i + 1;
+#else
+  if (layout == RC_INTERLEAVED) { *d0 = 2 * i; *d1 = 2 * i + 1; }
+  else { *d0 = i; *d1 = i + rd / 2; }
+#endif
+}
+
+#ifndef MK_NO_KERNEL
+RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
+  int rc = mk_check(a);
+  if (rc != RC_OK) return rc;
+#ifdef MUT_DECLINE_ALL
+  return RC_UNSUPPORTED; /* BUG: declines everything */
+#endif
+  const uint32_t dt = a->dtype, hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+#ifdef MUT_CRASH
+  if (hd >= 128) { volatile int* p = NULL; *p = 1; } /* BUG: crashes on large heads */
+#endif
+#ifdef MUT_HANG
+  if (a->n_tokens > 6) { volatile unsigned long spin = 0; for (;;) ++spin; } /* BUG: never returns */
+#endif
+  double* theta = (double*)malloc(np * sizeof(double));
+  mk_cs* row = (mk_cs*)malloc(np * sizeof(mk_cs));
+  if (!theta || !row) { free(theta); free(row); return 3; }
+  for (uint32_t i = 0; i < np; ++i) {
+#if defined(MUT_FREQ_HEAD_DIM)
+    theta[i] = a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / hd); /* BUG: head_dim, not rotary_dim */
+#elif defined(MUT_EXPONENT)
+    theta[i] = a->inv_freq ? a->inv_freq[i] : pow(a->base, -(double)i / rd); /* BUG: exponent -i/d */
+#else
+    theta[i] = a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / rd);
+#endif
+  }
+  void* in = (void*)a->in; /* non-const only for the input-modifying bug */
+  void* out = a->out;
+#ifdef MUT_INPUT_MODIFIED
+  out = in; /* BUG: works in place on the caller's input, then copies it out */
+#endif
+  for (uint64_t t = 0; t < a->n_tokens; ++t) {
+#if defined(MUT_POS_OFF_BY_ONE)
+    const double m = (double)(a->positions[t] + 1); /* BUG: position + 1 */
+#elif defined(MUT_POS_IGNORED)
+    const double m = (double)t; /* BUG: the token index, not its position */
+#else
+    const double m = (double)a->positions[t];
+#endif
+    for (uint32_t i = 0; i < np; ++i) {
+#ifdef MUT_FP32_ANGLE
+      const float ang = (float)m * (float)a->position_scale * (float)theta[i]; /* BUG: f32 angle */
+      const double angle = ang;
+#else
+      const double angle = m * a->position_scale * theta[i];
+#endif
+      float c = (float)cos(angle), s = (float)sin(angle);
+#ifdef MUT_BF16_CACHE
+      c = mk_bits_f32(mk_f32_to_bf16(c) << 16); /* BUG: cos/sin cache stored in bf16 */
+      s = mk_bits_f32(mk_f32_to_bf16(s) << 16);
+#endif
+      row[i].c = c;
+      row[i].s = s;
+      row[i].identity = angle == 0;
+    }
+    for (uint32_t h = 0; h < a->n_heads; ++h) {
+      const size_t base = ((size_t)t * a->n_heads + h) * hd;
+      for (uint32_t i = 0; i < np; ++i) {
+        uint32_t d0, d1;
+        mk_pair_dims(a->layout, rd, i, &d0, &d1);
+        const size_t k0 = base + d0, k1 = base + d1;
+#ifdef MUT_VECTOR_TAIL
+        if (i >= np - np % 8) { /* BUG: the tail after the last block of 8 pairs is copied, not rotated */
+          mk_copy(dt, out, in, k0, 1);
+          mk_copy(dt, out, in, k1, 1);
+          continue;
+        }
+#endif
+        if (row[i].identity) {
+          mk_copy(dt, out, in, k0, 1);
+          mk_copy(dt, out, in, k1, 1);
+          continue;
+        }
+        float x0 = mk_load(dt, in, k0), x1 = mk_load(dt, in, k1);
+#ifdef MUT_NAN_FLUSH
+        if (isnan(x0)) x0 = 0; /* BUG: NaN inputs flushed to zero */
+        if (isnan(x1)) x1 = 0;
+#endif
+        const float c = row[i].c, s = row[i].s;
+#ifdef MUT_SIGN
+        mk_store(dt, out, k0, x0 * c + x1 * s); /* BUG: rotates by -angle */
+        mk_store(dt, out, k1, -x0 * s + x1 * c);
+#elif defined(MUT_INPLACE_ALIAS)
+        mk_store(dt, out, k0, x0 * c - x1 * s);
+        x0 = mk_load(dt, in, k0); /* BUG: re-reads x0 after writing out: wrong when out == in */
+        mk_store(dt, out, k1, x0 * s + x1 * c);
+#else
+        mk_store(dt, out, k0, x0 * c - x1 * s);
+        mk_store(dt, out, k1, x0 * s + x1 * c);
+#endif
+      }
+#if defined(MUT_PASSTHROUGH)
+      for (uint32_t k = rd; k < hd; ++k) mk_store(dt, out, base + k, 0.0f); /* BUG: pass-through zeroed */
+#elif defined(MUT_OOB_WRITE)
+      /* BUG: the pass-through copy of the last head writes one element too many */
+      const int last = t + 1 == a->n_tokens && h + 1 == a->n_heads;
+      if (rd < hd || last) {
+        if (out != in) mk_copy(dt, out, in, base + rd, hd - rd);
+        if (last) mk_store(dt, out, base + hd, mk_load(dt, out, base + hd - 1));
+      }
+#else
+      if (rd < hd) mk_copy(dt, out, in, base + rd, hd - rd);
+#endif
+    }
+  }
+#ifdef MUT_INPUT_MODIFIED
+  mk_copy(dt, a->out, in, 0, (size_t)a->n_tokens * a->n_heads * hd);
+#endif
+  free(theta);
+  free(row);
+  return RC_OK;
+}
+#endif /* MK_NO_KERNEL */
+
+#endif
