@@ -1,14 +1,19 @@
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "reports/report.hpp"
 #include "reports/sweep.hpp"
 
 namespace ropecheck {
 namespace {
 CLI::App* g_sweep = nullptr;
 SweepOptions g_opt;
+std::string g_report_dir, g_baseline;  // reports
+report::Slack g_slack;                  // reports
 }  // namespace
 
 CLI::App* add_sweep_command(CLI::App& app) {
@@ -23,6 +28,13 @@ CLI::App* add_sweep_command(CLI::App& app) {
   g_sweep->add_option("--head-dim", g_opt.head_dim)->check(CLI::Range(2, 4096));
   g_sweep->add_option("--rotary-dim", g_opt.rotary_dim)->check(CLI::Range(2, 4096));
   g_sweep->add_option("--base", g_opt.base)->check(CLI::PositiveNumber);
+  g_sweep->add_option("--report-dir", g_report_dir, "write report.json, report.md and report.html here");
+  g_sweep->add_option("--baseline", g_baseline,
+                      "compare against this report.json (exit 1 on a regression, 2 if it is unreadable)");
+  g_sweep->add_option("--slack-rel", g_slack.relative, "with --baseline: allowed relative growth of max/mean error")
+      ->check(CLI::NonNegativeNumber);
+  g_sweep->add_option("--slack-abs", g_slack.absolute, "with --baseline: allowed absolute growth, in u")
+      ->check(CLI::NonNegativeNumber);
   return g_sweep;
 }
 
@@ -32,8 +44,30 @@ int run_sweep_command() {
     return 2;
   }
   try {
+    std::optional<report::Report> baseline;
+    if (!g_baseline.empty()) baseline = report::load_report(g_baseline);  // a bad file fails before the sweep
+    if (isatty(2))
+      g_opt.progress = [](size_t done, size_t total) {
+        std::cerr << "\rsweep: " << done << "/" << total << " dtype x layout blocks" << (done == total ? "\n" : "")
+                  << std::flush;
+      };
     const auto rows = run_sweep(g_opt);
     std::cout << format_sweep_table(rows);
+    int compare_rc = 0;
+    if (!g_report_dir.empty() || baseline) {
+      const report::Report rep = report::make_sweep_report(g_opt, rows);
+      if (!g_report_dir.empty()) {
+        report::write_report_dir(rep, g_report_dir);
+        std::cerr << "wrote " << g_report_dir << "/report.{json,md,html}\n";
+      }
+      if (baseline) {
+        const report::CompareResult res = report::compare_reports(*baseline, rep, g_slack);
+        std::cout << "\nBaseline compare against " << g_baseline << " (a bucket's max and mean error may grow to "
+                  << "baseline * (1 + " << g_slack.relative << ") + " << g_slack.absolute << " u)\n\n"
+                  << res.table();
+        compare_rc = res.failed() ? 1 : 0;
+      }
+    }
     int failed = 0;
     for (const auto& r : rows)
       if (r.expected_to_pass && r.violations) {
@@ -42,7 +76,7 @@ int run_sweep_command() {
                   << r.violations << " violation(s)\n"
                   << r.first_finding;
       }
-    return failed ? 1 : 0;
+    return failed || compare_rc ? 1 : 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

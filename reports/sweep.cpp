@@ -44,9 +44,18 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o) {
       impls.push_back(i);
     }
   }
+  return run_sweep(o, impls);
+}
+
+std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const Implementation*>& impls) {
   std::vector<SweepRow> rows;
-  for (Dtype d : kAllDtypes) {
-    for (Layout l : kAllLayouts) {
+  const std::vector<Dtype> dtypes =
+      o.dtypes.empty() ? std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)) : o.dtypes;
+  const std::vector<Layout> layouts =
+      o.layouts.empty() ? std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)) : o.layouts;
+  size_t blocks_done = 0;
+  for (Dtype d : dtypes) {
+    for (Layout l : layouts) {
       std::mt19937_64 rng(o.seed * 1000003u + uint64_t(d) * 7 + uint64_t(l));
       const RopeCase c = sweep_case(o, d, l, rng);
       std::map<AngleModel, ReferenceOutput> refs;
@@ -58,7 +67,7 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o) {
         if (o.also_exact_model) models.insert(AngleModel::exact);
         for (AngleModel m : models) {
           if (!refs.count(m)) refs[m] = reference_rope(c, {m});
-          SweepRow row{impl->name, m, d, l, impl->bound(c), {}, {}, 0, {}, m == impl->angle_model};
+          SweepRow row{impl->name, m, d, l, impl->bound(c), {}, {}, 0, {}, m == impl->angle_model, {}};
           if (rc != RC_OK) {
             row.violations = 1;
             row.first_finding = fmt::format("kernel returned {}", rc);
@@ -68,10 +77,12 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o) {
             row.all = j.stats;
             row.violations = j.violations;
             if (!j.findings.empty()) row.first_finding = j.findings.front().message;
+            row.worst_by_bucket = worst_pairs_by_bucket(c, refs[m], out.data());
           }
           rows.push_back(std::move(row));
         }
       }
+      if (o.progress) o.progress(++blocks_done, dtypes.size() * layouts.size());
     }
   }
   return rows;

@@ -1,0 +1,424 @@
+// report.html and the headline SVG: inline SVG plots drawn here, no script,
+// no network. Ids and classes are stable (docs/reports.md); tests find them.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "reports/report.hpp"
+
+namespace ropecheck::report {
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                                "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+
+struct Line {
+  std::string label, color, cls;
+  bool dashed = false;
+  std::vector<std::pair<double, double>> pts;  // y <= 0 or non-finite breaks the line
+};
+
+struct Plot {
+  std::string id, cls, title, xlabel, ylabel;
+  double x = 0, y = 0, w = 600, h = 360;  // placement when nested
+  std::vector<Line> lines;
+  std::vector<std::pair<double, std::string>> hlines;  // reference lines (y, label)
+  std::function<std::string(double)> xtick;            // SVG text content of an x tick label
+  double xtick_step = 1;
+  bool standalone = false;
+};
+
+std::string pow2_label(double k) {
+  return fmt::format("2<tspan dy=\"-5\" font-size=\"9\">{}</tspan>", int(std::lround(k)));
+}
+
+std::string svg_plot(const Plot& p) {
+  const double left = 64, right = 14, top = 30;
+  const double legend_h = 16.0 * double(p.lines.size() + p.hlines.size());
+  const double bottom = 42;
+  const double pw = p.w - left - right, ph = p.h - top - bottom;
+  const double total_h = p.h + legend_h + 10;
+  double x0 = INFINITY, x1 = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+  for (const auto& l : p.lines)
+    for (const auto& [x, y] : l.pts) {
+      x0 = std::min(x0, x);
+      x1 = std::max(x1, x);
+      if (y > 0 && std::isfinite(y)) {
+        ylo = std::min(ylo, y);
+        yhi = std::max(yhi, y);
+      }
+    }
+  for (const auto& [y, lab] : p.hlines)
+    if (y > 0 && std::isfinite(y)) {
+      ylo = std::min(ylo, y);
+      yhi = std::max(yhi, y);
+    }
+  if (!std::isfinite(x0)) x0 = 0, x1 = 1;
+  if (x1 <= x0) x1 = x0 + 1;
+  if (!std::isfinite(ylo)) ylo = 0.1, yhi = 1;
+  const int dlo = int(std::floor(std::log10(ylo))), dhi = std::max(dlo + 1, int(std::ceil(std::log10(yhi))));
+  auto X = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double y) { return top + ph - (std::log10(y) - dlo) / double(dhi - dlo) * ph; };
+
+  std::string o;
+  if (p.standalone)
+    o += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\"",
+                     p.w, total_h);
+  else
+    o += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"", p.x,
+                     p.y, p.w, total_h);
+  if (!p.id.empty()) o += " id=\"" + esc(p.id) + "\"";
+  if (!p.cls.empty()) o += " class=\"" + esc(p.cls) + "\"";
+  o += fmt::format(" role=\"img\" aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n", esc(p.title));
+  o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", p.w, total_h);
+  o += fmt::format("<text x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"middle\">{}</text>\n",
+                   left + pw / 2, esc(p.title));
+  // grid and y ticks: every decade
+  for (int d = dlo; d <= dhi; ++d) {
+    const double y = Y(std::pow(10.0, d));
+    o += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#dddddd\"/>\n",
+                     left, y, left + pw, y);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">10<tspan dy=\"-5\" font-size=\"9\">{}</tspan>"
+                     "</text>\n",
+                     left - 6, y + 4, d);
+  }
+  // x ticks
+  const double step = std::max(1.0, std::ceil((x1 - x0) / 12.0 / p.xtick_step) * p.xtick_step);
+  for (double x = std::ceil(x0); x <= x1 + 1e-9; x += step) {
+    const double xx = X(x);
+    o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#999999\"/>\n", xx,
+                     top + ph, top + ph + 4);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", xx, top + ph + 17,
+                     p.xtick ? p.xtick(x) : fmt::format("{:g}", x));
+  }
+  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"#333333\"/>\n",
+                   left, top, pw, ph);
+  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", left + pw / 2,
+                   top + ph + 33, esc(p.xlabel));
+  o += fmt::format("<text transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+                   top + ph / 2, esc(p.ylabel));
+  double ly = top + ph + 50;
+  for (const auto& [yv, lab] : p.hlines) {
+    if (!(yv > 0 && std::isfinite(yv))) continue;
+    const double y = Y(yv);
+    o += fmt::format("<line class=\"hline\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#555555\" "
+                     "stroke-dasharray=\"2 3\"/>\n",
+                     left, y, left + pw, y);
+    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#555555\" "
+                     "stroke-dasharray=\"2 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
+                     left, ly - 4, left + 28, ly - 4, left + 34, ly, esc(lab));
+    ly += 16;
+  }
+  for (const auto& l : p.lines) {
+    const std::string dash = l.dashed ? " stroke-dasharray=\"6 4\"" : "";
+    o += "<g class=\"series" + (l.cls.empty() ? "" : " " + esc(l.cls)) + "\" data-label=\"" + esc(l.label) + "\">";
+    o += "<title>" + esc(l.label) + "</title>\n";
+    std::string seg;
+    auto flush = [&] {
+      if (!seg.empty())
+        o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n", l.color, dash,
+                         seg);
+      seg.clear();
+    };
+    for (const auto& [x, y] : l.pts) {
+      if (!(y > 0 && std::isfinite(y))) {
+        flush();
+        continue;
+      }
+      seg += fmt::format("{:.1f},{:.1f} ", X(x), Y(y));
+    }
+    flush();
+    for (const auto& [x, y] : l.pts)
+      if (y > 0 && std::isfinite(y))
+        o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"><title>{}: {:.4g}</title></circle>",
+                         X(x), Y(y), l.color, esc(l.label), y);
+    o += "</g>\n";
+    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"{}/>"
+                     "<text class=\"legend\" x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
+                     left, ly - 4, left + 28, ly - 4, l.color, dash, left + 34, ly, esc(l.label));
+    ly += 16;
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+// x of a bucket: log2 of its smallest position (bucket b holds [2^(b-1), 2^b)).
+double bucket_x(int b) { return double(b - 1); }
+
+std::string group_id(const std::string& dtype, const std::string& layout) { return dtype + "-" + layout; }
+
+struct Groups {
+  std::vector<std::pair<std::string, std::string>> list;  // (dtype, layout) in first-seen order
+  std::vector<std::string> line_keys;                     // kernel / model in first-seen order
+  std::string color(const std::string& k) const {
+    const auto it = std::find(line_keys.begin(), line_keys.end(), k);
+    return kPalette[size_t(it - line_keys.begin()) % std::size(kPalette)];
+  }
+};
+
+std::string line_key(const Series& s) { return s.kernel + " (" + s.angle_model + ")"; }
+
+Groups groups_of(const Report& r) {
+  Groups g;
+  for (const auto& s : r.series) {
+    if (std::find(g.list.begin(), g.list.end(), std::make_pair(s.dtype, s.layout)) == g.list.end())
+      g.list.emplace_back(s.dtype, s.layout);
+    if (std::find(g.line_keys.begin(), g.line_keys.end(), line_key(s)) == g.line_keys.end())
+      g.line_keys.push_back(line_key(s));
+  }
+  return g;
+}
+
+Plot bucket_plot(const Report& r, const Groups& g, const std::string& dt, const std::string& lay, bool max) {
+  Plot p;
+  p.id = std::string(max ? "plot-max-" : "plot-mean-") + group_id(dt, lay);
+  p.cls = std::string("plot ") + (max ? "plot-max" : "plot-mean");
+  p.title = std::string(max ? "Max" : "Mean") + " pair error, " + dt + " " + lay;
+  p.xlabel = "position (log2 bucket: [2^k, 2^(k+1)))";
+  p.ylabel = std::string(max ? "max" : "mean") + " error (u, log scale)";
+  p.xtick = pow2_label;
+  for (const auto& s : r.series) {
+    if (s.dtype != dt || s.layout != lay) continue;
+    Line l;
+    l.label = line_key(s) + (s.judged_under_own_model ? "" : " [not its own model]");
+    l.color = g.color(line_key(s));
+    l.dashed = !s.judged_under_own_model;
+    l.cls = "series-" + s.kernel + "-" + s.angle_model;
+    for (const auto& b : s.buckets)
+      if (b.bucket > 0) l.pts.emplace_back(bucket_x(b.bucket), max ? b.max : b.mean);
+    p.lines.push_back(std::move(l));
+  }
+  return p;
+}
+
+Plot hist_plot(const Report& r, const Groups& g, const std::string& dt, const std::string& lay) {
+  Plot p;
+  p.id = "plot-hist-" + group_id(dt, lay);
+  p.cls = "plot plot-hist";
+  p.title = "Error histogram, " + dt + " " + lay;
+  p.xlabel = "pair error e (u), bin [2^k, 2^(k+1))";
+  p.ylabel = "fraction of pairs (log scale)";
+  p.xtick = pow2_label;
+  p.xtick_step = 2;
+  for (const auto& s : r.series) {
+    if (s.dtype != dt || s.layout != lay) continue;
+    Line l;
+    l.label = line_key(s) + (s.judged_under_own_model ? "" : " [not its own model]");
+    l.color = g.color(line_key(s));
+    l.dashed = !s.judged_under_own_model;
+    l.cls = "series-" + s.kernel + "-" + s.angle_model;
+    uint64_t total = 0;
+    for (uint64_t c : s.histogram) total += c;
+    for (size_t i = 0; i < s.histogram.size() && i < r.histogram_edges.size(); ++i) {
+      // bin 0 is [0, edges[1]): drawn one octave below edges[1]
+      const double lo = i == 0 ? (r.histogram_edges.size() > 1 ? r.histogram_edges[1] / 2 : 0) : r.histogram_edges[i];
+      if (!(lo > 0)) continue;
+      l.pts.emplace_back(std::log2(lo), total ? double(s.histogram[i]) / double(total) : 0.0);
+    }
+    // trim the empty tails so the x range shows where the errors are
+    while (!l.pts.empty() && l.pts.back().second == 0) l.pts.pop_back();
+    while (!l.pts.empty() && l.pts.front().second == 0) l.pts.erase(l.pts.begin());
+    p.lines.push_back(std::move(l));
+  }
+  return p;
+}
+
+const char* kCss = R"(body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1900px}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;font-size:12px;margin:0.6em 0}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.fail td,td.fail{background:#fde0e0;font-weight:bold}td.pass{background:#e3f4e3}
+.plots{display:flex;flex-wrap:wrap;gap:12px}.plots svg{border:1px solid #ddd}
+code,.bits{font-family:monospace;font-size:11px}.note{color:#555;font-size:12px}
+)";
+
+std::string td(const std::string& s, const std::string& cls = "") {
+  return cls.empty() ? "<td>" + esc(s) + "</td>" : "<td class=\"" + cls + "\">" + esc(s) + "</td>";
+}
+std::string tdn(double v, const char* f = "{:.3g}") { return "<td class=\"num\">" + fmt::format(fmt::runtime(f), v) + "</td>"; }
+
+}  // namespace
+
+std::string render_html(const Report& r) {
+  const Groups g = groups_of(r);
+  const auto& e = r.environment;
+  std::string o = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ropecheck " +
+                  esc(r.kind) + " report</title>\n<style>\n" + kCss + "</style>\n</head>\n<body>\n";
+  o += "<h1 id=\"title\">ropecheck " + esc(r.kind) + " report</h1>\n";
+  o += "<p class=\"note\">Errors are pair errors in u of the output dtype (u = 2<sup>-24</sup> f32, 2<sup>-11</sup> "
+       "f16, 2<sup>-8</sup> bf16): e = &#8214;y &#8722; &#375;&#8214; / (max(&#8214;x&#8214;, min_normal) u). Dashed "
+       "lines: a kernel judged under an angle model other than its own (its drift; not a check).</p>\n";
+  o += "<section id=\"environment\"><h2>Run</h2>\n<table id=\"environment-table\" class=\"kv\">\n";
+  auto kv = [&](const std::string& k, const std::string& v) { o += "<tr><th>" + esc(k) + "</th>" + td(v) + "</tr>\n"; };
+  kv("schema version", std::to_string(r.schema_version));
+  kv("ropecheck", e.tool_version + " (" + e.build_type + ")");
+  kv("compiler", e.compiler);
+  kv("CPU", e.cpu_model);
+  kv("SIMD targets", e.simd_targets.empty() ? "none" : fmt::format("{}", fmt::join(e.simd_targets, ", ")));
+  kv("implementations", fmt::format("{}", fmt::join(e.implementations, ", ")));
+  kv("seed", std::to_string(r.seed));
+  for (auto it = r.parameters.begin(); it != r.parameters.end(); ++it)
+    if (it.key() != "seed") kv(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+  o += "</table></section>\n";
+
+  o += "<section id=\"checks-section\"><h2>Checks</h2>\n<table id=\"checks\" class=\"checks\">\n"
+       "<tr><th>check</th><th>source</th><th>status</th><th>detail</th></tr>\n";
+  for (const auto& c : r.checks)
+    o += "<tr" + std::string(c.status == "fail" ? " class=\"fail\"" : "") + ">" + td(c.name) + td(c.source) +
+         td(c.status, c.status == "pass" ? "pass" : c.status == "fail" ? "fail" : "") + td(c.detail) + "</tr>\n";
+  o += "</table></section>\n";
+
+  for (const auto& [dt, lay] : g.list) {
+    const std::string gid = group_id(dt, lay);
+    o += "<section class=\"group\" id=\"group-" + gid + "\" data-dtype=\"" + esc(dt) + "\" data-layout=\"" + esc(lay) +
+         "\">\n<h2>" + esc(dt) + " " + esc(lay) + "</h2>\n<div class=\"plots\">\n";
+    Plot pm = bucket_plot(r, g, dt, lay, true), pa = bucket_plot(r, g, dt, lay, false), ph = hist_plot(r, g, dt, lay);
+    for (Plot* p : {&pm, &pa, &ph}) {
+      p->w = 440;
+      p->h = 300;
+      p->standalone = true;
+      o += svg_plot(*p);
+    }
+    o += "</div>\n";
+    // Boost.Math-style table: rows buckets, columns kernel (model).
+    std::vector<const Series*> cols;
+    std::set<int> buckets;
+    for (const auto& s : r.series)
+      if (s.dtype == dt && s.layout == lay) {
+        cols.push_back(&s);
+        for (const auto& b : s.buckets) buckets.insert(b.bucket);
+      }
+    o += "<table id=\"table-" + gid + "\" class=\"error-table\">\n<tr><th>position</th>";
+    for (const Series* s : cols)
+      o += "<th>" + esc(line_key(*s)) + (s->judged_under_own_model ? "" : " &#8224;") + "<br><span class=\"note\">bound " +
+           fmt::format("{:.3g}", s->bound) + " u</span></th>";
+    o += "</tr>\n";
+    auto cell = [](const BucketStats& b) {
+      return fmt::format("<td class=\"num\" title=\"{} pairs, p99 {:.3g} u, bias {:+.2e}\">Max = {:.3g}u "
+                         "(Mean = {:.3g}u)</td>",
+                         b.count, b.p99, b.bias, b.max, b.mean);
+    };
+    for (int b : buckets) {
+      o += "<tr><th>" + esc(bucket_label(b)) + "</th>";
+      for (const Series* s : cols) {
+        const BucketStats* f = nullptr;
+        for (const auto& x : s->buckets)
+          if (x.bucket == b) f = &x;
+        o += f ? cell(*f) : "<td>-</td>";
+      }
+      o += "</tr>\n";
+    }
+    o += "<tr><th>all</th>";
+    for (const Series* s : cols) o += cell(s->all);
+    o += "</tr>\n</table>\n</section>\n";
+  }
+
+  o += "<section id=\"summary-section\"><h2>Summary</h2>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th>"
+       "<th>angle model</th><th>dtype</th><th>layout</th><th>pairs</th><th>max</th><th>p99</th><th>mean</th>"
+       "<th>bias (radial)</th><th>bias (tangential)</th><th>bound</th><th>violations</th></tr>\n";
+  for (const auto& s : r.series)
+    o += "<tr" + std::string(s.violations && s.judged_under_own_model ? " class=\"fail\"" : "") + ">" + td(s.kernel) +
+         td(s.angle_model) + td(s.dtype) + td(s.layout) + tdn(double(s.all.count), "{:.0f}") + tdn(s.all.max) +
+         tdn(s.all.p99) + tdn(s.all.mean) + tdn(s.all.bias, "{:+.2e}") + tdn(s.all.tangential_bias, "{:+.2e}") +
+         tdn(s.bound) + tdn(double(s.violations), "{:.0f}") + "</tr>\n";
+  o += "</table></section>\n";
+
+  o += "<section id=\"worst-section\"><h2>Worst cases</h2>\n<table id=\"worst-cases\" class=\"worst\">\n<tr><th>kernel"
+       "</th><th>angle model</th><th>dtype</th><th>layout</th><th>error (u)</th><th>position</th><th>token / head / "
+       "pair (dims)</th><th>input bits</th><th>got bits</th><th>correctly rounded</th><th>exact</th></tr>\n";
+  for (const auto& s : r.series) {
+    if (!s.all.worst) continue;
+    const WorstCase& w = *s.all.worst;
+    o += "<tr>" + td(s.kernel) + td(s.angle_model) + td(s.dtype) + td(s.layout) + tdn(w.error, "{:.4g}") +
+         tdn(double(w.position), "{:.0f}") +
+         td(fmt::format("{} / {} / {} ({}, {})", w.token, w.head, w.pair, w.dim0, w.dim1)) +
+         td(w.input[0] + " " + w.input[1], "bits") + td(w.got[0] + " " + w.got[1], "bits") +
+         td(w.rounded[0] + " " + w.rounded[1], "bits") + td(w.exact[0] + " " + w.exact[1], "bits") + "</tr>\n";
+  }
+  o += "</table></section>\n</body>\n</html>\n";
+  return o;
+}
+
+SweepOptions headline_options(uint64_t seed, uint32_t tokens_per_bucket) {
+  SweepOptions o;
+  o.impls = {"scalar", "conventional-fp32"};
+  o.seed = seed;
+  o.max_log2_position = 23;  // the last bucket is [2^23, 2^24)
+  o.bucket_step = 1;
+  o.tokens_per_bucket = tokens_per_bucket;
+  o.n_heads = 4;
+  o.head_dim = 128;
+  o.rotary_dim = 128;
+  o.also_exact_model = true;
+  o.layouts = {Layout::interleaved};
+  return o;
+}
+
+std::string render_headline_svg(const Report& r) {
+  const double pw = 380, ph = 340;
+  const char* dtypes[] = {"f32", "f16", "bf16"};
+  std::string panels;
+  int n = 0;
+  for (const char* dt : dtypes) {
+    const Series* acc = nullptr;
+    const Series* conv = nullptr;
+    for (const auto& s : r.series) {
+      if (s.dtype != dt || s.layout != "interleaved" || s.angle_model != "exact") continue;
+      if (s.kernel == "scalar") acc = &s;
+      if (s.kernel == "conventional-fp32") conv = &s;
+    }
+    if (!acc || !conv) continue;
+    Plot p;
+    p.id = std::string("headline-") + dt;
+    p.cls = "plot headline";
+    p.title = dt;
+    p.x = pw * n++;
+    p.y = 34;
+    p.w = pw;
+    p.h = ph;
+    p.xlabel = "position (octave [2^k, 2^(k+1)))";
+    p.ylabel = std::string("max pair error (u of ") + dt + ")";
+    p.xtick = pow2_label;
+    p.xtick_step = 4;
+    Line a{"accurate angles (scalar)", kPalette[0], "accurate", false, {}};
+    Line c{"conventional fp32 pipeline", kPalette[1], "conventional", false, {}};
+    for (const auto& b : acc->buckets)
+      if (b.bucket > 0) a.pts.emplace_back(bucket_x(b.bucket), b.max);
+    for (const auto& b : conv->buckets)
+      if (b.bucket > 0) c.pts.emplace_back(bucket_x(b.bucket), b.max);
+    p.lines = {a, c};
+    p.hlines = {{acc->bound, fmt::format("scalar's proven bound ({:.3g} u)", acc->bound)}};
+    panels += svg_plot(p);
+  }
+  if (n == 0) throw ReportError("the report holds no scalar and conventional-fp32 series judged under the exact model");
+  const double w = pw * n, h = ph + 34 + 2 * 16 + 10 + 16;
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
+      "<text x=\"{2}\" y=\"22\" font-size=\"15\" font-weight=\"bold\" text-anchor=\"middle\">RoPE error against "
+      "position, judged against the exact rotation (max over {3} pairs per octave)</text>\n",
+      w, h, w / 2, r.series.empty() || r.series[0].buckets.size() < 2 ? 0 : r.series[0].buckets[1].count);
+  o += panels + "</svg>\n";
+  return o;
+}
+
+}  // namespace ropecheck::report

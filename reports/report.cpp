@@ -1,0 +1,696 @@
+#include "reports/report.hpp"
+
+#include <fmt/format.h>
+#include <hwy/targets.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "properties/judge.hpp"
+
+#ifndef ROPECHECK_VERSION
+#define ROPECHECK_VERSION "unknown"
+#endif
+#ifndef ROPECHECK_BUILD_TYPE
+#define ROPECHECK_BUILD_TYPE "unknown"
+#endif
+
+namespace ropecheck::report {
+
+using nlohmann::json;
+
+// ---- model ---------------------------------------------------------------------
+
+const Series* Report::find(const std::string& key) const {
+  for (const auto& s : series)
+    if (s.key() == key) return &s;
+  return nullptr;
+}
+
+const Check* Report::find_check(const std::string& name) const {
+  for (const auto& c : checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+bool Report::all_checks_pass() const {
+  for (const auto& c : checks)
+    if (c.status == "fail") return false;
+  return true;
+}
+
+std::vector<double> default_histogram_edges() {
+  std::vector<double> e{0.0};
+  for (int k = -12; k <= 30; ++k) e.push_back(std::ldexp(1.0, k));
+  return e;
+}
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0 || line.rfind("cpu model", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string bits_hex(Dtype d, uint32_t bits) {
+  return d == Dtype::f32 ? fmt::format("0x{:08x}", bits) : fmt::format("0x{:04x}", bits);
+}
+
+BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
+  BucketStats b;
+  b.bucket = bucket;
+  b.label = bucket < 0 ? "all" : bucket_label(bucket);
+  b.count = s.count;
+  b.max = s.max;
+  b.p99 = s.percentile(0.99);
+  b.mean = s.mean();
+  b.bias = s.bias();
+  b.tangential_bias = s.tangential_bias();
+  if (w && w->valid()) {
+    WorstCase c;
+    c.error = w->e;
+    c.radial = w->radial;
+    c.tangential = w->tangential;
+    c.position = w->position;
+    c.token = w->token;
+    c.head = w->head;
+    c.pair = w->pair;
+    c.dim0 = w->dim0;
+    c.dim1 = w->dim1;
+    for (int k = 0; k < 2; ++k) {
+      c.input[k] = bits_hex(d, w->in_bits[k]);
+      c.got[k] = bits_hex(d, w->got_bits[k]);
+      c.rounded[k] = bits_hex(d, w->rounded_bits[k]);
+      c.exact[k] = hexfloat(w->exact[k]);
+    }
+    b.worst = c;
+  }
+  return b;
+}
+
+}  // namespace
+
+Environment current_environment() {
+  Environment e;
+  e.tool_version = ROPECHECK_VERSION;
+#if defined(__clang__)
+  e.compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  e.compiler = "gcc " __VERSION__;
+#else
+  e.compiler = "unknown";
+#endif
+  e.build_type = ROPECHECK_BUILD_TYPE;
+  e.cpu_model = cpu_model();
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) e.simd_targets.emplace_back(hwy::TargetName(t));
+  e.implementations = implementation_names();
+  return e;
+}
+
+Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& rows) {
+  Report r;
+  r.kind = "sweep";
+  r.environment = current_environment();
+  r.seed = o.seed;
+  json impls = json::array();
+  for (const auto& n : o.impls) impls.push_back(n);
+  json dtypes = json::array(), layouts = json::array();
+  for (Dtype d : o.dtypes) dtypes.push_back(std::string(to_string(d)));
+  for (Layout l : o.layouts) layouts.push_back(std::string(to_string(l)));
+  r.parameters = {{"impls", impls},
+                  {"seed", o.seed},
+                  {"max_log2_position", o.max_log2_position},
+                  {"bucket_step", o.bucket_step},
+                  {"tokens_per_bucket", o.tokens_per_bucket},
+                  {"n_heads", o.n_heads},
+                  {"head_dim", o.head_dim},
+                  {"rotary_dim", o.rotary_dim},
+                  {"base", o.base},
+                  {"also_exact_model", o.also_exact_model},
+                  {"dtypes", dtypes},
+                  {"layouts", layouts},
+                  {"input_distribution", "normal(0, 1), rounded to the dtype"}};
+  r.histogram_edges = default_histogram_edges();
+  for (const auto& row : rows) {
+    Series s;
+    s.kernel = row.impl;
+    s.angle_model = std::string(to_string(row.model));
+    s.dtype = std::string(to_string(row.dtype));
+    s.layout = std::string(to_string(row.layout));
+    s.bound = row.bound;
+    s.judged_under_own_model = row.expected_to_pass;
+    s.violations = row.violations;
+    s.first_finding = row.first_finding;
+    const WorstPair* overall = nullptr;
+    for (const auto& [b, w] : row.worst_by_bucket)
+      if (w.valid() && (!overall || w.e > overall->e)) overall = &w;
+    s.all = bucket_stats(-1, row.all, overall, row.dtype);
+    for (const auto& [b, st] : row.by_bucket) {
+      auto it = row.worst_by_bucket.find(b);
+      s.buckets.push_back(bucket_stats(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
+    }
+    s.histogram.assign(r.histogram_edges.size(), 0);
+    for (float v : row.all.values) {
+      size_t i = r.histogram_edges.size() - 1;
+      while (i > 0 && !(double(v) >= r.histogram_edges[i])) --i;
+      ++s.histogram[i];
+    }
+    if (s.judged_under_own_model) {
+      Check c;
+      c.name = "accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
+      c.status = s.violations == 0 ? "pass" : "fail";
+      c.detail = s.violations == 0
+                     ? fmt::format("{} pairs, max {:.3g} u <= bound {:.3g} u", s.all.count, s.all.max, s.bound)
+                     : fmt::format("{} violation(s); bound {:.3g} u; max {:.3g} u", s.violations, s.bound, s.all.max);
+      r.checks.push_back(c);
+    }
+    r.series.push_back(std::move(s));
+  }
+  return r;
+}
+
+// ---- JSON ----------------------------------------------------------------------------
+
+namespace {
+
+json num(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+[[noreturn]] void bad(const std::string& where, const std::string& why) {
+  throw ReportError("malformed report: " + where + ": " + why);
+}
+
+const json& field(const json& o, const char* name, const std::string& where) {
+  if (!o.is_object()) bad(where, "expected an object");
+  auto it = o.find(name);
+  if (it == o.end()) bad(where, std::string("missing field '") + name + "'");
+  return *it;
+}
+
+double num_value(const json& v, const std::string& where) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const auto s = v.get<std::string>();
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+    if (s == "nan") return NAN;
+  }
+  bad(where, "expected a number");
+}
+
+double get_num(const json& o, const char* name, const std::string& where) {
+  return num_value(field(o, name, where), where + "." + name);
+}
+
+template <class T>
+T get_int(const json& o, const char* name, const std::string& where) {
+  const json& v = field(o, name, where);
+  if (!v.is_number_integer()) bad(where + "." + name, "expected an integer");
+  if constexpr (std::is_unsigned_v<T>) {
+    if (v.is_number_unsigned()) return v.get<T>();
+    if (v.get<int64_t>() < 0) bad(where + "." + name, "expected a non-negative integer");
+  }
+  return v.get<T>();
+}
+
+std::string get_str(const json& o, const char* name, const std::string& where) {
+  const json& v = field(o, name, where);
+  if (!v.is_string()) bad(where + "." + name, "expected a string");
+  return v.get<std::string>();
+}
+
+bool get_bool(const json& o, const char* name, const std::string& where) {
+  const json& v = field(o, name, where);
+  if (!v.is_boolean()) bad(where + "." + name, "expected true or false");
+  return v.get<bool>();
+}
+
+const json& get_array(const json& o, const char* name, const std::string& where) {
+  const json& v = field(o, name, where);
+  if (!v.is_array()) bad(where + "." + name, "expected an array");
+  return v;
+}
+
+std::vector<std::string> get_strings(const json& o, const char* name, const std::string& where) {
+  std::vector<std::string> out;
+  for (const auto& v : get_array(o, name, where)) {
+    if (!v.is_string()) bad(where + "." + name, "expected strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+json worst_json(const WorstCase& w) {
+  return {{"error", num(w.error)},
+          {"radial", num(w.radial)},
+          {"tangential", num(w.tangential)},
+          {"position", w.position},
+          {"token", w.token},
+          {"head", w.head},
+          {"pair", w.pair},
+          {"dims", {w.dim0, w.dim1}},
+          {"input_bits", {w.input[0], w.input[1]}},
+          {"got_bits", {w.got[0], w.got[1]}},
+          {"rounded_bits", {w.rounded[0], w.rounded[1]}},
+          {"exact", {w.exact[0], w.exact[1]}}};
+}
+
+WorstCase worst_from(const json& j, const std::string& where) {
+  WorstCase w;
+  w.error = get_num(j, "error", where);
+  w.radial = get_num(j, "radial", where);
+  w.tangential = get_num(j, "tangential", where);
+  w.position = get_int<int64_t>(j, "position", where);
+  w.token = get_int<uint64_t>(j, "token", where);
+  w.head = get_int<uint64_t>(j, "head", where);
+  w.pair = get_int<uint32_t>(j, "pair", where);
+  const json& dims = get_array(j, "dims", where);
+  if (dims.size() != 2 || !dims[0].is_number_unsigned() || !dims[1].is_number_unsigned())
+    bad(where + ".dims", "expected two dims");
+  w.dim0 = dims[0].get<uint32_t>();
+  w.dim1 = dims[1].get<uint32_t>();
+  auto two = [&](const char* name, std::string* out) {
+    const auto v = get_strings(j, name, where);
+    if (v.size() != 2) bad(where + "." + name, "expected two strings");
+    out[0] = v[0];
+    out[1] = v[1];
+  };
+  two("input_bits", w.input);
+  two("got_bits", w.got);
+  two("rounded_bits", w.rounded);
+  two("exact", w.exact);
+  return w;
+}
+
+json bucket_json(const BucketStats& b) {
+  json j = {{"bucket", b.bucket},        {"label", b.label}, {"count", b.count},
+            {"max", num(b.max)},         {"p99", num(b.p99)}, {"mean", num(b.mean)},
+            {"bias", num(b.bias)},       {"tangential_bias", num(b.tangential_bias)}};
+  j["worst"] = b.worst ? worst_json(*b.worst) : json(nullptr);
+  return j;
+}
+
+BucketStats bucket_from(const json& j, const std::string& where) {
+  BucketStats b;
+  b.bucket = get_int<int>(j, "bucket", where);
+  b.label = get_str(j, "label", where);
+  b.count = get_int<uint64_t>(j, "count", where);
+  b.max = get_num(j, "max", where);
+  b.p99 = get_num(j, "p99", where);
+  b.mean = get_num(j, "mean", where);
+  b.bias = get_num(j, "bias", where);
+  b.tangential_bias = get_num(j, "tangential_bias", where);
+  const json& w = field(j, "worst", where);
+  if (!w.is_null()) b.worst = worst_from(w, where + ".worst");
+  return b;
+}
+
+}  // namespace
+
+json to_json(const Report& r) {
+  json j;
+  j["schema"] = kSchemaName;
+  j["schema_version"] = r.schema_version;
+  j["kind"] = r.kind;
+  const Environment& e = r.environment;
+  j["environment"] = {{"tool_version", e.tool_version}, {"compiler", e.compiler},
+                      {"build_type", e.build_type},     {"cpu_model", e.cpu_model},
+                      {"simd_targets", e.simd_targets}, {"implementations", e.implementations}};
+  j["seed"] = r.seed;
+  j["parameters"] = r.parameters;
+  j["error_unit"] = "u of the output dtype (pair error ||y - yhat|| / (max(||x||, min_normal) * u))";
+  json edges = json::array();
+  for (double v : r.histogram_edges) edges.push_back(num(v));
+  j["histogram_edges"] = edges;
+  json checks = json::array();
+  for (const auto& c : r.checks)
+    checks.push_back({{"name", c.name}, {"source", c.source}, {"status", c.status}, {"detail", c.detail}});
+  j["checks"] = checks;
+  json series = json::array();
+  for (const auto& s : r.series) {
+    json b = json::array();
+    for (const auto& x : s.buckets) b.push_back(bucket_json(x));
+    series.push_back({{"kernel", s.kernel},
+                      {"angle_model", s.angle_model},
+                      {"dtype", s.dtype},
+                      {"layout", s.layout},
+                      {"bound", num(s.bound)},
+                      {"judged_under_own_model", s.judged_under_own_model},
+                      {"violations", s.violations},
+                      {"first_finding", s.first_finding},
+                      {"all", bucket_json(s.all)},
+                      {"buckets", b},
+                      {"histogram", s.histogram}});
+  }
+  j["series"] = series;
+  return j;
+}
+
+Report from_json(const json& j) {
+  if (!j.is_object()) throw ReportError("not a ropecheck report: the top level is not a JSON object");
+  auto schema = j.find("schema");
+  if (schema == j.end() || !schema->is_string() || schema->get<std::string>() != kSchemaName)
+    throw ReportError(std::string("not a ropecheck report: field \"schema\" is not \"") + kSchemaName + "\"");
+  auto ver = j.find("schema_version");
+  if (ver == j.end() || !ver->is_number_integer())
+    throw ReportError("not a ropecheck report: no integer \"schema_version\"");
+  if (ver->get<int64_t>() != kSchemaVersion)
+    throw ReportError(fmt::format("report schema version {} is not supported (this ropecheck reads version {}); "
+                                  "regenerate the report (scripts/update-baseline.sh for the baseline)",
+                                  ver->get<int64_t>(), kSchemaVersion));
+  Report r;
+  r.schema_version = kSchemaVersion;
+  r.kind = get_str(j, "kind", "report");
+  const json& e = field(j, "environment", "report");
+  r.environment.tool_version = get_str(e, "tool_version", "environment");
+  r.environment.compiler = get_str(e, "compiler", "environment");
+  r.environment.build_type = get_str(e, "build_type", "environment");
+  r.environment.cpu_model = get_str(e, "cpu_model", "environment");
+  r.environment.simd_targets = get_strings(e, "simd_targets", "environment");
+  r.environment.implementations = get_strings(e, "implementations", "environment");
+  r.seed = get_int<uint64_t>(j, "seed", "report");
+  r.parameters = field(j, "parameters", "report");
+  if (!r.parameters.is_object()) bad("parameters", "expected an object");
+  for (const auto& v : get_array(j, "histogram_edges", "report"))
+    r.histogram_edges.push_back(num_value(v, "histogram_edges[]"));
+  for (const auto& c : get_array(j, "checks", "report")) {
+    Check k;
+    k.name = get_str(c, "name", "checks[]");
+    const std::string where = "check '" + k.name + "'";
+    k.source = get_str(c, "source", where);
+    k.status = get_str(c, "status", where);
+    if (k.status != "pass" && k.status != "fail" && k.status != "skip")
+      bad(where + ".status", "expected pass, fail or skip, got '" + k.status + "'");
+    k.detail = get_str(c, "detail", where);
+    if (r.find_check(k.name)) bad(where, "appears twice");
+    r.checks.push_back(std::move(k));
+  }
+  for (const auto& s : get_array(j, "series", "report")) {
+    Series x;
+    x.kernel = get_str(s, "kernel", "series[]");
+    x.angle_model = get_str(s, "angle_model", "series[]");
+    x.dtype = get_str(s, "dtype", "series[]");
+    x.layout = get_str(s, "layout", "series[]");
+    const std::string where = "series '" + x.key() + "'";
+    x.bound = get_num(s, "bound", where);
+    x.judged_under_own_model = get_bool(s, "judged_under_own_model", where);
+    x.violations = get_int<uint64_t>(s, "violations", where);
+    x.first_finding = get_str(s, "first_finding", where);
+    x.all = bucket_from(field(s, "all", where), where + ".all");
+    for (const auto& b : get_array(s, "buckets", where)) {
+      x.buckets.push_back(bucket_from(b, where + ".buckets[]"));
+      for (size_t k = 0; k + 1 < x.buckets.size(); ++k)
+        if (x.buckets[k].bucket == x.buckets.back().bucket)
+          bad(where + ".buckets", "bucket " + std::to_string(x.buckets.back().bucket) + " appears twice");
+    }
+    for (const auto& h : get_array(s, "histogram", where)) {
+      if (!h.is_number_unsigned()) bad(where + ".histogram", "expected counts");
+      x.histogram.push_back(h.get<uint64_t>());
+    }
+    if (x.histogram.size() != r.histogram_edges.size())
+      bad(where + ".histogram", "has " + std::to_string(x.histogram.size()) + " bins, histogram_edges has " +
+                                    std::to_string(r.histogram_edges.size()));
+    if (r.find(x.key())) bad(where, "appears twice");
+    r.series.push_back(std::move(x));
+  }
+  return r;
+}
+
+Report load_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ReportError("cannot open report '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw ReportError("'" + path + "' is not valid JSON: " + e.what());
+  }
+  try {
+    return from_json(j);
+  } catch (const ReportError& e) {
+    throw ReportError("'" + path + "': " + e.what());
+  } catch (const json::exception& e) {  // e.g. a number out of range
+    throw ReportError("'" + path + "': malformed report: " + e.what());
+  }
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw ReportError("cannot write '" + path + "'");
+  out << text;
+  out.close();
+  if (!out) throw ReportError("error writing '" + path + "'");
+}
+
+void write_report_dir(const Report& r, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw ReportError("cannot create directory '" + dir + "': " + ec.message());
+  const std::filesystem::path d(dir);
+  write_text_file((d / "report.json").string(), to_json(r).dump(1) + "\n");
+  write_text_file((d / "report.md").string(), render_markdown(r));
+  write_text_file((d / "report.html").string(), render_html(r));
+}
+
+// ---- markdown ----------------------------------------------------------------------
+
+namespace {
+
+std::string md_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|') o += "\\|";
+    else if (c == '\n') o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string render_markdown(const Report& r) {
+  std::string o = "# ropecheck " + r.kind + " report\n\n";
+  const auto& e = r.environment;
+  o += fmt::format("ropecheck {} ({}, {}), CPU: {}, SIMD targets: {}\n\n", e.tool_version, e.compiler, e.build_type,
+                   e.cpu_model, e.simd_targets.empty() ? "none" : fmt::format("{}", fmt::join(e.simd_targets, ", ")));
+  o += fmt::format("Seed {}. Parameters: `{}`\n\n", r.seed, r.parameters.dump());
+  o += "Errors are pair errors in u of the output dtype (u = 2^-24 f32, 2^-11 f16, 2^-8 bf16): "
+       "e = ||y - yhat|| / (max(||x||, min_normal) u). Cells read like Boost.Math's error tables: "
+       "Max = worst pair (Mean = mean over pairs).\n\n";
+
+  o += "## Checks\n\n| check | source | status | detail |\n|---|---|---|---|\n";
+  for (const auto& c : r.checks)
+    o += fmt::format("| {} | {} | {} | {} |\n", md_escape(c.name), c.source, c.status == "fail" ? "**FAIL**" : c.status,
+                     md_escape(c.detail));
+  if (r.checks.empty()) o += "| (none) | | | |\n";
+
+  // One table per dtype x layout: rows are buckets, columns kernels/models.
+  std::vector<std::pair<std::string, std::string>> groups;
+  for (const auto& s : r.series)
+    if (std::find(groups.begin(), groups.end(), std::make_pair(s.dtype, s.layout)) == groups.end())
+      groups.emplace_back(s.dtype, s.layout);
+  for (const auto& [dt, lay] : groups) {
+    std::vector<const Series*> cols;
+    std::set<int> buckets;
+    for (const auto& s : r.series)
+      if (s.dtype == dt && s.layout == lay) {
+        cols.push_back(&s);
+        for (const auto& b : s.buckets) buckets.insert(b.bucket);
+      }
+    o += fmt::format("\n## {} {}\n\n| position |", dt, lay);
+    for (const Series* s : cols)
+      o += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, s->judged_under_own_model ? "" : " †");
+    o += "\n|---|";
+    for (size_t i = 0; i < cols.size(); ++i) o += "---|";
+    o += "\n";
+    auto cell = [](const BucketStats& b) { return fmt::format("Max = {:.3g}u (Mean = {:.3g}u)", b.max, b.mean); };
+    for (int b : buckets) {
+      o += "| " + bucket_label(b) + " |";
+      for (const Series* s : cols) {
+        const BucketStats* found = nullptr;
+        for (const auto& x : s->buckets)
+          if (x.bucket == b) found = &x;
+        o += found ? " " + cell(*found) + " |" : " - |";
+      }
+      o += "\n";
+    }
+    o += "| **all** |";
+    for (const Series* s : cols) o += " " + cell(s->all) + " |";
+    o += "\n";
+  }
+  if (std::any_of(r.series.begin(), r.series.end(), [](const Series& s) { return !s.judged_under_own_model; }))
+    o += "\n† judged under a model other than the kernel's own (shows the drift of its angles; not a check).\n";
+
+  o += "\n## Summary\n\n| kernel | angle model | dtype | layout | pairs | max | p99 | mean | bias (radial) | "
+       "bias (tangential) | bound | violations |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& s : r.series)
+    o += fmt::format("| {} | {} | {} | {} | {} | {:.3g} | {:.3g} | {:.3g} | {:+.2e} | {:+.2e} | {:.3g} | {} |\n",
+                     s.kernel, s.angle_model, s.dtype, s.layout, s.all.count, s.all.max, s.all.p99, s.all.mean,
+                     s.all.bias, s.all.tangential_bias, s.bound, s.violations);
+
+  o += "\n## Worst cases\n\n| kernel | angle model | dtype | layout | error (u) | position | token/head/pair | "
+       "input bits | got bits | correctly rounded bits |\n|---|---|---|---|---:|---:|---|---|---|---|\n";
+  for (const auto& s : r.series) {
+    if (!s.all.worst) continue;
+    const WorstCase& w = *s.all.worst;
+    o += fmt::format("| {} | {} | {} | {} | {:.4g} | {} | {}/{}/{} | {} {} | {} {} | {} {} |\n", s.kernel,
+                     s.angle_model, s.dtype, s.layout, w.error, w.position, w.token, w.head, w.pair, w.input[0],
+                     w.input[1], w.got[0], w.got[1], w.rounded[0], w.rounded[1]);
+  }
+  return o;
+}
+
+// ---- compare -----------------------------------------------------------------------
+
+bool CompareResult::failed() const {
+  for (const auto& d : diffs)
+    if (d.failing) return true;
+  return false;
+}
+
+std::string CompareResult::table() const {
+  std::vector<std::array<std::string, 8>> rows;
+  rows.push_back({"status", "kind", "series / check", "bucket", "metric", "baseline", "current", "limit"});
+  for (const auto& d : diffs)
+    rows.push_back({d.failing ? "FAIL" : "note", d.kind, d.what, d.bucket, d.metric, d.baseline, d.current, d.limit});
+  std::array<size_t, 8> w{};
+  for (const auto& r : rows)
+    for (size_t i = 0; i < 8; ++i) w[i] = std::max(w[i], r[i].size());
+  std::string o;
+  size_t fails = 0, regress = 0, cover = 0, checks = 0;
+  for (const auto& d : diffs)
+    if (d.failing) {
+      ++fails;
+      if (d.kind == "regression") ++regress;
+      else if (d.kind == "coverage") ++cover;
+      else if (d.kind == "check") ++checks;
+    }
+  if (!diffs.empty()) {
+    for (size_t k = 0; k < rows.size(); ++k) {
+      o += "|";
+      for (size_t i = 0; i < 8; ++i) o += " " + rows[k][i] + std::string(w[i] - rows[k][i].size(), ' ') + " |";
+      o += "\n";
+      if (k == 0) {
+        o += "|";
+        for (size_t i = 0; i < 8; ++i) o += std::string(w[i] + 2, '-') + "|";
+        o += "\n";
+      }
+    }
+  }
+  if (fails)
+    o += fmt::format("compare: FAIL: {} regression(s), {} coverage loss(es), {} check(s) newly failing "
+                     "({} series, {} buckets, {} checks compared)\n",
+                     regress, cover, checks, series_compared, buckets_compared, checks_compared);
+  else
+    o += fmt::format("compare: OK: no bucket's max or mean error grew beyond the slack, no check newly fails, "
+                     "coverage kept ({} series, {} buckets, {} checks compared)\n",
+                     series_compared, buckets_compared, checks_compared);
+  return o;
+}
+
+CompareResult compare_reports(const Report& base, const Report& cur, const Slack& slack) {
+  CompareResult res;
+  auto add = [&](bool failing, std::string kind, std::string what, std::string bucket, std::string metric,
+                 std::string b, std::string c, std::string limit = "") {
+    res.diffs.push_back({failing, std::move(kind), std::move(what), std::move(bucket), std::move(metric),
+                         std::move(b), std::move(c), std::move(limit)});
+  };
+  auto g = [](double v) { return fmt::format("{:.4g}", v); };
+  auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+
+  // Parameters that differ: informational (their effect shows as coverage or error changes).
+  if (base.parameters.is_object() && cur.parameters.is_object()) {
+    std::set<std::string> keys;
+    for (auto it = base.parameters.begin(); it != base.parameters.end(); ++it) keys.insert(it.key());
+    for (auto it = cur.parameters.begin(); it != cur.parameters.end(); ++it) keys.insert(it.key());
+    for (const auto& k : keys) {
+      const std::string b = base.parameters.contains(k) ? base.parameters[k].dump() : "(absent)";
+      const std::string c = cur.parameters.contains(k) ? cur.parameters[k].dump() : "(absent)";
+      if (b != c) add(false, "parameter", k, "", "value", b, c);
+    }
+  }
+
+  for (const auto& bs : base.series) {
+    const Series* cs = cur.find(bs.key());
+    if (!cs) {
+      add(true, "coverage", bs.key(), "", "series", "present", "gone");
+      continue;
+    }
+    ++res.series_compared;
+    if (!same(cs->bound, bs.bound)) add(false, "bound", bs.key(), "", "bound", g(bs.bound), g(cs->bound));
+    for (const auto& bb : bs.buckets) {
+      const BucketStats* cb = nullptr;
+      for (const auto& x : cs->buckets)
+        if (x.bucket == bb.bucket) cb = &x;
+      if (!cb) {
+        add(true, "coverage", bs.key(), bb.label, "bucket", "present", "gone");
+        continue;
+      }
+      ++res.buckets_compared;
+      if (cb->count < bb.count)
+        add(true, "coverage", bs.key(), bb.label, "count", std::to_string(bb.count), std::to_string(cb->count),
+            ">= " + std::to_string(bb.count));
+      const std::pair<const char*, std::pair<double, double>> metrics[] = {{"max", {bb.max, cb->max}},
+                                                                          {"mean", {bb.mean, cb->mean}}};
+      for (const auto& [name, v] : metrics) {
+        const double lim = slack.limit(v.first);
+        if (same(v.first, v.second)) continue;
+        if (!(v.second <= lim))  // a NaN that was not NaN fails too
+          add(true, "regression", bs.key(), bb.label, name, g(v.first), g(v.second), "<= " + g(lim));
+        else if (v.second * (1.0 + slack.relative) + slack.absolute < v.first)
+          add(false, "improved", bs.key(), bb.label, name, g(v.first), g(v.second));
+      }
+    }
+    for (const auto& cb : cs->buckets) {
+      bool known = false;
+      for (const auto& x : bs.buckets) known = known || x.bucket == cb.bucket;
+      if (!known) add(false, "new", bs.key(), cb.label, "bucket", "absent", "present");
+    }
+  }
+  for (const auto& cs : cur.series)
+    if (!base.find(cs.key())) add(false, "new", cs.key(), "", "series", "absent", "present");
+
+  for (const auto& bc : base.checks) {
+    const Check* cc = cur.find_check(bc.name);
+    if (!cc) {
+      add(true, "coverage", bc.name, "", "check", bc.status, "gone");
+      continue;
+    }
+    ++res.checks_compared;
+    if (bc.status == "pass" && cc->status != "pass")
+      add(true, "check", bc.name, "", "status", bc.status, cc->status + ": " + cc->detail);
+    else if (bc.status != cc->status)
+      add(false, "check", bc.name, "", "status", bc.status, cc->status);
+  }
+  for (const auto& cc : cur.checks)
+    if (!base.find_check(cc.name))
+      add(cc.status == "fail", cc.status == "fail" ? "check" : "new", cc.name, "", "status", "absent",
+          cc.status == "fail" ? "fail: " + cc.detail : cc.status);
+  // Failures first, then notes, each in the order found.
+  std::stable_sort(res.diffs.begin(), res.diffs.end(),
+                   [](const Difference& a, const Difference& b) { return a.failing > b.failing; });
+  return res;
+}
+
+}  // namespace ropecheck::report

@@ -1,0 +1,147 @@
+// Reports of one run: report.json (a versioned schema), report.md (Boost.Math
+// style error tables), report.html (one self-contained file with inline SVG
+// plots), and the baseline compare that fails CI when a kernel got less
+// accurate. Schema and compare rules: docs/reports.md.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reports/sweep.hpp"
+
+namespace ropecheck::report {
+
+// Bump when a field changes meaning or is removed; adding a field does not.
+inline constexpr int kSchemaVersion = 1;
+inline constexpr const char* kSchemaName = "ropecheck-report";
+
+// A corrupt, unreadable or incompatible report (the CLI exits 2).
+struct ReportError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The worst pair of a bucket, with its bits (hex, of the storage type).
+struct WorstCase {
+  double error = 0, radial = 0, tangential = 0;
+  int64_t position = 0;
+  uint64_t token = 0, head = 0;
+  uint32_t pair = 0, dim0 = 0, dim1 = 0;
+  std::string input[2], got[2], rounded[2];  // "0x3f800000"
+  std::string exact[2];                      // C99 hex float of the exact output (double)
+};
+
+struct BucketStats {
+  int bucket = 0;  // position_bucket(): 0 for position 0, b for [2^(b-1), 2^b)
+  std::string label;
+  uint64_t count = 0;
+  double max = 0, p99 = 0, mean = 0, bias = 0, tangential_bias = 0;
+  std::optional<WorstCase> worst;
+};
+
+// One kernel judged under one angle model on one dtype and layout.
+struct Series {
+  std::string kernel, angle_model, dtype, layout;
+  double bound = 0;                   // u
+  bool judged_under_own_model = true;  // false: informational (e.g. fp32 pipeline under exact)
+  uint64_t violations = 0;
+  std::string first_finding;
+  BucketStats all;                    // every bucket together (bucket = -1)
+  std::vector<BucketStats> buckets;   // ascending bucket
+  std::vector<uint64_t> histogram;    // counts per Report::histogram_edges bin
+  std::string key() const { return kernel + " / " + angle_model + " / " + dtype + " / " + layout; }
+};
+
+// One pass/fail check of the run. The sweep adds one per series judged under
+// its kernel's own model ("accuracy/<kernel>/<model>/<dtype>/<layout>"); a
+// gate adds its own with source "gate".
+struct Check {
+  std::string name;
+  std::string source = "sweep";
+  std::string status;  // "pass", "fail" or "skip"
+  std::string detail;
+};
+
+struct Environment {
+  std::string tool_version, compiler, build_type, cpu_model;
+  std::vector<std::string> simd_targets;     // Highway targets supported here and compiled in
+  std::vector<std::string> implementations;  // registered kernels
+};
+
+struct Report {
+  int schema_version = kSchemaVersion;
+  std::string kind = "sweep";
+  Environment environment;
+  uint64_t seed = 0;
+  nlohmann::json parameters = nlohmann::json::object();  // every run parameter
+  std::vector<double> histogram_edges;  // bin i is [edges[i], edges[i+1]), the last one unbounded
+  std::vector<Check> checks;
+  std::vector<Series> series;
+
+  const Series* find(const std::string& key) const;
+  const Check* find_check(const std::string& name) const;
+  bool all_checks_pass() const;
+};
+
+// The histogram bins: [0, 2^-12), [2^-12, 2^-11), ..., [2^30, inf).
+std::vector<double> default_histogram_edges();
+
+// This build and machine.
+Environment current_environment();
+
+// A report from a sweep's rows and its options.
+Report make_sweep_report(const SweepOptions& opt, const std::vector<SweepRow>& rows);
+
+nlohmann::json to_json(const Report& r);
+Report from_json(const nlohmann::json& j);  // throws ReportError
+Report load_report(const std::string& path);  // throws ReportError
+
+std::string render_markdown(const Report& r);
+std::string render_html(const Report& r);
+
+// Writes DIR/report.json, DIR/report.md, DIR/report.html (creates DIR).
+// Throws ReportError when a file cannot be written.
+void write_report_dir(const Report& r, const std::string& dir);
+void write_text_file(const std::string& path, const std::string& text);
+
+// ---- the headline plot --------------------------------------------------------
+
+// Sweep options for the headline: scalar and conventional-fp32, every dtype,
+// interleaved, every octave from 1 to 2^24.
+SweepOptions headline_options(uint64_t seed = 1, uint32_t tokens_per_bucket = 16);
+// Max pair error (u, log scale) against position, one panel per dtype:
+// accurate angles (scalar) vs the conventional fp32 pipeline judged under the exact model.
+std::string render_headline_svg(const Report& r);
+
+// ---- baseline compare ------------------------------------------------------------
+
+// A bucket's max (and mean) may grow to base * (1 + relative) + absolute u.
+struct Slack {
+  double relative = 0.25;
+  double absolute = 0.05;
+  double limit(double base) const { return base * (1.0 + relative) + absolute; }
+};
+
+struct Difference {
+  bool failing = false;
+  std::string kind;    // "regression", "coverage", "check", "improved", "new", "parameter", "bound"
+  std::string what;    // series key or check name
+  std::string bucket;  // bucket label, or "" when not per bucket
+  std::string metric;  // "max", "mean", "count", "status", ...
+  std::string baseline, current, limit;
+};
+
+struct CompareResult {
+  std::vector<Difference> diffs;
+  size_t series_compared = 0, buckets_compared = 0, checks_compared = 0;
+  bool failed() const;
+  // The differences as an aligned table and a one-line verdict.
+  std::string table() const;
+};
+
+CompareResult compare_reports(const Report& baseline, const Report& current, const Slack& slack = {});
+
+}  // namespace ropecheck::report

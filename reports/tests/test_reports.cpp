@@ -1,0 +1,401 @@
+// Reports: the JSON round trip, the baseline compare (on itself, against a
+// less accurate kernel, coverage), and corrupt or incompatible files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "report_test_util.hpp"
+#include "reports/report.hpp"
+
+namespace ropecheck::report {
+namespace {
+
+using testing::read_file;
+using testing::run_command;
+using testing::scratch_dir;
+
+// ---- test-only kernels: the scalar kernel with its cos/sin degraded ---------------
+
+float round_bf16(long double x) { return bf16_bits_to_f32(f32_to_bf16_bits(float(x))); }
+
+float round_toward_zero(long double x) {
+  float f = float(x);
+  if (std::fabs((long double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+// The scalar kernel's arithmetic (long double angle, sincosl, f32 rotation,
+// RNE stores), with cos and sin rounded to f32 by Round instead of to nearest.
+template <float (*Round)(long double)>
+int degraded_trig_rope(const rc_rope_args* a) {
+  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  const Dtype d = Dtype(a->dtype);
+  const Layout l = Layout(a->layout);
+  const uint32_t npairs = a->rotary_dim / 2;
+  for (uint64_t t = 0; t < a->n_tokens; ++t) {
+    const long double ms = (long double)a->positions[t] * (long double)a->position_scale;
+    for (uint32_t i = 0; i < npairs; ++i) {
+      const long double theta =
+          a->inv_freq ? (long double)a->inv_freq[i]
+                      : powl((long double)a->base, -(long double)(2 * i) / (long double)a->rotary_dim);
+      const long double angle = ms * theta;
+      long double sl, cl;
+      sincosl(angle, &sl, &cl);
+      const float c = Round(cl), s = Round(sl);
+      for (uint32_t h = 0; h < a->n_heads; ++h) {
+        const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
+        const auto [d0, d1] = pair_dims(l, a->rotary_dim, i);
+        if (angle == 0) {
+          store_bits(d, a->out, base + d0, load_bits(d, a->in, base + d0));
+          store_bits(d, a->out, base + d1, load_bits(d, a->in, base + d1));
+          continue;
+        }
+        const float x0 = load_f32(d, a->in, base + d0), x1 = load_f32(d, a->in, base + d1);
+        store_f32(d, a->out, base + d0, x0 * c - x1 * s);
+        store_f32(d, a->out, base + d1, x0 * s + x1 * c);
+      }
+    }
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = a->rotary_dim; k < a->head_dim; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * a->head_dim + k;
+        store_bits(d, a->out, e, load_bits(d, a->in, e));
+      }
+  }
+  return RC_OK;
+}
+
+// Registered under the accurate kernel's name, so the compare matches its series.
+Implementation degraded_scalar(rc_rope_apply_fn fn) {
+  const Implementation* s = find_implementation("scalar");
+  EXPECT_NE(s, nullptr);
+  Implementation i = *s;
+  i.fn = fn;
+  i.description = "test-only: scalar with degraded cos/sin";
+  return i;
+}
+
+SweepOptions small_options() {
+  SweepOptions o;
+  o.seed = 7;
+  o.tokens_per_bucket = 4;
+  o.n_heads = 2;
+  o.head_dim = 64;
+  o.rotary_dim = 64;
+  return o;
+}
+
+Report sweep_report(const SweepOptions& o, const std::vector<const Implementation*>& impls) {
+  return make_sweep_report(o, run_sweep(o, impls));
+}
+
+const Implementation* impl(const char* name) {
+  const Implementation* i = find_implementation(name);
+  EXPECT_NE(i, nullptr) << name;
+  return i;
+}
+
+bool has_diff(const CompareResult& r, const std::string& kind, const std::string& what_contains, bool failing) {
+  for (const auto& d : r.diffs)
+    if (d.kind == kind && d.what.find(what_contains) != std::string::npos && d.failing == failing) return true;
+  return false;
+}
+
+// ---- JSON ------------------------------------------------------------------------
+
+TEST(ReportJson, RoundTripsAndKeepsEveryField) {
+  const SweepOptions o = small_options();
+  const Report r = sweep_report(o, {impl("scalar"), impl("conventional-fp32")});
+  // 2 kernels; conventional-fp32 is judged under fp32 and under exact: 3 series per dtype x layout.
+  ASSERT_EQ(r.series.size(), 3u * 3u * 2u);
+  EXPECT_EQ(r.checks.size(), 2u * 3u * 2u);
+  const nlohmann::json j = to_json(r);
+  const Report back = from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(to_json(back), j);
+
+  const std::string dir = scratch_dir("roundtrip");
+  write_report_dir(r, dir);
+  const Report loaded = load_report(dir + "/report.json");
+  EXPECT_EQ(to_json(loaded), j);
+  EXPECT_EQ(loaded.seed, 7u);
+  EXPECT_EQ(loaded.parameters.at("tokens_per_bucket"), 4);
+  EXPECT_FALSE(loaded.environment.compiler.empty());
+  EXPECT_FALSE(read_file(dir + "/report.md").empty());
+  EXPECT_NE(read_file(dir + "/report.html").find("<svg"), std::string::npos);
+}
+
+TEST(ReportJson, WorstCaseIsTheBucketMaxWithItsBits) {
+  const Report r = sweep_report(small_options(), {impl("scalar")});
+  for (const Series& s : r.series) {
+    ASSERT_FALSE(s.buckets.empty()) << s.key();
+    uint64_t total = 0;
+    for (const BucketStats& b : s.buckets) {
+      total += b.count;
+      if (b.bucket == 0) continue;  // position 0: the identity, error 0
+      ASSERT_TRUE(b.worst.has_value()) << s.key() << " " << b.label;
+      EXPECT_EQ(b.worst->error, b.max) << s.key() << " " << b.label;
+      EXPECT_EQ(position_bucket(b.worst->position), b.bucket);
+      EXPECT_EQ(b.worst->input[0].size(), s.dtype == "f32" ? 10u : 6u);  // 0x + hex digits
+      EXPECT_LE(b.p99, b.max);
+      EXPECT_LE(b.mean, b.max);
+    }
+    EXPECT_EQ(total, s.all.count);
+    uint64_t hist = 0;
+    for (uint64_t c : s.histogram) hist += c;
+    EXPECT_EQ(hist, s.all.count) << s.key();
+    ASSERT_TRUE(s.all.worst.has_value());
+    EXPECT_EQ(s.all.worst->error, s.all.max);
+  }
+}
+
+// ---- compare ---------------------------------------------------------------------
+
+TEST(ReportCompare, PassesOnItself) {
+  const Report r = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  const CompareResult res = compare_reports(r, r);
+  EXPECT_FALSE(res.failed()) << res.table();
+  EXPECT_TRUE(res.diffs.empty()) << res.table();
+  EXPECT_EQ(res.series_compared, r.series.size());
+  EXPECT_NE(res.table().find("compare: OK"), std::string::npos);
+}
+
+TEST(ReportCompare, ABf16TrigKernelFailsAgainstTheAccurateBaselineAndPassesAgainstItself) {
+  const SweepOptions o = small_options();
+  const Report accurate = sweep_report(o, {impl("scalar")});
+  const Implementation lossy = degraded_scalar(degraded_trig_rope<round_bf16>);
+  const Report degraded = sweep_report(o, {&lossy});
+
+  const CompareResult res = compare_reports(accurate, degraded);
+  EXPECT_TRUE(res.failed());
+  const std::string table = res.table();
+  for (const char* dt : {"f32", "f16", "bf16"})
+    EXPECT_TRUE(has_diff(res, "regression", std::string("scalar / exact / ") + dt, true)) << dt << "\n" << table;
+  EXPECT_NE(table.find("| FAIL"), std::string::npos) << table;
+  EXPECT_NE(table.find("compare: FAIL"), std::string::npos) << table;
+  EXPECT_NE(table.find("2^12.."), std::string::npos) << table;  // per bucket
+
+  const CompareResult self = compare_reports(degraded, degraded);
+  EXPECT_FALSE(self.failed()) << self.table();
+}
+
+// The point of a baseline: a kernel that got less accurate fails CI even
+// while every check (its proven bound) still passes.
+TEST(ReportCompare, ADegradationWithinTheBoundsStillFails) {
+  const SweepOptions o = small_options();
+  const Report accurate = sweep_report(o, {impl("scalar")});
+  const Implementation worse = degraded_scalar(degraded_trig_rope<round_toward_zero>);
+  const Report degraded = sweep_report(o, {&worse});
+  // Rounding cos/sin toward zero instead of to nearest (2 u32 instead of 1)
+  // shrinks every rotated vector: a radial bias, not a broken bound, on f32.
+  bool any_f32 = false;
+  for (const Check& c : degraded.checks)
+    if (c.name.find("/f32/") != std::string::npos) {
+      any_f32 = true;
+      EXPECT_EQ(c.status, "pass") << c.name << ": " << c.detail;
+    }
+  ASSERT_TRUE(any_f32);
+  const CompareResult res = compare_reports(accurate, degraded);
+  EXPECT_TRUE(res.failed()) << res.table();
+  EXPECT_TRUE(has_diff(res, "regression", "scalar / exact / f32", true)) << res.table();
+  for (const Series& s : degraded.series)
+    if (s.dtype == "f32") {
+      EXPECT_LT(s.all.bias, 0.0) << s.key();
+    }
+}
+
+TEST(ReportCompare, CoverageShrinkFailsAndANewKernelIsANote) {
+  const SweepOptions o = small_options();
+  const Report both = sweep_report(o, {impl("scalar"), impl("conventional-fp32")});
+  const Report scalar_only = sweep_report(o, {impl("scalar")});
+
+  const CompareResult gone = compare_reports(both, scalar_only);
+  EXPECT_TRUE(gone.failed());
+  EXPECT_TRUE(has_diff(gone, "coverage", "conventional-fp32 / fp32 / f16 / half-split", true)) << gone.table();
+  EXPECT_TRUE(has_diff(gone, "coverage", "accuracy/conventional-fp32/fp32/bf16/interleaved", true)) << gone.table();
+
+  const CompareResult added = compare_reports(scalar_only, both);
+  EXPECT_FALSE(added.failed()) << added.table();
+  EXPECT_TRUE(has_diff(added, "new", "conventional-fp32 / exact / f32 / interleaved", false)) << added.table();
+
+  SweepOptions fewer = o;
+  fewer.max_log2_position = 19;  // drops the 2^20.. and 2^28.. buckets
+  const CompareResult buckets = compare_reports(scalar_only, sweep_report(fewer, {impl("scalar")}));
+  EXPECT_TRUE(buckets.failed());
+  bool bucket_gone = false;
+  for (const auto& d : buckets.diffs) bucket_gone |= d.kind == "coverage" && d.bucket == "2^28.." && d.failing;
+  EXPECT_TRUE(bucket_gone) << buckets.table();
+
+  SweepOptions less = o;
+  less.tokens_per_bucket = 2;  // fewer pairs in every bucket
+  const CompareResult count = compare_reports(scalar_only, sweep_report(less, {impl("scalar")}));
+  EXPECT_TRUE(count.failed());
+  bool count_shrank = false;
+  for (const auto& d : count.diffs) count_shrank |= d.kind == "coverage" && d.metric == "count" && d.failing;
+  EXPECT_TRUE(count_shrank) << count.table();
+}
+
+TEST(ReportCompare, APassingCheckThatNowFailsFails) {
+  const Report base = sweep_report(small_options(), {impl("scalar")});
+  Report cur = base;
+  cur.checks[0].status = "fail";
+  cur.checks[0].detail = "1 violation(s)";
+  const CompareResult res = compare_reports(base, cur);
+  EXPECT_TRUE(res.failed());
+  EXPECT_TRUE(has_diff(res, "check", base.checks[0].name, true)) << res.table();
+  // The slack: growth within it passes, beyond it fails.
+  Report grown = base;
+  Series& s = grown.series[0];
+  BucketStats& b = s.buckets.back();
+  const Slack slack;
+  b.max = slack.limit(base.series[0].buckets.back().max) * 0.999;
+  EXPECT_FALSE(compare_reports(base, grown).failed());
+  b.max = slack.limit(base.series[0].buckets.back().max) * 1.001;
+  EXPECT_TRUE(compare_reports(base, grown).failed());
+  b.max = base.series[0].buckets.back().max;
+  b.mean = slack.limit(base.series[0].buckets.back().mean) * 1.001;
+  EXPECT_TRUE(compare_reports(base, grown).failed());
+}
+
+TEST(ReportCompare, NonFiniteValuesRoundTripAndCompareSanely) {
+  Report base = sweep_report(small_options(), {impl("scalar")});
+  Report odd = base;
+  odd.series[0].buckets[1].max = NAN;
+  odd.series[0].buckets[2].mean = INFINITY;
+  const Report back = from_json(nlohmann::json::parse(to_json(odd).dump()));
+  EXPECT_TRUE(std::isnan(back.series[0].buckets[1].max));
+  EXPECT_TRUE(std::isinf(back.series[0].buckets[2].mean));
+  EXPECT_FALSE(compare_reports(back, back).failed()) << compare_reports(back, back).table();
+  const CompareResult res = compare_reports(base, back);  // finite -> NaN / inf is a regression
+  EXPECT_TRUE(res.failed());
+  size_t regressions = 0;
+  for (const auto& d : res.diffs) regressions += d.kind == "regression" && d.failing;
+  EXPECT_EQ(regressions, 2u) << res.table();
+  // Duplicates are malformed (a compare could not tell which one is meant).
+  nlohmann::json dup = to_json(base);
+  dup["checks"].push_back(dup["checks"][0]);
+  EXPECT_THROW(from_json(dup), ReportError);
+  dup = to_json(base);
+  dup["series"][0]["buckets"].push_back(dup["series"][0]["buckets"][1]);
+  EXPECT_THROW(from_json(dup), ReportError);
+}
+
+// ---- the CLI: exit codes ------------------------------------------------------------
+
+TEST(ReportCli, CompareExitCodes) {
+  const std::string dir = scratch_dir("cli");
+  const SweepOptions o = small_options();
+  const Report accurate = sweep_report(o, {impl("scalar")});
+  const Implementation lossy = degraded_scalar(degraded_trig_rope<round_bf16>);
+  const Report degraded = sweep_report(o, {&lossy});
+  const std::string a = dir + "/accurate.json", d = dir + "/degraded.json";
+  write_text_file(a, to_json(accurate).dump(1));
+  write_text_file(d, to_json(degraded).dump(1));
+  const std::string cli = ROPECHECK_CLI;
+
+  auto same = run_command(cli + " report compare --baseline " + a + " --current " + a, dir + "/out1.txt");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("compare: OK"), std::string::npos) << same.output;
+
+  auto worse = run_command(cli + " report compare --baseline " + a + " --current " + d, dir + "/out2.txt");
+  EXPECT_EQ(worse.exit_code, 1) << worse.output;
+  EXPECT_NE(worse.output.find("regression"), std::string::npos) << worse.output;
+  EXPECT_NE(worse.output.find("scalar / exact / bf16 / half-split"), std::string::npos) << worse.output;
+
+  // The slack is honoured: a degradation within the bounds (cos/sin rounded
+  // toward zero) fails at the default slack and passes with a huge one.
+  const Implementation toward_zero = degraded_scalar(degraded_trig_rope<round_toward_zero>);
+  const std::string w = dir + "/toward-zero.json";
+  write_text_file(w, to_json(sweep_report(o, {&toward_zero})).dump(1));
+  auto tight = run_command(cli + " report compare --baseline " + a + " --current " + w, dir + "/out3.txt");
+  EXPECT_EQ(tight.exit_code, 1) << tight.output;
+  auto slack = run_command(cli + " report compare --slack-rel 1e9 --baseline " + a + " --current " + w,
+                           dir + "/out3.txt");
+  EXPECT_EQ(slack.exit_code, 0) << slack.output;
+  // ...but a check that now fails still fails.
+  Report failing = accurate;
+  failing.checks[0].status = "fail";
+  write_text_file(d, to_json(failing).dump());
+  auto check = run_command(cli + " report compare --slack-rel 1e9 --baseline " + a + " --current " + d,
+                           dir + "/out4.txt");
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+}
+
+TEST(ReportCli, CorruptOrIncompatibleReportsExitTwo) {
+  const std::string dir = scratch_dir("corrupt");
+  const Report good = sweep_report(small_options(), {impl("scalar")});
+  const std::string ok = dir + "/good.json";
+  write_text_file(ok, to_json(good).dump());
+  nlohmann::json j = to_json(good);
+
+  std::vector<std::pair<std::string, std::string>> bad;  // (file text, expected message part)
+  bad.emplace_back("", "not valid JSON");
+  bad.emplace_back("{\"schema\": \"ropecheck-report\", \"schema_version\": 1, ", "not valid JSON");
+  bad.emplace_back("[1, 2, 3]", "not a JSON object");
+  bad.emplace_back("{\"hello\": 1}", "not a ropecheck report");
+  nlohmann::json v = j;
+  v["schema_version"] = 999;
+  bad.emplace_back(v.dump(), "schema version 999 is not supported");
+  nlohmann::json m = j;
+  m.erase("series");
+  bad.emplace_back(m.dump(), "missing field 'series'");
+  nlohmann::json t = j;
+  t["series"][0]["buckets"][1]["max"] = "big";
+  bad.emplace_back(t.dump(), "expected a number");
+  nlohmann::json h = j;
+  h["series"][0]["histogram"].erase(0);
+  bad.emplace_back(h.dump(), "bins");
+
+  const std::string cli = ROPECHECK_CLI;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const std::string f = dir + "/bad" + std::to_string(i) + ".json";
+    write_text_file(f, bad[i].first);
+    EXPECT_THROW(load_report(f), ReportError) << i;
+    for (const std::string& args : {" --baseline " + f + " --current " + ok, " --baseline " + ok + " --current " + f}) {
+      auto r = run_command(cli + " report compare" + args, dir + "/out.txt");
+      EXPECT_EQ(r.exit_code, 2) << i << ": " << r.output;
+      EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(bad[i].second), std::string::npos) << i << ": " << r.output;
+    }
+  }
+  auto missing = run_command(cli + " report compare --baseline " + dir + "/nope.json --current " + ok,
+                             dir + "/out.txt");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("cannot open report"), std::string::npos) << missing.output;
+  // `sweep --baseline` refuses a corrupt baseline before sweeping.
+  auto sweep = run_command(cli + " sweep --tokens-per-bucket 1 --baseline " + dir + "/bad0.json", dir + "/out.txt");
+  EXPECT_EQ(sweep.exit_code, 2) << sweep.output;
+}
+
+TEST(ReportBaseline, CommittedBaselineCoversTheBuiltInKernels) {
+  const Report b = load_report(std::string(ROPECHECK_SOURCE_DIR) + "/reports/baseline/sweep.json");
+  for (const char* k : {"scalar / exact", "conventional-fp32 / fp32", "conventional-fp32 / exact"})
+    for (const char* dt : {"f32", "f16", "bf16"})
+      for (const char* l : {"interleaved", "half-split"})
+        EXPECT_NE(b.find(std::string(k) + " / " + dt + " / " + l), nullptr) << k << " " << dt << " " << l;
+  EXPECT_TRUE(b.all_checks_pass());
+  // Made with the default sweep parameters (what the CTest baseline compare runs).
+  const SweepOptions d;
+  EXPECT_EQ(b.seed, d.seed);
+  EXPECT_EQ(b.parameters.at("tokens_per_bucket"), d.tokens_per_bucket);
+  EXPECT_EQ(b.parameters.at("max_log2_position"), d.max_log2_position);
+}
+
+TEST(ReportHeadline, DrawsBothPipelinesForEveryDtype) {
+  SweepOptions o = headline_options(1, 1);
+  o.max_log2_position = 8;  // small: the full one is `ropecheck report headline`
+  const Report r = make_sweep_report(o, run_sweep(o));
+  const std::string svg = render_headline_svg(r);
+  for (const char* dt : {"f32", "f16", "bf16"})
+    EXPECT_NE(svg.find(std::string("id=\"headline-") + dt + "\""), std::string::npos) << dt;
+  EXPECT_NE(svg.find("accurate angles (scalar)"), std::string::npos);
+  EXPECT_NE(svg.find("conventional fp32 pipeline"), std::string::npos);
+  size_t lines = 0;
+  for (size_t p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1)) ++lines;
+  EXPECT_EQ(lines, 6u);  // 2 pipelines x 3 dtypes, no gaps
+  Report empty = r;
+  empty.series.clear();
+  EXPECT_THROW(render_headline_svg(empty), ReportError);
+}
+
+}  // namespace
+}  // namespace ropecheck::report
