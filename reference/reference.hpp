@@ -5,7 +5,13 @@
 // pair are computed with MPFR through Boost.Multiprecision at >= 128 bits, and
 // each output is rounded once, to nearest even, to the storage type. When the
 // working-precision value is too close to a rounding boundary to decide, the
-// pair is recomputed at twice the precision (Ziv), up to 1064 bits.
+// pair is recomputed at twice the precision (Ziv), up to >= 1064 bits.
+//
+// Speed: theta_i is computed once per call, cos/sin once per (position, pair)
+// and shared by all heads. Each pair is first rounded from a double-double
+// evaluation of the rotation whose error is rigorously bounded (see
+// reference.cpp); only when that bound cannot decide the rounding (of the
+// storage type or of the double in `exact`) does the pair go through MPFR.
 //
 // Special values (docs/error-model.md, "Special values"):
 //  - an angle of exactly 0 (position 0, scale 0, a zero table entry) is the
@@ -39,16 +45,27 @@ std::string_view to_string(AngleModel m);
 std::optional<AngleModel> parse_angle_model(std::string_view s);
 
 struct ReferenceOutput {
-  Bytes rounded;              // the correctly rounded output, in the storage type
-  std::vector<double> exact;  // the exact output rounded to double (for measuring error)
-  uint64_t ziv_retries = 0;   // elements that needed more precision to round
+  Bytes rounded;               // the correctly rounded output, in the storage type
+  std::vector<double> exact;   // the exact output correctly rounded to double (for measuring error)
+  uint64_t ziv_retries = 0;    // pairs whose rounding to the storage type needed more than the
+                               // first MPFR precision (Ziv retries)
+  uint64_t exact_retries = 0;  // pairs recomputed at more precision only to round `exact` to double
+  uint64_t mpfr_pairs = 0;     // pairs the double-double fast path left to MPFR
 };
 
 struct ReferenceOptions {
   AngleModel angle_model = AngleModel::exact;
+  // First MPFR working precision in bits; each Ziv retry doubles it. Keep the
+  // default (>= 128) for real use: smaller values (>= 32) exist so that tests
+  // can drive the retry path on inputs that are merely near a rounding boundary.
+  unsigned working_bits = 134;
+  // Round from the rigorously bounded double-double evaluation when it decides
+  // (false: every pair goes through MPFR; tests compare the two).
+  bool fast_path = true;
 };
 
-// Throws std::invalid_argument when the case is malformed (RopeCase::validate),
+// Throws std::invalid_argument when the case is malformed (RopeCase::validate)
+// or working_bits is outside [32, 1064],
 // std::runtime_error if rounding stays undecided at the highest precision.
 ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt = {});
 

@@ -1,0 +1,653 @@
+// The exact reference (reference/reference.hpp), checked against an
+// independent computation written here: Boost's cpp_bin_float at 400 bits
+// (no MPFR), its own argument reduction and its own rounding to f32/f16/bf16
+// and to double. Plus identities, closed-form angles, inputs constructed to
+// land next to rounding boundaries (driving the Ziv retries), special values,
+// the fp32 angle model, and invalid cases.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <boost/math/constants/constants.hpp>
+#include <boost/multiprecision/cpp_bin_float.hpp>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/rope_case.hpp"
+#include "reference/reference.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+namespace mp = boost::multiprecision;
+using HP = mp::number<mp::cpp_bin_float<400, mp::digit_base_2>, mp::et_off>;
+
+// ---- independent rounding -----------------------------------------------------
+
+struct Fmt {
+  int p, emin;
+  double max_finite;
+};
+Fmt fmt(Dtype d) {
+  const Format f = format_of(d);
+  return {f.precision, f.emin, f.max_finite()};
+}
+const Fmt kDbl{53, -1022, std::numeric_limits<double>::max()};
+
+// Round a nonzero HP to the format, nearest even, IEEE subnormals and overflow.
+// `margin` receives the distance to the nearest rounding boundary, in quanta.
+double round_hp(const HP& y, const Fmt& f, double* margin = nullptr) {
+  if (y == 0) throw std::logic_error("round_hp: zero");
+  int e2;
+  (void)frexp(y, &e2);  // |y| = m 2^e2, m in [1/2, 1)
+  const int E = e2 - 1;
+  const int q = std::max(E, f.emin) - (f.p - 1);
+  const HP t = ldexp(y, -q);
+  const HP fl = floor(t);
+  const HP frac = t - fl;  // [0, 1)
+  HP k;
+  if (frac > HP(0.5)) k = fl + 1;
+  else if (frac < HP(0.5)) k = fl;
+  else k = (fmod(fl, HP(2)) == 0) ? fl : fl + 1;
+  if (margin) *margin = std::fabs(static_cast<double>(frac - HP(0.5)));
+  double v = std::ldexp(static_cast<double>(k), q);  // k has <= p+1 bits: exact
+  if (std::fabs(v) > f.max_finite) v = std::copysign(INFINITY, static_cast<double>(y));
+  if (v == 0) v = y < 0 ? -0.0 : 0.0;
+  return v;
+}
+
+uint32_t to_bits(Dtype d, double v) { return double_to_bits_exact(d, v); }
+
+// ---- independent RoPE ---------------------------------------------------------
+
+const HP& two_pi() {
+  static const HP v = 2 * boost::math::constants::pi<HP>();
+  return v;
+}
+
+// The fp32 model, emulated in plain float; pow correctly rounded via HP.
+float emulated_fp32_angle(const RopeCase& c, uint32_t i, int64_t m) {
+  float inv;
+  if (!c.inv_freq.empty()) {
+    inv = float(c.inv_freq[i]);
+  } else {
+    const float e = float(2 * i) / float(c.rotary_dim);
+    const HP p = pow(HP(float(c.base)), HP(e));
+    const float pf = float(round_hp(p, fmt(Dtype::f32)));
+    inv = 1.0f / pf;
+  }
+  float mf = float(m);
+  if (c.position_scale != 1.0) mf = mf * float(c.position_scale);
+  return mf * inv;
+}
+
+HP exact_angle_hp(const RopeCase& c, uint32_t i, int64_t m, AngleModel model) {
+  if (model == AngleModel::fp32) return HP(emulated_fp32_angle(c, i, m));
+  const HP th = c.inv_freq.empty() ? pow(HP(c.base), HP(-2 * int64_t(i)) / HP(c.rotary_dim)) : HP(c.inv_freq[i]);
+  return HP(m) * HP(c.position_scale) * th;
+}
+
+struct Indep {
+  Bytes rounded;
+  std::vector<double> exact;
+};
+
+Indep independent(const RopeCase& c, AngleModel model) {
+  const Dtype d = c.dtype;
+  Indep r;
+  r.rounded = c.input;
+  r.exact.resize(c.n_elements());
+  for (size_t k = 0; k < c.n_elements(); ++k) r.exact[k] = load_f32(d, c.input.data(), k);
+  const uint32_t npairs = c.rotary_dim / 2;
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (uint32_t i = 0; i < npairs; ++i) {
+      const HP a = exact_angle_hp(c, i, c.positions[t], model);
+      if (a == 0) continue;  // identity
+      const HP red = a - round(a / two_pi()) * two_pi();
+      const HP cs = cos(red), sn = sin(red);
+      const double cd = static_cast<double>(cs), sd = static_cast<double>(sn);
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        const size_t k0 = head_offset(c, t, h) + d0, k1 = head_offset(c, t, h) + d1;
+        const double x0 = r.exact[k0], x1 = r.exact[k1];
+        double y0, y1, e0, e1;
+        if (std::isnan(x0) || std::isnan(x1)) {
+          y0 = y1 = e0 = e1 = NAN;
+        } else if (std::isinf(x0) || std::isinf(x1) || (x0 == 0 && x1 == 0)) {
+          y0 = e0 = x0 * cd - x1 * sd;
+          y1 = e1 = x0 * sd + x1 * cd;
+        } else {
+          const HP Y0 = HP(x0) * cs - HP(x1) * sn, Y1 = HP(x0) * sn + HP(x1) * cs;
+          double m0, m1;
+          y0 = round_hp(Y0, fmt(d), &m0);
+          y1 = round_hp(Y1, fmt(d), &m1);
+          e0 = round_hp(Y0, kDbl);
+          e1 = round_hp(Y1, kDbl);
+          if (!(m0 > 1e-50 && m1 > 1e-50)) throw std::logic_error("independent computation too close to call");
+        }
+        store_bits(d, r.rounded.data(), k0, std::isnan(y0) ? 0x7fc00000u >> (d == Dtype::f32 ? 0 : 16) : to_bits(d, y0));
+        store_bits(d, r.rounded.data(), k1, std::isnan(y1) ? 0x7fc00000u >> (d == Dtype::f32 ? 0 : 16) : to_bits(d, y1));
+        r.exact[k0] = e0;
+        r.exact[k1] = e1;
+      }
+    }
+  return r;
+}
+
+bool is_nan_bits(Dtype d, uint32_t b) { return std::isnan(bits_to_double(d, b)); }
+
+// Bit-exact comparison of the reference's output with the independent one
+// (NaN compares by being NaN). Returns an empty string when equal.
+std::string compare(const RopeCase& c, const ReferenceOutput& got, const Indep& want) {
+  std::ostringstream s;
+  for (size_t k = 0; k < c.n_elements(); ++k) {
+    const uint32_t g = load_bits(c.dtype, got.rounded.data(), k), w = load_bits(c.dtype, want.rounded.data(), k);
+    const bool same = (is_nan_bits(c.dtype, g) && is_nan_bits(c.dtype, w)) || g == w;
+    const bool same_exact = (std::isnan(got.exact[k]) && std::isnan(want.exact[k])) ||
+                            std::bit_cast<uint64_t>(got.exact[k]) == std::bit_cast<uint64_t>(want.exact[k]);
+    if (!same || !same_exact) {
+      s << "element " << k << ": got bits 0x" << std::hex << g << " want 0x" << w << std::dec << ", exact got "
+        << hexfloat(got.exact[k]) << " want " << hexfloat(want.exact[k]) << " input "
+        << hexfloat(load_f32(c.dtype, c.input.data(), k)) << " in " << c.summary() << "\n";
+      break;
+    }
+  }
+  return s.str();
+}
+
+// ---- case building ------------------------------------------------------------
+
+RopeCase make_case(Dtype d, Layout l, uint32_t head_dim, uint32_t rotary_dim, std::vector<int64_t> positions,
+                   const std::vector<float>& values, uint32_t heads = 1) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = head_dim;
+  c.rotary_dim = rotary_dim;
+  c.n_heads = heads;
+  c.positions = std::move(positions);
+  c.input.resize(c.n_bytes());
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(d, c.input.data(), k, values[k % values.size()]);
+  return c;
+}
+
+// A random element of dtype d: normal, large, tiny/subnormal, zero; and with
+// `specials` NaN and Inf.
+float random_value(std::mt19937_64& rng, Dtype d, bool specials) {
+  const Format f = format_of(d);
+  std::uniform_int_distribution<int> kind(0, specials ? 11 : 9);
+  std::normal_distribution<double> nd;
+  const int k = kind(rng);
+  double v;
+  switch (k) {
+    case 0: case 1: case 2: case 3: v = nd(rng); break;
+    case 4: v = nd(rng) * std::ldexp(1.0, f.emax - 2); break;                             // large
+    case 5: v = nd(rng) * std::ldexp(1.0, f.emin + 2); break;                             // near min normal
+    case 6: v = double(int(rng() % 200) - 100) * std::ldexp(1.0, f.emin - f.precision + 1); break;  // subnormal
+    case 7: v = (rng() & 1) ? 0.0 : -0.0; break;
+    case 8: v = std::ldexp(nd(rng), int(rng() % 40) - 20); break;
+    case 9: v = f.max_finite() * ((rng() & 1) ? 1 : -1); break;
+    case 10: v = NAN; break;
+    default: v = (rng() & 1) ? INFINITY : -INFINITY; break;
+  }
+  // to the storage type (RNE), through f32
+  unsigned char b[4];
+  store_f32(d, b, 0, float(v));
+  return load_f32(d, b, 0);
+}
+
+RopeCase random_case(std::mt19937_64& rng, bool specials) {
+  static const uint32_t rdims[] = {2, 4, 6, 8, 12, 16};
+  RopeCase c;
+  c.dtype = kAllDtypes[rng() % 3];
+  c.layout = kAllLayouts[rng() % 2];
+  c.rotary_dim = rdims[rng() % 6];
+  c.head_dim = c.rotary_dim + uint32_t(rng() % 3);
+  c.n_heads = 1 + uint32_t(rng() % 2);
+  const size_t tokens = 1 + rng() % 3;
+  for (size_t t = 0; t < tokens; ++t) {
+    int64_t m;
+    switch (rng() % 7) {
+      case 0: m = int64_t(rng() % 16); break;
+      case 1: m = -int64_t(rng() % 100000); break;
+      case 2: m = (int64_t(1) << (rng() % 32)) + int64_t(rng() % 3) - 1; break;
+      case 3: m = int64_t(rng() % (uint64_t(1) << 31)); break;
+      case 4: m = int64_t(rng() >> 2) * ((rng() & 1) ? 1 : -1); break;  // up to 2^62
+      case 5: m = t > 0 ? c.positions[0] : 7; break;                     // repeated position
+      default: m = int64_t(rng() % 8192); break;
+    }
+    c.positions.push_back(m);
+  }
+  switch (rng() % 4) {
+    case 0: c.base = 10000.0; break;
+    case 1: c.base = 500000.0; break;
+    case 2: c.base = 1e6; break;
+    default: c.base = 2.0 + std::uniform_real_distribution<double>(0, 1e7)(rng); break;
+  }
+  switch (rng() % 5) {
+    case 0: c.position_scale = 0.25; break;
+    case 1: c.position_scale = 1.0 / 3.0; break;
+    case 2: c.position_scale = std::uniform_real_distribution<double>(0.01, 16)(rng); break;
+    default: c.position_scale = 1.0; break;
+  }
+  if (rng() % 5 == 0) {
+    std::uniform_real_distribution<double> u(-20, 1);
+    for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) c.inv_freq.push_back(rng() % 10 == 0 ? 0.0 : std::exp2(u(rng)));
+  }
+  c.input.resize(c.n_bytes());
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype, specials));
+  return c;
+}
+
+// ---- agreement with the independent computation -------------------------------
+
+TEST(Reference, AgreesWithIndependentComputationOnRandomCases) {
+  std::mt19937_64 rng(20261121);
+  uint64_t pairs = 0;
+  for (int n = 0; n < 500; ++n) {
+    const RopeCase c = random_case(rng, n % 4 == 3);
+    for (AngleModel model : {AngleModel::exact, AngleModel::fp32}) {
+      ReferenceOptions opt;
+      opt.angle_model = model;
+      const ReferenceOutput got = reference_rope(c, opt);
+      const Indep want = independent(c, model);
+      const std::string diff = compare(c, got, want);
+      ASSERT_TRUE(diff.empty()) << "case " << n << " model " << to_string(model) << ": " << diff;
+      pairs += c.n_tokens() * c.n_heads * c.rotary_dim / 2;
+    }
+  }
+  EXPECT_GT(pairs, 2000u);
+}
+
+// The double-double fast path, the MPFR path, and a retry-heavy MPFR path
+// (first precision 32 bits) give bit-identical outputs.
+TEST(Reference, FastPathAndMpfrPathsAgree) {
+  std::mt19937_64 rng(99);
+  uint64_t retries = 0, fast_left = 0;
+  for (int n = 0; n < 300; ++n) {
+    const RopeCase c = random_case(rng, n % 5 == 4);
+    ReferenceOptions fast, slow, low;
+    slow.fast_path = false;
+    low.fast_path = false;
+    low.working_bits = 32;
+    const ReferenceOutput a = reference_rope(c, fast), b = reference_rope(c, slow), l = reference_rope(c, low);
+    ASSERT_EQ(a.rounded, b.rounded) << c.summary();
+    ASSERT_EQ(a.rounded, l.rounded) << c.summary();
+    for (size_t k = 0; k < c.n_elements(); ++k) {
+      ASSERT_TRUE((std::isnan(a.exact[k]) && std::isnan(b.exact[k])) ||
+                  std::bit_cast<uint64_t>(a.exact[k]) == std::bit_cast<uint64_t>(b.exact[k]))
+          << k << " " << c.summary();
+      ASSERT_TRUE((std::isnan(a.exact[k]) && std::isnan(l.exact[k])) ||
+                  std::bit_cast<uint64_t>(a.exact[k]) == std::bit_cast<uint64_t>(l.exact[k]))
+          << k << " " << c.summary();
+    }
+    retries += l.ziv_retries + l.exact_retries;
+    fast_left += a.mpfr_pairs;
+  }
+  EXPECT_GT(retries, 100u);  // 32 bits cannot decide doubles: the retry path really ran
+  std::cout << "pairs left to MPFR by the fast path: " << fast_left << "\n";
+}
+
+// Many pairs per call (the shape kernels see): the fast path's decisions are
+// bit-identical to MPFR's on every dtype, with values across the whole range.
+TEST(Reference, FastPathAgreesWithMpfrOnManyPairs) {
+  std::mt19937_64 rng(2024);
+  for (Dtype d : kAllDtypes) {
+    RopeCase c;
+    c.dtype = d;
+    c.layout = Layout::half_split;
+    c.head_dim = 72;
+    c.rotary_dim = 64;
+    c.n_heads = 4;
+    for (int t = 0; t < 48; ++t) c.positions.push_back(t < 16 ? t : int64_t(rng() >> (1 + rng() % 40)));
+    c.base = 500000.0;
+    c.input.resize(c.n_bytes());
+    for (size_t k = 0; k < c.n_elements(); ++k) store_f32(d, c.input.data(), k, random_value(rng, d, false));
+    ReferenceOptions slow;
+    slow.fast_path = false;
+    const ReferenceOutput a = reference_rope(c), b = reference_rope(c, slow);
+    ASSERT_EQ(a.rounded, b.rounded) << to_string(d);
+    for (size_t k = 0; k < c.n_elements(); ++k)
+      ASSERT_EQ(std::bit_cast<uint64_t>(a.exact[k]), std::bit_cast<uint64_t>(b.exact[k])) << to_string(d) << " " << k;
+    EXPECT_LT(a.mpfr_pairs, b.mpfr_pairs / 10) << "the fast path should decide almost every pair";
+  }
+}
+
+// ---- identities and closed forms -------------------------------------------------
+
+TEST(Reference, PositionZeroIsTheIdentityBitExactly) {
+  for (Dtype d : kAllDtypes)
+    for (Layout l : kAllLayouts)
+      for (AngleModel model : {AngleModel::exact, AngleModel::fp32}) {
+        RopeCase c = make_case(d, l, 10, 8, {0, 0}, {1.0f}, 2);
+        // special bit patterns: -0, smallest subnormal, NaN with payload, -Inf, largest finite
+        const uint32_t special32[] = {0x80000000u, 0x00000001u, 0x7fa00001u, 0xff800000u, 0x7f7fffffu,
+                                      0x3f800001u, 0x807fffffu, 0xffc00123u, 0x00400000u, 0x12345678u};
+        const uint32_t special16[] = {0x8000u, 0x0001u, 0x7d01u, 0xfc00u, 0x7bffu,
+                                      0x3c01u, 0x83ffu, 0xff81u, 0x0200u, 0x1234u};
+        for (size_t k = 0; k < c.n_elements(); ++k)
+          store_bits(d, c.input.data(), k, d == Dtype::f32 ? special32[k % 10] : special16[k % 10]);
+        ReferenceOptions opt;
+        opt.angle_model = model;
+        const ReferenceOutput out = reference_rope(c, opt);
+        EXPECT_EQ(out.rounded, c.input) << c.summary();
+        // a scale of 0 and a zero table entry are zero angles too
+        RopeCase z = c;
+        z.positions = {12345, -7};
+        z.position_scale = 0.0;
+        EXPECT_EQ(reference_rope(z, opt).rounded, c.input);
+        RopeCase t = c;
+        t.positions = {99, 3};
+        t.inv_freq = {0.0, 0.0, 0.0, 0.0};
+        EXPECT_EQ(reference_rope(t, opt).rounded, c.input);
+      }
+}
+
+// theta = RN(pi/2) as a table entry: cos ~ 6e-17, sin = 1 - 2^-110-ish, so the
+// correctly rounded outputs are exactly (-x1, x0) at position 1, (-x0, -x1) at
+// position 2 (angle ~ pi) and (x1, -x0) at position 3, unless |x0| and |x1|
+// differ by ~2^50.
+TEST(Reference, QuarterTurnsAreExactRotations) {
+  const double half_pi = std::acos(-1.0) / 2;
+  std::mt19937_64 rng(5);
+  for (Dtype d : kAllDtypes)
+    for (Layout l : kAllLayouts) {
+      std::vector<float> vals;
+      for (int k = 0; k < 8; ++k) {
+        std::normal_distribution<float> nd(0, 100);
+        unsigned char b[4];
+        store_f32(d, b, 0, nd(rng));
+        vals.push_back(load_f32(d, b, 0));
+      }
+      RopeCase c = make_case(d, l, 8, 8, {1, 2, 3, -1}, vals);
+      c.inv_freq.assign(4, half_pi);
+      for (int tok = 0; tok < 4; ++tok)
+        for (size_t k = 0; k < 8; ++k) store_f32(d, c.input.data(), tok * 8 + k, vals[k]);
+      const ReferenceOutput out = reference_rope(c);
+      for (uint32_t i = 0; i < 4; ++i) {
+        const auto [d0, d1] = pair_dims(l, 8, i);
+        const float x0 = vals[d0], x1 = vals[d1];
+        const float want[4][2] = {{-x1, x0}, {-x0, -x1}, {x1, -x0}, {x1, -x0}};
+        for (int tok = 0; tok < 4; ++tok) {
+          EXPECT_EQ(load_f32(d, out.rounded.data(), tok * 8 + d0), want[tok][0]) << tok << " " << c.summary();
+          EXPECT_EQ(load_f32(d, out.rounded.data(), tok * 8 + d1), want[tok][1]) << tok << " " << c.summary();
+        }
+      }
+    }
+}
+
+// The rotation by an angle with cos and sin known in closed form: 2 pi / 3
+// (cos = -1/2, sin = sqrt(3)/2) given as a double table entry; the output is
+// the closed form within the angle's rounding, so for moderate x it is the
+// correctly rounded closed form except within that tiny distance of a boundary.
+TEST(Reference, ThirdTurnMatchesClosedForm) {
+  const double a = 2 * std::acos(-1.0) / 3;
+  const RopeCase c0 = make_case(Dtype::f32, Layout::interleaved, 2, 2, {1}, {3.0f, 1.0f});
+  RopeCase c = c0;
+  c.inv_freq = {a};
+  const ReferenceOutput out = reference_rope(c);
+  // y0 = 3(-1/2) - sqrt(3)/2, y1 = 3 sqrt(3)/2 - 1/2
+  const HP s3 = sqrt(HP(3));
+  EXPECT_EQ(load_f32(Dtype::f32, out.rounded.data(), 0), float(round_hp(HP(-1.5) - s3 / 2, fmt(Dtype::f32))));
+  EXPECT_EQ(load_f32(Dtype::f32, out.rounded.data(), 1), float(round_hp(3 * s3 / 2 - HP(0.5), fmt(Dtype::f32))));
+}
+
+TEST(Reference, PositionScaleIsLinearInterpolation) {
+  std::mt19937_64 rng(11);
+  for (Dtype d : kAllDtypes) {
+    std::vector<float> vals;
+    for (int k = 0; k < 16; ++k) vals.push_back(random_value(rng, d, false));
+    RopeCase a = make_case(d, Layout::half_split, 16, 16, {2000, -6, 1 << 20}, vals);
+    RopeCase b = a;
+    a.position_scale = 0.5;
+    b.positions = {1000, -3, 1 << 19};
+    EXPECT_EQ(reference_rope(a).rounded, reference_rope(b).rounded);
+    RopeCase c = a;
+    c.position_scale = 1.0;
+    EXPECT_NE(reference_rope(a).rounded, reference_rope(c).rounded);
+  }
+}
+
+// theta_0 = 1 for every base, so pair 0 rotates by the position itself; an
+// explicit table reproduces any theta exactly.
+TEST(Reference, InvFreqTableAndPairZero) {
+  std::mt19937_64 rng(3);
+  std::vector<float> vals;
+  for (int k = 0; k < 8; ++k) vals.push_back(random_value(rng, Dtype::f32, false));
+  RopeCase a = make_case(Dtype::f32, Layout::interleaved, 8, 8, {5, 1 << 30, -77}, vals);
+  RopeCase b = a;
+  b.inv_freq = {1.0, 0.5, 0.25, 0.125};
+  a.base = 16.0;  // theta_i = 16^(-2i/8) = 2^-i exactly
+  EXPECT_EQ(reference_rope(a).rounded, reference_rope(b).rounded);
+  EXPECT_EQ(exact_angle(a, 2, 8), 2.0);
+  EXPECT_EQ(exact_angle(b, 3, -8), -1.0);
+}
+
+// ---- near rounding boundaries ----------------------------------------------------
+
+struct NearCase {
+  double x0, x1, angle, target;
+};
+
+// An angle (a double) making x0 cos a - x1 sin a land within ~2^-48 relative of
+// `target`: a = acos(target / R) - atan2(x1, x0) computed in HP, then rounded
+// to double and nudged by k ulps.
+double angle_for(double x0, double x1, double target, int k) {
+  const HP R = sqrt(HP(x0) * HP(x0) + HP(x1) * HP(x1));
+  HP a = acos(HP(target) / R) - atan2(HP(x1), HP(x0));
+  if (a < 0) a += two_pi();
+  double ad = static_cast<double>(a);
+  for (int j = 0; j < std::abs(k); ++j) ad = std::nextafter(ad, k > 0 ? INFINITY : 0.0);
+  return ad;
+}
+
+HP y0_of(double x0, double x1, double angle) { return HP(x0) * cos(HP(angle)) - HP(x1) * sin(HP(angle)); }
+
+double in_dtype(Dtype d, double v) {
+  unsigned char b[4];
+  store_f32(d, b, 0, float(v));
+  return load_f32(d, b, 0);
+}
+
+// Midpoints between neighbours of each format: ties in the middle of a binade,
+// below a power of two, in the subnormal range, between 0 and the smallest
+// subnormal, and the overflow threshold; with both signs.
+std::vector<double> midpoints(Dtype d) {
+  const Format f = format_of(d);
+  const int p = f.precision;
+  const double sub = std::ldexp(1.0, f.emin - p + 1);
+  std::vector<double> m = {1 + std::ldexp(1.0, -p),      1 + 3 * std::ldexp(1.0, -p), 1 - std::ldexp(1.0, -p - 1),
+                           0.75 + std::ldexp(5.0, -p - 1), 2.5 * sub,                   0.5 * sub,
+                           std::ldexp(1.0, f.emin) - 0.5 * sub,
+                           f.max_finite() + std::ldexp(1.0, f.emax - p)};
+  const size_t n = m.size();
+  for (size_t k = 0; k < n; ++k) m.push_back(-m[k]);
+  return m;
+}
+
+TEST(Reference, NearMidpointsRoundCorrectlyAndDriveZivRetries) {
+  for (Dtype d : kAllDtypes) {
+    const Format f = format_of(d);
+    const double sub = std::ldexp(1.0, f.emin - f.precision + 1);
+    std::vector<NearCase> near, control;
+    int above = 0, below = 0;
+    for (double M : midpoints(d)) {
+      // inputs of the storage type with |x| > |M|
+      double x0 = std::max(in_dtype(d, 0.9 * std::fabs(M)), sub);
+      double x1 = -std::max(in_dtype(d, 0.8 * std::fabs(M)), sub);
+      if (std::fabs(M) < 2 * sub) x0 = 2 * sub, x1 = -sub;
+      for (int k = -3; k <= 3; ++k) {
+        const double a = angle_for(x0, x1, M, k);
+        const HP y = y0_of(x0, x1, a);
+        const HP rel = abs((y - HP(M)) / HP(M));
+        ASSERT_LT(rel, HP(std::ldexp(1.0, -40))) << "construction missed " << M;
+        ASSERT_NE(y, HP(M));
+        (y > HP(M) ? above : below)++;
+        near.push_back({x0, x1, a, M});
+      }
+      // control: the same inputs aimed at a representable value (far from boundaries)
+      const double rep = in_dtype(d, M * (1 + std::ldexp(1.0, -3)));
+      if (std::isfinite(rep) && std::fabs(rep) >= std::ldexp(1.0, f.emin) &&
+          std::fabs(rep) < std::sqrt(x0 * x0 + x1 * x1))
+        control.push_back({x0, x1, angle_for(x0, x1, rep, 0), rep});
+    }
+    EXPECT_GT(above, 10);
+    EXPECT_GT(below, 10);
+    // One call: pair i of the head is near[i] (or control[i - near.size()]).
+    std::vector<NearCase> all = near;
+    all.insert(all.end(), control.begin(), control.end());
+    RopeCase c;
+    c.dtype = d;
+    c.layout = Layout::interleaved;
+    c.rotary_dim = c.head_dim = uint32_t(2 * all.size());
+    c.positions = {1};
+    c.input.resize(c.n_bytes());
+    for (size_t i = 0; i < all.size(); ++i) {
+      store_f32(d, c.input.data(), 2 * i, float(all[i].x0));
+      store_f32(d, c.input.data(), 2 * i + 1, float(all[i].x1));
+      c.inv_freq.push_back(all[i].angle);
+    }
+    const Indep want = independent(c, AngleModel::exact);
+    // The expected y0 is the neighbour of M on the side of the exact value.
+    for (size_t i = 0; i < near.size(); ++i) {
+      const HP y = y0_of(near[i].x0, near[i].x1, near[i].angle);
+      const double got = load_f32(d, want.rounded.data(), 2 * i);
+      const double M = near[i].target;
+      ASSERT_TRUE(y > HP(M) ? got > M : got < M) << to_string(d) << " M=" << hexfloat(M) << " got " << hexfloat(got);
+    }
+    ReferenceOptions deflt, mpfr_only, low;
+    mpfr_only.fast_path = false;
+    low.fast_path = false;
+    low.working_bits = 44;  // error bound > 2^-46 relative: cannot separate y0 from M
+    for (const ReferenceOptions* o : {&deflt, &mpfr_only, &low}) {
+      const ReferenceOutput out = reference_rope(c, *o);
+      const std::string diff = compare(c, out, want);
+      EXPECT_TRUE(diff.empty()) << to_string(d) << " bits " << o->working_bits << ": " << diff;
+      if (o == &low) {
+        // exactly the near-midpoint pairs needed more precision for the storage type
+        EXPECT_EQ(out.ziv_retries, near.size()) << to_string(d);
+      } else {
+        EXPECT_EQ(out.ziv_retries, 0u);
+      }
+    }
+  }
+}
+
+// ---- special values ----------------------------------------------------------------
+
+TEST(Reference, NanAndInfInputs) {
+  for (Dtype d : kAllDtypes) {
+    // angle 0.5 rad: cos, sin > 0
+    RopeCase c = make_case(d, Layout::interleaved, 10, 8, {1}, {NAN, 1.0f, INFINITY, 1.0f, INFINITY, -INFINITY, 2.0f,
+                                                                   -3.0f, NAN, INFINITY});
+    c.inv_freq = {0.5, 0.5, 0.5, 0.5};
+    const ReferenceOutput out = reference_rope(c);
+    auto v = [&](size_t k) { return double(load_f32(d, out.rounded.data(), k)); };
+    EXPECT_TRUE(std::isnan(v(0)) && std::isnan(v(1)));  // NaN in a pair: both NaN
+    EXPECT_EQ(v(2), INFINITY);                          // Inf c - 1 s
+    EXPECT_EQ(v(3), INFINITY);                          // Inf s + 1 c
+    EXPECT_EQ(v(4), INFINITY);                          // Inf c - (-Inf) s
+    EXPECT_TRUE(std::isnan(v(5)));                      // Inf s + (-Inf) c
+    const Indep want = independent(c, AngleModel::exact);
+    EXPECT_EQ(compare(c, out, want), "");
+    EXPECT_TRUE(std::isnan(v(8)));  // pass-through keeps NaN and Inf bits
+    EXPECT_EQ(load_bits(d, out.rounded.data(), 8), load_bits(d, c.input.data(), 8));
+    EXPECT_EQ(load_bits(d, out.rounded.data(), 9), load_bits(d, c.input.data(), 9));
+  }
+}
+
+TEST(Reference, OverflowAndSubnormalOutputs) {
+  for (Dtype d : kAllDtypes) {
+    const Format f = format_of(d);
+    const float big = float(f.max_finite());
+    RopeCase c = make_case(d, Layout::interleaved, 2, 2, {1}, {big, big});
+    c.inv_freq = {std::acos(-1.0) / 4};  // y1 = sqrt(2) max
+    ReferenceOutput out = reference_rope(c);
+    EXPECT_EQ(load_f32(d, out.rounded.data(), 1), INFINITY);
+    EXPECT_EQ(compare(c, out, independent(c, AngleModel::exact)), "");
+    // tiny inputs: outputs in the subnormal range, and rounding to zero with sign
+    const double sub = std::ldexp(1.0, f.emin - f.precision + 1);
+    for (double x : {3 * sub, sub, 100 * sub}) {
+      RopeCase t = make_case(d, Layout::interleaved, 4, 4, {1, 7, -3}, {float(x), float(-x), float(sub), 0.0f});
+      t.inv_freq = {0.3, 1.9};
+      out = reference_rope(t);
+      EXPECT_EQ(compare(t, out, independent(t, AngleModel::exact)), "");
+    }
+  }
+}
+
+// ---- the fp32 angle model ----------------------------------------------------------
+
+TEST(Reference, Fp32AngleModelMatchesPlainFloatEmulation) {
+  std::mt19937_64 rng(17);
+  for (int n = 0; n < 200; ++n) {
+    RopeCase c = random_case(rng, false);
+    for (uint32_t i = 0; i < c.rotary_dim / 2; ++i)
+      for (int64_t m : c.positions) {
+        const float got = fp32_model_angle(c, i, m), want = emulated_fp32_angle(c, i, m);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << c.summary() << " pair " << i;
+      }
+  }
+  // It drifts from the exact angle at large positions: f32(2^24 + 1) = 2^24.
+  RopeCase c = make_case(Dtype::f32, Layout::interleaved, 4, 4, {(1 << 24) + 1}, {1.0f, 2.0f, 3.0f, 4.0f});
+  EXPECT_EQ(fp32_model_angle(c, 0, (1 << 24) + 1), 16777216.0f);
+  EXPECT_EQ(exact_angle(c, 0, (1 << 24) + 1), 16777217.0);
+  // theta_1 = 0.01: f32(2^31 - 1) = 2^31 and f32(0.01) shift the angle by ~0.47 rad
+  const double e1 = exact_angle(c, 1, 2147483647), f1 = fp32_model_angle(c, 1, 2147483647);
+  EXPECT_GT(std::fabs(e1 - f1), 0.4);
+  ReferenceOptions fp;
+  fp.angle_model = AngleModel::fp32;
+  EXPECT_NE(reference_rope(c).rounded, reference_rope(c, fp).rounded);
+  // at small positions with a representable table, the two models agree
+  RopeCase s = make_case(Dtype::f32, Layout::interleaved, 4, 4, {3}, {1.0f, 2.0f, 3.0f, 4.0f});
+  s.inv_freq = {1.0, 0.5};
+  EXPECT_EQ(reference_rope(s).rounded, reference_rope(s, fp).rounded);
+}
+
+TEST(Reference, NegativePositionsRotateBackwards) {
+  std::mt19937_64 rng(23);
+  std::vector<float> vals;
+  for (int k = 0; k < 8; ++k) vals.push_back(random_value(rng, Dtype::f32, false));
+  RopeCase c = make_case(Dtype::f32, Layout::half_split, 8, 8, {-1, -1000, -(int64_t(1) << 40)}, vals);
+  for (int tok = 0; tok < 3; ++tok)
+    for (size_t k = 0; k < 8; ++k) store_f32(Dtype::f32, c.input.data(), tok * 8 + k, vals[k]);
+  EXPECT_EQ(compare(c, reference_rope(c), independent(c, AngleModel::exact)), "");
+  EXPECT_EQ(exact_angle(c, 0, -1000), -1000.0);
+}
+
+// ---- invalid cases -------------------------------------------------------------------
+
+TEST(Reference, InvalidCasesThrow) {
+  const RopeCase ok = make_case(Dtype::f32, Layout::interleaved, 4, 4, {1}, {1.0f});
+  EXPECT_NO_THROW(reference_rope(ok));
+  auto bad = [&](auto mutate) {
+    RopeCase c = ok;
+    mutate(c);
+    return c;
+  };
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.rotary_dim = 3; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.rotary_dim = 6; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.rotary_dim = 0; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.head_dim = 0; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.n_heads = 0; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.positions.clear(); })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.input.pop_back(); })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.base = 0; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.base = -2; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.base = INFINITY; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.position_scale = NAN; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.inv_freq = {1.0}; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.inv_freq = {1.0, NAN}; })), std::invalid_argument);
+  ReferenceOptions low;
+  low.working_bits = 16;
+  EXPECT_THROW(reference_rope(ok, low), std::invalid_argument);
+}
+
+}  // namespace
