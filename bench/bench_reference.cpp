@@ -31,10 +31,11 @@ RopeCase make_case(Dtype d, size_t tokens, uint32_t heads, uint32_t dim) {
   return c;
 }
 
-void run(benchmark::State& state, Dtype d, AngleModel model) {
+void run(benchmark::State& state, Dtype d, AngleModel model, bool fast_path = true) {
   const RopeCase c = make_case(d, size_t(state.range(0)), uint32_t(state.range(1)), uint32_t(state.range(2)));
   ReferenceOptions opt;
   opt.angle_model = model;
+  opt.fast_path = fast_path;
   uint64_t retries = 0, mpfr_pairs = 0;
   for (auto _ : state) {
     ReferenceOutput out = reference_rope(c, opt);
@@ -51,6 +52,9 @@ void BM_reference_f32(benchmark::State& s) { run(s, Dtype::f32, AngleModel::exac
 void BM_reference_bf16(benchmark::State& s) { run(s, Dtype::bf16, AngleModel::exact); }
 void BM_reference_f16(benchmark::State& s) { run(s, Dtype::f16, AngleModel::exact); }
 void BM_reference_f32_fp32_angle(benchmark::State& s) { run(s, Dtype::f32, AngleModel::fp32); }
+// Every pair through MPFR (mpfr_fmms/fmma at 134 bits), no double-double pre-check.
+void BM_reference_f32_mpfr_only(benchmark::State& s) { run(s, Dtype::f32, AngleModel::exact, false); }
+void BM_reference_bf16_mpfr_only(benchmark::State& s) { run(s, Dtype::bf16, AngleModel::exact, false); }
 
 }  // namespace
 
@@ -59,3 +63,5 @@ BENCHMARK(BM_reference_f32)->Args({4096, 32, 128})->Unit(benchmark::kMillisecond
 BENCHMARK(BM_reference_bf16)->Args({4096, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_reference_f16)->Args({4096, 32, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_reference_f32_fp32_angle)->Args({4096, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_reference_f32_mpfr_only)->Args({4096, 32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_reference_bf16_mpfr_only)->Args({4096, 32, 128})->Unit(benchmark::kMillisecond);

@@ -1,0 +1,266 @@
+#include "properties/generators.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <ostream>
+
+namespace ropecheck::gen {
+
+namespace {
+
+// The bit layout of a storage type.
+struct Bits {
+  int exp_bits, man_bits, bias;
+};
+constexpr Bits bits_of(Dtype d) {
+  switch (d) {
+    case Dtype::f32: return {8, 23, 127};
+    case Dtype::f16: return {5, 10, 15};
+    case Dtype::bf16: return {8, 7, 127};
+  }
+  return {0, 0, 0};
+}
+
+uint32_t make_bits(Dtype d, uint32_t sign, uint32_t biased_exp, uint32_t man) {
+  const Bits b = bits_of(d);
+  return (sign << (b.exp_bits + b.man_bits)) | (biased_exp << b.man_bits) | (man & ((1u << b.man_bits) - 1));
+}
+
+// A double rounded (to nearest even) into d's bits.
+uint32_t round_to_bits(Dtype d, double v) {
+  const float f = float(v);
+  switch (d) {
+    case Dtype::f32: return std::bit_cast<uint32_t>(f);
+    case Dtype::f16: return f32_to_f16_bits(f);
+    case Dtype::bf16: return f32_to_bf16_bits(f);
+  }
+  return 0;
+}
+
+// The largest biased exponent a value class may use.
+uint32_t max_biased_exp(Dtype d, Values v) {
+  const Bits b = bits_of(d);
+  const uint32_t top = (1u << b.exp_bits) - 2;  // the largest finite binade
+  return v == Values::safe ? top - 2 : top;     // safe: |x| < 2^(emax-1) <= max_finite/4
+}
+
+rc::Gen<uint32_t> sign_bit() { return rc::gen::map(uniform_int(0, 2), [](int64_t s) { return uint32_t(s); }); }
+
+}  // namespace
+
+rc::Gen<int64_t> uniform_int(int64_t lo, int64_t hi) { return rc::gen::resize(100, rc::gen::inRange<int64_t>(lo, hi)); }
+
+rc::Gen<uint32_t> rotary_dim(uint32_t max_rotary) {
+  static const std::vector<uint32_t> chosen = {2, 4, 6, 8, 20, 24, 64, 72, 80, 96, 120, 128, 256};
+  std::vector<uint32_t> allowed;
+  for (uint32_t r : chosen)
+    if (r <= max_rotary) allowed.push_back(r);
+  return rc::gen::weightedOneOf<uint32_t>(
+      {{3, rc::gen::elementOf(allowed)},
+       {1, rc::gen::map(uniform_int(1, int64_t(max_rotary / 2) + 1), [](int64_t h) { return uint32_t(2 * h); })}});
+}
+
+rc::Gen<uint32_t> head_dim(uint32_t rotary, uint32_t max_head) {
+  return rc::gen::weightedOneOf<uint32_t>(
+      {{3, rc::gen::just(rotary)},
+       {2, rc::gen::map(uniform_int(1, 17), [rotary](int64_t k) { return rotary + uint32_t(k); })},
+       {1, rc::gen::just(std::max(rotary, std::min(max_head, 2 * rotary)))}});  // partial rotary
+}
+
+rc::Gen<int64_t> position(int64_t max) {
+  const int max_log = 63 - std::countl_zero(uint64_t(std::max<int64_t>(max, 1)));
+  return rc::gen::weightedOneOf<int64_t>({
+      {2, rc::gen::just<int64_t>(0)},
+      {4, uniform_int(0, std::min<int64_t>(max, 16) + 1)},
+      {5, rc::gen::exec([=] {
+         const int k = int(*uniform_int(1, max_log + 1));
+         const int64_t delta = *uniform_int(-2, 3);
+         return std::clamp<int64_t>((int64_t(1) << k) + delta, 0, max);
+       })},
+      {4, uniform_int(0, max + 1)},
+      {1, rc::gen::just(max)},
+  });
+}
+
+rc::Gen<double> base() {
+  return rc::gen::weightedOneOf<double>({
+      {3, rc::gen::elementOf(std::vector<double>{1e4, 5e5, 1e6})},
+      {2, rc::gen::map(uniform_int(0, int64_t(1) << 40),
+                       [](int64_t k) {
+                         // log-uniform in [2, 1e7]
+                         const double t = double(k) / 0x1p40;
+                         return std::clamp(2.0 * std::exp(t * std::log(5e6)), 2.0, 1e7);
+                       })},
+  });
+}
+
+rc::Gen<double> position_scale() {
+  return rc::gen::weightedOneOf<double>({
+      {3, rc::gen::elementOf(std::vector<double>{0.5, 0.25, 0.125, 1.0 / 16, 1.0 / 3, 2.0, 4.0})},
+      {2, rc::gen::map(uniform_int(0, int64_t(1) << 32),
+                       [](int64_t k) { return std::exp2(-6.0 + 8.0 * double(k) / 0x1p32); })},  // [1/64, 4)
+  });
+}
+
+rc::Gen<std::vector<double>> inv_freq_table(uint32_t rotary, double b) {
+  const uint32_t n = rotary / 2;
+  return rc::gen::exec([=] {
+    std::vector<double> t(n);
+    const int kind = int(*uniform_int(0, 3));
+    for (uint32_t i = 0; i < n; ++i) {
+      if (kind == 0) {  // base^(-2i/d) scaled by a per-entry factor in [1/8, 1] (NTK/YaRN-like tables)
+        const double f = std::exp2(-3.0 * double(*uniform_int(0, 1 << 20)) / 0x1p20);
+        t[i] = std::pow(b, -2.0 * i / double(rotary)) * f;
+      } else {  // random: 2^-e * (1 + fraction), e in [0, 24]
+        const double e = double(*uniform_int(0, 25));
+        t[i] = std::ldexp(1.0 + double(*uniform_int(0, int64_t(1) << 52)) / 0x1p52, -int(e));
+      }
+    }
+    if (kind == 2 && n > 0) t[size_t(*uniform_int(0, n))] = 0.0;  // a zero frequency: the identity
+    return t;
+  });
+}
+
+rc::Gen<int> scale_exponent(Dtype d) {
+  const int lim = d == Dtype::f16 ? 8 : 60;
+  return rc::gen::weightedOneOf<int>({
+      {6, rc::gen::just(0)},
+      {3, rc::gen::map(uniform_int(-4, 5), [](int64_t e) { return int(e); })},
+      {2, rc::gen::map(uniform_int(-lim, lim + 1), [](int64_t e) { return int(e); })},
+  });
+}
+
+rc::Gen<uint32_t> element_bits(Dtype d, Values v, int scale_exp) {
+  const Bits b = bits_of(d);
+  const uint32_t top = max_biased_exp(d, v);
+  const uint32_t man_range = 1u << b.man_bits;
+  // Normal draw (Box-Muller on two 32-bit integers).
+  auto normal = rc::gen::apply(
+      [=](int64_t a, int64_t c) {
+        const double u1 = (double(a) + 0.5) / 0x1p32, u2 = double(c) / 0x1p32;
+        const double g = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+        return round_to_bits(d, std::ldexp(g, scale_exp));
+      },
+      uniform_int(0, int64_t(1) << 32), uniform_int(0, int64_t(1) << 32));
+  auto uniform = rc::gen::map(uniform_int(-(int64_t(1) << 24), int64_t(1) << 24), [=](int64_t k) {
+    return round_to_bits(d, std::ldexp(double(k), scale_exp - 24));
+  });
+  std::vector<uint32_t> chosen_v = {
+      make_bits(d, 0, 0, 0),                          // +0
+      make_bits(d, 1, 0, 0),                          // -0
+      round_to_bits(d, 1.0),           round_to_bits(d, -1.0), round_to_bits(d, 0.5), round_to_bits(d, -2.0),
+      make_bits(d, 0, 1, 0),                          // smallest normal
+      make_bits(d, 1, 0, man_range - 1),              // largest subnormal
+      make_bits(d, 0, 0, 1),                          // smallest subnormal
+      make_bits(d, 0, top, man_range - 1),            // the largest value allowed
+      make_bits(d, 1, top, 0),
+  };
+  auto chosen = rc::gen::elementOf(chosen_v);
+  auto with_exp = [=](uint32_t lo, uint32_t hi) {  // biased exponent in [lo, hi], random mantissa and sign
+    return rc::gen::apply(
+        [=](uint32_t s, int64_t e, int64_t m) { return make_bits(d, s, uint32_t(e), uint32_t(m)); }, sign_bit(),
+        uniform_int(lo, int64_t(hi) + 1), uniform_int(0, man_range));
+  };
+  auto large = with_exp(top - 6, top);
+  auto tiny = with_exp(1, 7);
+  auto subnormal = rc::gen::apply([=](uint32_t s, int64_t m) { return make_bits(d, s, 0, uint32_t(m)); },
+                                  sign_bit(), uniform_int(1, man_range));
+  auto any_finite = with_exp(0, top);
+  if (v != Values::specials) {
+    return rc::gen::weightedOneOf<uint32_t>({{30, normal},
+                                             {12, uniform},
+                                             {8, chosen},
+                                             {6, large},
+                                             {6, tiny},
+                                             {6, subnormal},
+                                             {10, any_finite}});
+  }
+  const uint32_t inf_exp = (1u << b.exp_bits) - 1;
+  auto nan = rc::gen::apply([=](uint32_t s, int64_t m) { return make_bits(d, s, inf_exp, uint32_t(m)); },
+                            sign_bit(), uniform_int(1, man_range));  // quiet and signalling payloads
+  auto inf = rc::gen::map(sign_bit(), [=](uint32_t s) { return make_bits(d, s, inf_exp, 0); });
+  return rc::gen::weightedOneOf<uint32_t>({{30, normal},
+                                           {8, uniform},
+                                           {6, chosen},
+                                           {6, large},
+                                           {4, tiny},
+                                           {4, subnormal},
+                                           {6, any_finite},
+                                           {12, nan},
+                                           {12, inf}});
+}
+
+rc::Gen<Bytes> elements(Dtype d, Values v, size_t n) {
+  return rc::gen::exec([=] {
+    const int s = *scale_exponent(d);
+    const auto bits = *rc::gen::container<std::vector<uint32_t>>(n, element_bits(d, v, s));
+    Bytes out(n * dtype_size(d));
+    for (size_t i = 0; i < n; ++i) store_bits(d, out.data(), i, bits[i]);
+    return out;
+  });
+}
+
+rc::Gen<RopeCase> case_shape(Dtype d, Layout l, const CaseShape& s) {
+  return rc::gen::exec([=] {
+    const int size = *rc::gen::withSize([](int sz) { return rc::gen::just(sz); });
+    RopeCase c;
+    c.dtype = d;
+    c.layout = l;
+    c.rotary_dim = *rotary_dim(s.max_rotary);
+    c.head_dim = s.partial ? *head_dim(c.rotary_dim, s.max_head) : c.rotary_dim;
+    const int64_t heads_cap = std::min<int64_t>(s.max_heads, 1 + size / 12);
+    const int64_t tokens_cap = std::min<int64_t>(s.max_tokens, 1 + size / 25);
+    uint32_t heads = uint32_t(*uniform_int(1, heads_cap + 1));
+    size_t tokens = size_t(*uniform_int(1, tokens_cap + 1));
+    while (heads > 1 && size_t(heads) * tokens * c.head_dim > s.max_elements) --heads;
+    while (tokens > 1 && size_t(heads) * tokens * c.head_dim > s.max_elements) --tokens;
+    c.n_heads = heads;
+    c.positions = *rc::gen::container<std::vector<int64_t>>(tokens, position(s.max_position));
+    c.base = *base();
+    if (s.frequencies) {
+      const int kind = *rc::gen::weightedOneOf<int>(
+          {{7, rc::gen::just(0)}, {2, rc::gen::just(1)}, {2, rc::gen::just(2)}});
+      if (kind == 1) c.position_scale = *position_scale();
+      if (kind == 2) c.inv_freq = *inv_freq_table(c.rotary_dim, c.base);
+    }
+    c.input.assign(c.n_bytes(), 0);
+    return c;
+  });
+}
+
+rc::Gen<RopeCase> rope_case(Dtype d, Layout l, Values v, const CaseShape& s) {
+  return rc::gen::exec([=] {
+    RopeCase c = *case_shape(d, l, s);
+    c.input = *elements(d, v, c.n_elements());
+    return c;
+  });
+}
+
+}  // namespace ropecheck::gen
+
+namespace ropecheck {
+
+void showValue(const RopeCase& c, std::ostream& os) {
+  os << c.summary() << "\n  positions:";
+  for (int64_t m : c.positions) os << ' ' << m;
+  if (!c.inv_freq.empty()) {
+    os << "\n  inv_freq:";
+    for (double f : c.inv_freq) os << ' ' << hexfloat(f);
+  }
+  os << "\n  input bits:";
+  const size_t n = std::min<size_t>(c.n_elements(), 256);
+  char buf[16];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, c.dtype == Dtype::f32 ? " %08" PRIx32 : " %04" PRIx32,
+                  load_bits(c.dtype, c.input.data(), i));
+    if (i % 16 == 0) os << "\n   ";
+    os << buf;
+  }
+  if (n < c.n_elements()) os << "\n    ... (" << c.n_elements() - n << " more)";
+}
+
+}  // namespace ropecheck

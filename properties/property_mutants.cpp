@@ -1,0 +1,222 @@
+// Proof of power for every property: deliberately broken kernels (mutants of
+// `scalar`, and `conventional-fp32` claiming exact angles) that each property
+// must catch. A property that passes its mutant has gone blind, and this test
+// fails. Mutants are not registered; they live only here.
+#include <cmath>
+#include <cstring>
+
+#include "properties/property_support.hpp"
+
+namespace ropecheck::props {
+namespace {
+
+uint32_t sign_mask(Dtype d) { return d == Dtype::f32 ? 0x80000000u : 0x8000u; }
+
+// Run scalar on a modified copy of the call; write its result to a->out.
+template <typename EditCase>
+int scalar_on(const rc_rope_args* a, EditCase edit) {
+  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  RopeCase c = case_from_args(*a);
+  edit(c);
+  Bytes out(c.n_bytes());
+  const rc_rope_args b = c.args(c.input.data(), out.data());
+  if (int rc = ropecheck_scalar_rope(&b); rc != RC_OK) return rc;
+  std::memcpy(a->out, out.data(), out.size());
+  return RC_OK;
+}
+
+template <typename F>
+void for_rotary(const RopeCase& c, F f) {  // f(element index, is first of its pair)
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < c.n_heads; ++h)
+      for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
+        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        f(head_offset(c, t, h) + d0, true);
+        f(head_offset(c, t, h) + d1, false);
+      }
+}
+
+// Rotates the wrong way: R_{-theta} x = conj(R_theta conj(x)).
+int mutant_conjugate(const rc_rope_args* a) {
+  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  RopeCase c = case_from_args(*a);
+  const Dtype d = c.dtype;
+  for_rotary(c, [&](size_t k, bool first) {
+    if (!first) store_bits(d, c.input.data(), k, load_bits(d, c.input.data(), k) ^ sign_mask(d));
+  });
+  Bytes out(c.n_bytes());
+  const rc_rope_args b = c.args(c.input.data(), out.data());
+  if (int rc = ropecheck_scalar_rope(&b); rc != RC_OK) return rc;
+  for_rotary(c, [&](size_t k, bool first) {
+    if (!first) store_bits(d, out.data(), k, load_bits(d, out.data(), k) ^ sign_mask(d));
+  });
+  std::memcpy(a->out, out.data(), out.size());
+  return RC_OK;
+}
+
+// Scales rotated values by 1 + 2^-6 (not a rotation).
+int mutant_scaled(const rc_rope_args* a) {
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  const RopeCase c = case_from_args(*a);
+  const Dtype d = c.dtype;
+  for_rotary(c, [&](size_t k, bool) { store_f32(d, a->out, k, load_f32(d, a->out, k) * (1.0f + 0x1p-6f)); });
+  return RC_OK;
+}
+
+// Off by one position.
+int mutant_position_plus_one(const rc_rope_args* a) {
+  return scalar_on(a, [](RopeCase& c) {
+    for (int64_t& m : c.positions) ++m;
+  });
+}
+
+// Canonicalises pass-through dims: quiets NaNs, flushes subnormals.
+int mutant_pass_through_canonicalised(const rc_rope_args* a) {
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  const Dtype d = Dtype(a->dtype);
+  const uint32_t quiet = d == Dtype::f32 ? 0x00400000u : d == Dtype::f16 ? 0x0200u : 0x0040u;
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = a->rotary_dim; k < a->head_dim; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * a->head_dim + k;
+        const float v = load_f32(d, a->out, e);
+        uint32_t bits = load_bits(d, a->out, e);
+        if (std::isnan(v)) bits |= quiet;
+        else if (v != 0 && std::fabs(v) < float(format_of(d).min_normal())) bits &= sign_mask(d);
+        store_bits(d, a->out, e, bits);
+      }
+  return RC_OK;
+}
+
+// Writes its result into the input too.
+int mutant_writes_input(const rc_rope_args* a) {
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  if (a->out != a->in) {
+    const size_t n = size_t(a->n_tokens) * a->n_heads * a->head_dim * dtype_size(Dtype(a->dtype));
+    std::memcpy(const_cast<void*>(a->in), a->out, n);
+  }
+  return RC_OK;
+}
+
+// Pairs half-split dims as if interleaved.
+int mutant_mispaired(const rc_rope_args* a) {
+  return scalar_on(a, [](RopeCase& c) { c.layout = Layout::interleaved; });
+}
+
+// Turns NaN results into +0.
+int mutant_nan_to_zero(const rc_rope_args* a) {
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  const RopeCase c = case_from_args(*a);
+  for (size_t k = 0; k < c.n_elements(); ++k)
+    if (std::isnan(load_f32(c.dtype, a->out, k))) store_bits(c.dtype, a->out, k, 0);
+  return RC_OK;
+}
+
+// Does not copy pass-through dims out of place (leaves what out held).
+int mutant_no_pass_through_copy(const rc_rope_args* a) {
+  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  const size_t n = size_t(a->n_tokens) * a->n_heads * a->head_dim * dtype_size(Dtype(a->dtype));
+  const Bytes before(static_cast<const unsigned char*>(a->out), static_cast<const unsigned char*>(a->out) + n);
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  const Dtype d = Dtype(a->dtype);
+  if (a->out != a->in)
+    for (uint64_t t = 0; t < a->n_tokens; ++t)
+      for (uint32_t h = 0; h < a->n_heads; ++h)
+        for (uint32_t k = a->rotary_dim; k < a->head_dim; ++k) {
+          const size_t e = (size_t(t) * a->n_heads + h) * a->head_dim + k;
+          store_bits(d, a->out, e, load_bits(d, before.data(), e));
+        }
+  return RC_OK;
+}
+
+Implementation mutant(std::string name, rc_rope_apply_fn fn, AngleModel model = AngleModel::exact,
+                      KernelErrorModel em = KernelErrorModel::scalar_long_double()) {
+  return {std::move(name), "mutant", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
+          std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), model, em, true};
+}
+
+using Maker = Property (*)(const Implementation&, Dtype, Layout);
+struct Expectation {
+  const char* property;
+  Maker make;
+  Dtype dtype;
+  Layout layout;
+  const char* finding;  // text the failure must contain
+};
+
+void expect_caught(const Implementation& m, const std::vector<Expectation>& props) {
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  params.disableShrinking = true;  // detection is what is tested; shrinking big cases is slow
+  for (const Expectation& e : props) {
+    const std::string id = current_test_id() + "/" + e.property;
+    const auto result = run_property_quiet(id, e.make(m, e.dtype, e.layout), params);
+    const bool failed = result.is<rc::detail::FailureResult>();
+    EXPECT_TRUE(failed)
+        << "property " << e.property << " (" << to_string(e.dtype) << " " << to_string(e.layout)
+        << ") did not catch the mutant kernel '" << m.name << "' in " << params.maxSuccess
+        << " cases: it has lost its power";
+  }
+}
+
+constexpr Dtype f32 = Dtype::f32, f16 = Dtype::f16, bf16 = Dtype::bf16;
+constexpr Layout il = Layout::interleaved, hs = Layout::half_split;
+
+TEST(MutantsAreCaught, RotatesTheWrongWay) {
+  const Implementation m = mutant("conjugate", &mutant_conjugate);
+  expect_caught(m, {{"accuracy", &property_WithinBoundOfReference, f32, il, "accuracy: pair error"},
+                    {"accuracy", &property_WithinBoundOfReference, bf16, hs, "accuracy: pair error"}});
+}
+
+TEST(MutantsAreCaught, ScalesInsteadOfRotating) {
+  const Implementation m = mutant("scaled", &mutant_scaled);
+  expect_caught(m, {{"orthogonality (basis matrix)", &property_OrthogonalityBasisMatrix, f32, il, "orthogonality: (M^T M)"},
+                    {"orthogonality (inner products)", &property_InnerProductsPreserved, f32, hs, "not preserved"},
+                    {"norm preservation", &property_NormPreserved, f16, il, "not preserved"},
+                    {"accuracy", &property_WithinBoundOfReference, bf16, il, "accuracy: pair error"}});
+}
+
+TEST(MutantsAreCaught, OffByOnePosition) {
+  const Implementation m = mutant("position+1", &mutant_position_plus_one);
+  expect_caught(m, {{"position 0 identity", &property_PositionZeroIsIdentity, f32, il, "position 0 is not the identity"},
+                    {"composition", &property_Composition, f32, hs, "composition broken"},
+                    {"accuracy", &property_WithinBoundOfReference, f16, il, "accuracy: pair error"}});
+}
+
+TEST(MutantsAreCaught, CanonicalisesPassThroughDims) {
+  const Implementation m = mutant("pass-through canonicalised", &mutant_pass_through_canonicalised);
+  expect_caught(m, {{"pass-through", &property_PassThroughDimsBitExact, f32, il, "pass-through dim changed"},
+                    {"pass-through", &property_PassThroughDimsBitExact, bf16, hs, "pass-through dim changed"}});
+}
+
+TEST(MutantsAreCaught, WritesItsInput) {
+  const Implementation m = mutant("writes input", &mutant_writes_input);
+  expect_caught(m, {{"input untouched", &property_InputUntouchedOutOfPlace, f32, il, "wrote to its input"}});
+}
+
+TEST(MutantsAreCaught, MispairsHalfSplit) {
+  const Implementation m = mutant("mispaired", &mutant_mispaired);
+  expect_caught(m, {{"layout equivalence", &property_InterleavedEqualsPermutedHalfSplit, f32, il, "layouts disagree"},
+                    {"accuracy", &property_WithinBoundOfReference, f16, hs, "accuracy: pair error"}});
+}
+
+TEST(MutantsAreCaught, TurnsNaNIntoZero) {
+  const Implementation m = mutant("nan to zero", &mutant_nan_to_zero);
+  expect_caught(m, {{"special values", &property_SpecialValuesFollowTheRules, f32, il, "special values: "}});
+}
+
+TEST(MutantsAreCaught, LeavesOutputPassThroughUnwritten) {
+  const Implementation m = mutant("no pass-through copy", &mutant_no_pass_through_copy);
+  expect_caught(m, {{"in place = out of place", &property_InPlaceEqualsOutOfPlace, f32, il, "in-place result differs"},
+                    {"pass-through", &property_PassThroughDimsBitExact, f16, hs, "pass-through dim changed"}});
+}
+
+TEST(MutantsAreCaught, Fp32AnglesClaimingExactAngles) {
+  // conventional-fp32's kernel held to scalar's exact-angle model.
+  const Implementation m = mutant("fp32 angles as exact", &ropecheck_conventional_fp32_rope);
+  expect_caught(m, {{"relative invariance", &property_RelativeInvariance, f32, il, "relative invariance broken"},
+                    {"composition", &property_Composition, f32, il, "composition broken"},
+                    {"accuracy", &property_WithinBoundOfReference, f32, hs, "accuracy: pair error"}});
+}
+
+}  // namespace
+}  // namespace ropecheck::props
