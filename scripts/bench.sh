@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build and run the kernel benchmarks; write the committed benchmark report:
+#   reports/benchmarks.json  (Google Benchmark JSON: every repetition and its aggregates)
+#   reports/benchmarks.md    (medians, ratios to memcpy and to scalar, CPU model, date)
+# Usage: scripts/bench.sh [extra Google Benchmark flags, e.g. --benchmark_filter=prefill]
+# BUILD_DIR (default: build) selects the build directory; REPS (default 3) the repetitions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+build="${BUILD_DIR:-build}"
+reps="${REPS:-3}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$build" --target bench_kernels -j "$(nproc)"
+mkdir -p reports
+"$build/bench/bench_kernels" \
+  --benchmark_repetitions="$reps" --benchmark_display_aggregates_only=true \
+  --benchmark_min_time="${MIN_TIME:-0.3}" \
+  --benchmark_out=reports/benchmarks.json --benchmark_out_format=json \
+  --report_md=reports/benchmarks.md "$@"
+echo "bench.sh: wrote reports/benchmarks.json and reports/benchmarks.md"
