@@ -2,7 +2,7 @@
 // conventional-fp32, simd and each simd-<target>) x dtype x layout on three
 // shapes, in GB/s counting bytes read + written, measured side by side with a
 // memcpy of the same bytes and with the per-token cos/sin row alone (the
-// long double sincosl the scalar and SIMD kernels share).
+// accurate_cos_sin row the scalar and SIMD kernels share).
 //
 //   decode  : 1 token    x 32 heads x 128 dims
 //   l2      : 64 tokens  x 32 heads x 128 dims (in + out fit in L2)
@@ -103,8 +103,8 @@ void BM_memcpy(benchmark::State& state, Dtype d, Shape s) {
   state.SetBytesProcessed(int64_t(state.iterations()) * rw_bytes(data.c));
 }
 
-// The per-token cos/sin rows alone (theta once per call, then sincosl per
-// token and pair), counted with the f32 kernel's bytes: the GB/s the f32
+// The per-token cos/sin rows alone (theta once per call, then
+// accurate_cos_sin per token and pair), counted with the f32 kernel's bytes: the GB/s the f32
 // kernel could reach if loads, rotation and stores were free.
 void BM_trig_row(benchmark::State& state, Shape s) {
   Data& data = data_for(Dtype::f32, Layout::interleaved, s);
@@ -224,7 +224,7 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
     }
     const std::string tr = std::string("trig-row/f32/-/") + s.name;
     if (get(col.gbps, tr) > 0)
-      md << "| trig row only (sincosl) | f32-equiv | - | " << fmt(get(col.gbps, tr)) << " | "
+      md << "| trig row only (accurate_cos_sin) | f32-equiv | - | " << fmt(get(col.gbps, tr)) << " | "
          << fmt(get(col.gbps, tr) / get(col.gbps, bench_name("memcpy", Dtype::f32, "-", s))) << " | | "
          << fmt(get(col.ns_per_it, tr) / 1e3) << " |\n";
     for (const Implementation& impl : implementations())
@@ -260,12 +260,13 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
       }
     }
   }
-  // What bounds them: the cos/sin row (sincosl per token and pair, shared by
+  // What bounds them: the cos/sin row (accurate_cos_sin per token and pair, shared by
   // `scalar` and `simd`) measured alone, against memcpy and the kernel.
   md << "\n## What bounds the SIMD kernels\n\n"
-        "The SIMD kernels compute the per-token cos/sin row exactly as `scalar` does (long double angle, one "
-        "`sincosl` per token and pair, rounded to f32), which makes them bit-identical to `scalar`. That row is "
-        "scalar x87 code, and it is measured here alone (`trig-row`). Its time is a floor under the kernel's: "
+        "The SIMD kernels compute the per-token cos/sin row exactly as `scalar` does (long double angle, "
+        "`accurate_cos_sin` per token and pair: a long double Cody-Waite reduction and double Taylor polynomials, "
+        "rounded to f32; impls/trig_row.hpp), which makes them bit-identical to `scalar`. That row is "
+        "scalar code, and it is measured here alone (`trig-row`). Its time is a floor under the kernel's: "
         "`row ceiling` is the memcpy ratio the f32 kernel would have if loads, rotation and stores were free.\n\n"
         "| shape | trig row us/call | simd f32 interleaved us/call | share of kernel time in the row | row ceiling (x memcpy) "
         "| simd f32 interleaved (x memcpy) |\n|---|---:|---:|---:|---:|---:|\n";
@@ -278,11 +279,11 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
     md << "| " << s.name << " | " << fmt(tns / 1e3) << " | " << fmt(kns / 1e3) << " | " << fmt(100 * tns / kns, 0)
        << "% | " << fmt(get(col.gbps, tr) / mc) << " | " << fmt(get(col.gbps, k) / mc) << " |\n";
   }
-  md << "\nSo the targets are missed because of the accurate sin/cos, not the conversions or the stores: the "
-        "rotation, f16/bf16 conversion and store part is the difference between the two time columns. Meeting "
-        "them needs a vectorised accurate sin/cos (e.g. a double-double reduction of the angle modulo 2*pi and a "
-        "double-precision polynomial, within the `scalar` error model), at the price of bit-identity with "
-        "`scalar`; see docs/simd.md.\n";
+  md << "\nThe rotation, f16/bf16 conversion and store part is the difference between the two time columns. "
+        "Where a target is missed, both parts are visible here: the row is a floor that only a vectorised "
+        "reduction and polynomial would lower (at the price of bit-identity with `scalar`), and the rest is the "
+        "SIMD loop itself (integer RNE conversions for f16/bf16, the half-split and interleaved shuffles); see "
+        "docs/simd.md.\n";
   std::ofstream f(path);
   f << md.str();
   return bool(f);

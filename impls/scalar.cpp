@@ -1,8 +1,8 @@
 // The portable scalar kernels.
 //
 // `scalar`: theta_i and the angle m*scale*theta_i in long double (64-bit
-// significand), cos/sin by sincosl once per (token, pair) and reused across
-// heads, rounded to f32; the rotation in f32 (f16/bf16 widened exactly) with
+// significand), cos/sin once per (token, pair) by accurate_cos_sin
+// (impls/trig_row.hpp) and reused across heads, rounded to f32; the rotation in f32 (f16/bf16 widened exactly) with
 // round-to-nearest-even stores. An angle of exactly 0 copies the pair.
 //
 // `conventional-fp32`: the pipeline of PyTorch-based models, for measuring
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "impls/registry.hpp"
+#include "impls/trig_row.hpp"
 
 static_assert(LDBL_MANT_DIG >= 64, "the scalar kernel's angle accuracy needs an 80-bit long double");
 
@@ -72,9 +73,9 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
     const long double ms = (long double)a->positions[t] * (long double)a->position_scale;
     for (uint32_t i = 0; i < npairs; ++i) {
       const long double angle = ms * theta[i];
-      long double s, c;
-      sincosl(angle, &s, &c);
-      row[i] = {float(c), float(s), angle == 0};
+      float c, s;
+      accurate_cos_sin(angle, c, s);
+      row[i] = {c, s, angle == 0};
     }
     rotate_token(a, t, row.data());
   }

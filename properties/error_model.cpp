@@ -6,15 +6,16 @@
 namespace ropecheck {
 
 KernelErrorModel KernelErrorModel::scalar_long_double() {
-  // cos/sin of a long double angle rounded once to f32: relative 1 u32 plus
-  // the long double trig error (~2^-63 relative, folded into angle_rel).
-  return {1.0, 0x1p-63, true};
+  // cos/sin of a long double angle (accurate_cos_sin: < 2^-50 absolute,
+  // taken as 2^-44 = 2^-20 u32) rounded once to f32: relative 1 u32; the long
+  // double theta and angle: 2^-63 * (3 + ln base) relative.
+  return {1.0, 0x1p-63, true, 0x1p-20};
 }
 
 KernelErrorModel KernelErrorModel::conventional_fp32() {
   // glibc cosf/sinf are within 1 ulp (2 u32) of the exact cos/sin of the f32
   // angle; the angle itself is the fp32 model's angle exactly.
-  return {2.0, 0.0, false};
+  return {2.0, 0.0, false, 0.0};
 }
 
 double max_abs_angle(const RopeCase& c) {
@@ -35,7 +36,7 @@ double error_bound(const KernelErrorModel& m, const RopeCase& c) {
   // Absolute error of cos and sin from the angle, in u32.
   double angle_rel = m.angle_rel;
   if (m.angle_rel_scales_with_log_base && c.inv_freq.empty()) angle_rel *= 3.0 + std::fabs(std::log(c.base));
-  const double a = max_abs_angle(c) * angle_rel / u32;
+  const double a = max_abs_angle(c) * angle_rel / u32 + m.trig_abs_u32;
   // f32 result: sqrt2*(r+1) [cos/sin and product roundings]
   //           + sqrt2 [rounding of the sum, incl. subnormal results]
   //           + sqrt2 [underflow of the two products]

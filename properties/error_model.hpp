@@ -24,6 +24,9 @@ struct KernelErrorModel {
   // When true, angle_rel is multiplied by (3 + |ln base|): the error of
   // base^(-2i/d) evaluated in a format with angle_rel precision.
   bool angle_rel_scales_with_log_base = false;
+  // Absolute error of cos/sin before their rounding to f32, from the method
+  // (argument reduction, polynomial), in u32.
+  double trig_abs_u32 = 0.0;
 
   static KernelErrorModel scalar_long_double();
   static KernelErrorModel conventional_fp32();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
+#include "impls/trig_row.hpp"
 #include "ropecheck/kernel_abi.h"
 
 static_assert(LDBL_MANT_DIG >= 64, "the SIMD kernels' angle accuracy needs an 80-bit long double");
@@ -51,8 +52,8 @@ inline const std::vector<long double>& thetas_cached(const rc_rope_args* a) {
   return th;
 }
 
-// cos/sin of one token, rounded once to f32 from sincosl of the long double
-// angle (bit-identical to `scalar`). Returns true when some pair's angle is
+// cos/sin of one token: accurate_cos_sin of the long double angle, the same
+// function `scalar` calls (so the rows are bit-identical). Returns true when some pair's angle is
 // exactly 0 (that pair must copy its input bits).
 inline bool trig_row(const rc_rope_args* a, const long double* th, uint64_t t, float* c, float* s) {
   const uint32_t np = a->rotary_dim / 2;
@@ -60,10 +61,7 @@ inline bool trig_row(const rc_rope_args* a, const long double* th, uint64_t t, f
   bool any_identity = false;
   for (uint32_t i = 0; i < np; ++i) {
     const long double angle = ms * th[i];
-    long double sl, cl;
-    sincosl(angle, &sl, &cl);
-    c[i] = float(cl);
-    s[i] = float(sl);
+    accurate_cos_sin(angle, c[i], s[i]);
     any_identity |= angle == 0;
   }
   return any_identity;

@@ -3,7 +3,8 @@
 // docs/simd.md.
 //
 // Per token: the cos/sin row is computed once (exactly as the `scalar` kernel:
-// long double theta and angle, sincosl, rounded to f32) and reused across
+// long double theta and angle, accurate_cos_sin from impls/trig_row.hpp,
+// rounded to f32) and reused across
 // heads. SIMD does the loads, the f32 rotation y0 = x0*c - x1*s,
 // y1 = x0*s + x1*c (the same f32 operations as `scalar`, no FMA), and the
 // stores. f16/bf16 loads and round-to-nearest-even stores are done with our
