@@ -1,0 +1,50 @@
+// libFuzzer target: the report/baseline JSON reader (reports/report.hpp).
+// Any input must either be rejected with ReportError (a clear message, exit 2
+// in the CLI) or give a Report that
+//  - writes back to JSON that reads again to the same JSON (round trip),
+//  - renders to Markdown and HTML, and compares against itself without a
+//    failing difference.
+// Anything else (another exception type, a sanitizer report) is a finding.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "reports/report.hpp"
+
+namespace rr = ropecheck::report;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return -1;
+  rr::Report r;
+  try {
+    r = rr::from_json(j);
+  } catch (const rr::ReportError&) {
+    return 0;  // rejected with a message: fine
+  }
+  const nlohmann::json back = rr::to_json(r);
+  rr::Report r2;
+  try {
+    r2 = rr::from_json(back);
+  } catch (const rr::ReportError& e) {
+    std::fprintf(stderr, "fuzz_report_json: a report that was read does not read back after writing: %s\n%s\n",
+                 e.what(), back.dump(1).c_str());
+    std::abort();
+  }
+  if (rr::to_json(r2) != back) {
+    std::fprintf(stderr, "fuzz_report_json: write(read(write(r))) != write(r):\n%s\n---\n%s\n", back.dump(1).c_str(),
+                 rr::to_json(r2).dump(1).c_str());
+    std::abort();
+  }
+  (void)rr::render_markdown(r);
+  (void)rr::render_html(r);
+  const rr::CompareResult self = rr::compare_reports(r, r);
+  if (self.failed()) {
+    std::fprintf(stderr, "fuzz_report_json: a report fails the baseline compare against itself:\n%s\n%s\n",
+                 self.table().c_str(), back.dump(1).c_str());
+    std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Fuzzing with libFuzzer (clang-14, ASan + UBSan). Modes:
+#
+#   scripts/fuzz.sh [ci]            CI: build the fuzzers (scripts/build-fuzzers.sh), replay every seed and
+#                                   regression input, then fuzz each target for FUZZ_SECONDS (60) with
+#                                   FUZZ_JOBS (1; at most 2) processes. Exit 1 on any crash.
+#   scripts/fuzz.sh --long [SECS]   a longer local campaign: SECS (3600) per target, one job per core, the
+#                                   corpus kept in build-fuzz/campaign/<target>/ across runs.
+#   scripts/fuzz.sh planted [DIR]   build fuzz_differential with the SIMD tail bug planted
+#                                   (-DROPECHECK_PLANT_SIMD_TAIL_BUG=ON) into DIR (build-fuzz-planted) and
+#                                   fuzz from an EMPTY corpus for at most FUZZ_SECONDS: passes only if the
+#                                   fuzzer finds the bug (a crash whose report names a SIMD implementation;
+#                                   with FUZZ_UNPLANTED_BINARY=build-fuzz/out/fuzz_differential, the crash
+#                                   input must also pass the build without the bug).
+#   scripts/fuzz.sh coverage [CORPUS_DIR...]
+#                                   source coverage of reference/ and impls/ reached by the seed corpus
+#                                   (plus any CORPUS_DIR): clang-14 -fprofile-instr-generate, llvm-cov-14.
+#
+# fuzz_plugin fuzzes the kernel library named by ROPECHECK_FUZZ_KERNEL (default: the example kernel built
+# with the fuzzers). Crash inputs land in build-fuzz/artifacts/<target>/; reproduce one with
+#   build-fuzz/out/fuzz_differential CRASH_FILE
+# and, once fixed, commit it under fuzz/regressions/<target>/ so the normal test suite replays it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+mode=${1:-ci}
+[ $# -gt 0 ] && shift
+secs=${FUZZ_SECONDS:-60}
+jobs=${FUZZ_JOBS:-1}
+
+die() { echo "fuzz.sh: $*" >&2; exit 2; }
+command -v clang++-14 >/dev/null || die "clang++-14 not found (apt-get install clang-14 libclang-rt-14-dev)"
+
+# Run one target: run_target TARGET BINARY SECONDS JOBS WORK_CORPUS ARTIFACT_DIR [SEED_DIRS...]
+# Returns 1 if the fuzzer left a crash/leak/timeout/oom artifact.
+run_target() {
+  local t=$1 bin=$2 s=$3 j=$4 work=$5 art=$6
+  shift 6
+  mkdir -p "$work" "$art"
+  rm -f "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-* "$art"/fuzz-*.log
+  local args=(-max_total_time="$s" -print_final_stats=1 -artifact_prefix="$art/" -timeout=25)
+  # The libFuzzer settings of fuzz/<target>.options (ClusterFuzz reads that file itself).
+  local opt="$root/fuzz/$t.options" ml
+  ml=$( [ -f "$opt" ] && sed -n 's/^max_len *= *\([0-9]*\).*/\1/p' "$opt" || true)
+  args+=(-max_len="${ml:-1024}")
+  [ -f "$root/fuzz/$t.dict" ] && args+=(-dict="$root/fuzz/$t.dict")
+  local log="$art/run.log" rc=0
+  if [ "$j" -gt 1 ]; then
+    (cd "$art" && "$bin" "${args[@]}" -jobs="$j" -workers="$j" "$work" "$@") >"$log" 2>&1 || rc=$?
+    cat "$art"/fuzz-*.log >>"$log" 2>/dev/null || true
+  else
+    "$bin" "${args[@]}" "$work" "$@" >"$log" 2>&1 || rc=$?
+  fi
+  local execs
+  execs=$(grep -h 'stat::average_exec_per_sec' "$log" | awk '{print $2}' | paste -sd+ - || true)
+  echo "== $t: ${s}s x $j job(s), exit $rc, exec/s ${execs:-?}, corpus $(find "$work" -type f | wc -l) files"
+  if compgen -G "$art/crash-*" >/dev/null || compgen -G "$art/leak-*" >/dev/null ||
+     compgen -G "$art/timeout-*" >/dev/null || compgen -G "$art/oom-*" >/dev/null; then
+    grep -h -A30 -E '^ropecheck fuzz:|ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error' \
+      "$log" | head -60 >&2 || true
+    echo "== $t: FAILED; inputs: $(ls "$art" | grep -E '^(crash|leak|timeout|oom)-' | tr '\n' ' ')" >&2
+    return 1
+  fi
+  return 0
+}
+
+plugin_env() {
+  export ROPECHECK_FUZZ_KERNEL="${ROPECHECK_FUZZ_KERNEL:-$1/libfuzz_example_kernel.so}"
+}
+
+case "$mode" in
+  ci|--long)
+    scripts/build-fuzzers.sh
+    bd=${ROPECHECK_FUZZ_BUILD_DIR:-$root/build-fuzz}
+    out=${OUT:-$bd/out}
+    plugin_env "$out"
+    if [ "$mode" = --long ]; then
+      secs=${1:-3600}
+      jobs=${FUZZ_JOBS:-$(nproc)}
+    elif [ "$jobs" -gt 2 ]; then
+      jobs=2
+    fi
+    status=0
+    targets=()
+    for t in fuzz_differential fuzz_plugin fuzz_report_json fuzz_case_json fuzz_npy; do
+      [ -x "$out/$t" ] && targets+=("$t")
+    done
+    for t in "${targets[@]}"; do
+      inputs=()
+      for d in corpus regressions; do
+        [ -d "fuzz/$d/$t" ] && while IFS= read -r f; do inputs+=("$f"); done < <(find "fuzz/$d/$t" -type f | sort)
+      done
+      echo "== $t: replaying ${#inputs[@]} corpus and regression inputs"
+      "$out/$t" -runs=1 "${inputs[@]}" >"$bd/replay-$t.log" 2>&1 || { tail -40 "$bd/replay-$t.log" >&2; status=1; continue; }
+      if [ "$mode" = --long ]; then work="$bd/campaign/$t"; else work="$bd/ci-corpus/$t"; rm -rf "$work"; fi
+      run_target "$t" "$out/$t" "$secs" "$jobs" "$work" "$bd/artifacts/$t" "fuzz/corpus/$t" || status=1
+    done
+    exit $status
+    ;;
+  planted)
+    bd=${1:-$root/build-fuzz-planted}
+    ROPECHECK_FUZZ_BUILD_DIR="$bd" OUT="$bd/out" WORK="$bd" \
+      ROPECHECK_FUZZ_CMAKE_ARGS="-DROPECHECK_PLANT_SIMD_TAIL_BUG=ON ${ROPECHECK_FUZZ_CMAKE_ARGS:-}" \
+      scripts/build-fuzzers.sh
+    grep -q '^ROPECHECK_PLANT_SIMD_TAIL_BUG:BOOL=ON' "$bd/CMakeCache.txt" ||
+      die "the build has no ROPECHECK_PLANT_SIMD_TAIL_BUG option (impls/simd/CMakeLists.txt)"
+    art="$bd/artifacts/planted"
+    work="$bd/planted-corpus-$$"
+    others="$bd/artifacts/planted-other"
+    rm -rf "$others" && mkdir -p "$others"
+    start=$SECONDS
+    # Fuzz from an empty corpus until the planted bug is found or the budget is spent. A crash that is
+    # not the planted bug (another open finding) is set aside and fuzzing resumes for the time left.
+    while left=$((secs - (SECONDS - start))); [ "$left" -gt 0 ]; do
+      if run_target fuzz_differential "$bd/out/fuzz_differential" "$left" 1 "$work" "$art"; then
+        break  # ran out of time
+      fi
+      crash=$(ls "$art"/crash-* 2>/dev/null | head -1)
+      [ -n "$crash" ] || { echo "fuzz.sh planted: the fuzzer failed without a crash input" >&2; exit 1; }
+      report=$("$bd/out/fuzz_differential" "$crash" 2>&1 || true)
+      planted=0
+      grep -qE "^ropecheck fuzz: implementation 'simd[^']*'|AddressSanitizer: (heap|stack)-buffer-overflow" \
+        <<<"$report" && planted=1
+      if [ "$planted" = 1 ] && [ -n "${FUZZ_UNPLANTED_BINARY:-}" ]; then
+        # The same input must pass the build without the planted bug.
+        "$FUZZ_UNPLANTED_BINARY" "$crash" >"$art/unplanted.log" 2>&1 || planted=0
+      fi
+      if [ "$planted" = 1 ]; then
+        rm -rf "$work"
+        echo "fuzz.sh planted: FOUND in $((SECONDS - start)) s: $(grep -m1 -E "^ropecheck fuzz:|AddressSanitizer" <<<"$report")"
+        echo "fuzz.sh planted: reproducer $crash"
+        [ -n "${FUZZ_UNPLANTED_BINARY:-}" ] && echo "fuzz.sh planted: it passes without the planted bug ($FUZZ_UNPLANTED_BINARY)"
+        exit 0
+      fi
+      echo "fuzz.sh planted: a different failure (kept in $others), fuzzing on: $(grep -m1 -E '^ropecheck fuzz:|ERROR' <<<"$report")" >&2
+      mv "$crash" "$others/"
+    done
+    rm -rf "$work"
+    echo "fuzz.sh planted: NOT FOUND: fuzz_differential ran ${secs}s from an empty corpus without finding the planted bug" >&2
+    exit 1
+    ;;
+  coverage)
+    bd=${ROPECHECK_FUZZ_COV_DIR:-$root/build-fuzz-cov}
+    cov="-fprofile-instr-generate -fcoverage-mapping"
+    gen=()
+    command -v ninja >/dev/null && [ ! -f "$bd/CMakeCache.txt" ] && gen=(-G Ninja)
+    cmake -S . -B "$bd" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+      -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_FLAGS="$cov" -DCMAKE_CXX_FLAGS="$cov" \
+      -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DROPECHECK_BUILD_TESTS=OFF -DROPECHECK_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$bd" -j "${ROPECHECK_FUZZ_BUILD_JOBS:-$(nproc)}" --target fuzz_differential_replay
+    rm -f "$bd"/cov-*.profraw
+    # Keep going past failing inputs: coverage is measured on every input; failures are listed after.
+    rc=0
+    ROPECHECK_FUZZ_KEEP_GOING=1 LLVM_PROFILE_FILE="$bd/cov-%p.profraw" "$bd/fuzz/fuzz_differential_replay" \
+      fuzz/corpus/fuzz_differential "$@" >/dev/null 2>"$bd/cov-replay.log" || rc=$?
+    llvm-profdata-14 merge -sparse "$bd"/cov-*.profraw -o "$bd/cov.profdata"
+    llvm-cov-14 report "$bd/fuzz/fuzz_differential_replay" -instr-profile="$bd/cov.profdata" \
+      "$root/reference" "$root/impls" "$root/properties/judge.cpp" "$root/core"
+    if [ "$rc" -ne 0 ]; then
+      echo "fuzz.sh coverage: the replay reported failures ($(tail -1 "$bd/cov-replay.log")); see $bd/cov-replay.log" >&2
+      grep -E '^ropecheck fuzz:' "$bd/cov-replay.log" | sort | uniq -c >&2
+      exit 1
+    fi
+    ;;
+  *)
+    die "unknown mode '$mode' (ci, --long [SECONDS], planted [BUILD_DIR], coverage [CORPUS_DIR...])"
+    ;;
+esac
