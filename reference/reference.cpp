@@ -99,7 +99,9 @@ double theta(const RopeCase& c, uint32_t i, Num& out, mpfr_prec_t P) {
 struct Trig {
   explicit Trig(mpfr_prec_t P) : c(P), s(P) {}
   Num c, s;
-  double err = 0;  // |cos - c| and |sin - s| are at most this
+  double err = 0;    // |cos - c| and |sin - s| are at most this (max of the two below)
+  double err_c = 0;  // |cos - c| <= err_c
+  double err_s = 0;  // |sin - s| <= err_s (relative to |s|: decides tiny sines' signs)
   bool zero_angle = false;
   bool nonfinite_angle = false;  // fp32 model only: an f32 angle of +-Inf (c = s = NaN)
 };
@@ -144,7 +146,11 @@ void compute_trig(const RopeCase& c, const ReferenceOptions& opt, int64_t m, con
   // Each of cos, sin rounds within 2^-P (|value| <= 1); the angle's error
   // passes through with factor <= 1. Factor 2: slack for the double arithmetic.
   mpfr_sin_cos(r.s.p(), r.c.p(), angle.p(), MPFR_RNDN);
-  r.err = 2.0 * (angle_err + ulp);
+  // cos and sin are correctly rounded (2^-P relative) values of the working
+  // angle, whose error passes through with factor <= 1.
+  r.err_c = 2.0 * (angle_err + std::fabs(mpfr_get_d(r.c.p(), MPFR_RNDA)) * ulp);
+  r.err_s = 2.0 * (angle_err + std::fabs(mpfr_get_d(r.s.p(), MPFR_RNDA)) * ulp);
+  r.err = std::max(r.err_c, r.err_s);
 }
 
 // ---- rounding with a Ziv check ---------------------------------------------
@@ -206,13 +212,23 @@ Rounded rotate_mpfr(const Fmt& f, double x0, double x1, const Trig& tr, Scratch&
   mpfr_fmms(s.y0.p(), s.x0.p(), tr.c.p(), s.x1.p(), tr.s.p(), MPFR_RNDN);
   mpfr_fmma(s.y1.p(), s.x0.p(), tr.s.p(), s.x1.p(), tr.c.p(), MPFR_RNDN);
   const double ulp = std::ldexp(1.0, -int(s.P));
-  const double ax = std::fabs(x0) + std::fabs(x1);
+  const double b0 = std::fabs(x0), b1 = std::fabs(x1);
   const double a0 = std::fabs(mpfr_get_d(s.y0.p(), MPFR_RNDA)), a1 = std::fabs(mpfr_get_d(s.y1.p(), MPFR_RNDA));
-  const double err0 = 2.0 * (ax * tr.err + a0 * ulp);
-  const double err1 = 2.0 * (ax * tr.err + a1 * ulp);
+  const double err0 = 2.0 * (b0 * tr.err_c + b1 * tr.err_s + a0 * ulp);
+  const double err1 = 2.0 * (b0 * tr.err_s + b1 * tr.err_c + a1 * ulp);
   if (!round_mpfr(f, s.y0.p(), err0, s, o.y0) || !round_mpfr(f, s.y1.p(), err1, s, o.y1)) return Rounded::undecided;
-  if (!round_mpfr(kDouble, s.y0.p(), err0, s, o.e0) || !round_mpfr(kDouble, s.y1.p(), err1, s, o.e1))
+  if (!round_mpfr(kDouble, s.y0.p(), err0, s, o.e0) || !round_mpfr(kDouble, s.y1.p(), err1, s, o.e1)) {
+    // `exact` only measures error: where its correct rounding to double is out
+    // of reach (values near the bottom of double's range, where the error
+    // bound, computed in double, cannot shrink below the subnormal quantum),
+    // the faithful value of the highest precision is used.
+    if (s.P >= kMaxBits) {
+      o.e0 = mpfr_get_d(s.y0.p(), MPFR_RNDN);
+      o.e1 = mpfr_get_d(s.y1.p(), MPFR_RNDN);
+      return Rounded::ok;
+    }
     return Rounded::exact_undecided;
+  }
   return Rounded::ok;
 }
 
@@ -376,7 +392,7 @@ class Driver {
       trig_at(i, m, k, tr);
       cd = mpfr_get_d(tr.c.p(), MPFR_RNDN);
       sd = mpfr_get_d(tr.s.p(), MPFR_RNDN);
-      if (std::fabs(cd) > 2 * tr.err && std::fabs(sd) > 2 * tr.err) return;
+      if (std::fabs(cd) > 2 * tr.err_c && std::fabs(sd) > 2 * tr.err_s) return;
       if (bits(k) >= kMaxBits) undecided("sign of cos/sin", i, m, cd, sd, bits(k));
     }
   }
@@ -484,7 +500,7 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
         if (tr.nonfinite_angle || std::isinf(x0) || std::isinf(x1) || (x0 == 0 && x1 == 0)) {
           // Only the signs (and nonzero-ness) of cos and sin matter here; make sure they are certain.
           double cd = frow[i].ch, sd = frow[i].sh;
-          if (!tr.nonfinite_angle && !(std::fabs(cd) > 2 * tr.err && std::fabs(sd) > 2 * tr.err))
+          if (!tr.nonfinite_angle && !(std::fabs(cd) > 2 * tr.err_c && std::fabs(sd) > 2 * tr.err_s))
             drv.signs(i, m, cd, sd);
           rotate_ieee(x0, x1, cd, sd, o);
         } else if (!(opt.fast_path && fast_rotate(drv.fmt(), x0, x1, frow[i], o))) {
