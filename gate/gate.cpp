@@ -516,7 +516,9 @@ void Gate::run_properties() {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
     } else {
       const int64_t M = opt_.max_position;
-      for (const auto& [d, l] : accepted_combos_) {
+      for (const auto& combo : accepted_combos_) {
+        const Dtype d = combo.first;  // named copies: a lambda below uses them (clang-14 cannot capture bindings)
+        const Layout l = combo.second;
         RopeCase c;
         c.dtype = d;
         c.layout = l;
