@@ -2,7 +2,7 @@
 # Configure and build the default preset (installing missing packages first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh "$@"
 gen=()
 command -v ninja >/dev/null && [ ! -f build/CMakeCache.txt ] && gen=(-G Ninja)
 cmake --preset default "${gen[@]}" >/dev/null

@@ -4,11 +4,15 @@
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev librapidcheck-dev libgtest-dev
       libgmock-dev libfmt-dev libhwy-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
-# Optional groups: fuzzing (clang-14 + libFuzzer runtime) and the browser check of HTML reports.
-case "${1:-}" in
-  --fuzz) pkgs+=(clang-14 libclang-rt-14-dev llvm-14) ;;
-  --browser) pkgs+=(chromium) ;;
-esac
+# Optional groups: --fuzz (clang-14 with libFuzzer and the sanitizer runtimes, llvm-14 for coverage) and
+# --browser (Debian's chromium, which renders report.html in the report tests).
+for group in "$@"; do
+  case "$group" in
+    --fuzz) pkgs+=(clang-14 libclang-rt-14-dev llvm-14) ;;
+    --browser) pkgs+=(chromium) ;;
+    *) echo "install-deps: unknown option $group (use --fuzz, --browser)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

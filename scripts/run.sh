@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 echo "== property suite" >&2
 ./build/properties/ropecheck_properties --gtest_brief=1
-echo "== accuracy sweep" >&2
-./build/ropecheck sweep "$@"
+echo "== accuracy sweep (report in out/report, compared with the committed baseline)" >&2
+mkdir -p out/report
+./build/ropecheck sweep --report-dir out/report --baseline reports/baseline/sweep.json "$@"
