@@ -61,6 +61,12 @@ run_target() {
     echo "== $t: FAILED; inputs: $(ls "$art" | grep -E '^(crash|leak|timeout|oom)-' | tr '\n' ' ')" >&2
     return 1
   fi
+  # A fuzzer that stopped with an error but left no input (a bad flag, a missing corpus) fuzzed nothing.
+  if [ "$rc" -ne 0 ]; then
+    tail -20 "$log" >&2
+    echo "== $t: FAILED: the fuzzer exited $rc without a crash input (see $log)" >&2
+    return 1
+  fi
   return 0
 }
 
@@ -93,7 +99,7 @@ case "$mode" in
       echo "== $t: replaying ${#inputs[@]} corpus and regression inputs"
       "$out/$t" -runs=1 "${inputs[@]}" >"$bd/replay-$t.log" 2>&1 || { tail -40 "$bd/replay-$t.log" >&2; status=1; continue; }
       if [ "$mode" = --long ]; then work="$bd/campaign/$t"; else work="$bd/ci-corpus/$t"; rm -rf "$work"; fi
-      run_target "$t" "$out/$t" "$secs" "$jobs" "$work" "$bd/artifacts/$t" "fuzz/corpus/$t" || status=1
+      run_target "$t" "$out/$t" "$secs" "$jobs" "$work" "$bd/artifacts/$t" "$root/fuzz/corpus/$t" || status=1
     done
     exit $status
     ;;
