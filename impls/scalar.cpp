@@ -14,20 +14,15 @@
 #include <vector>
 
 #include "impls/registry.hpp"
+#include "impls/scalar_rotate.hpp"
 #include "impls/trig_row.hpp"
 
 static_assert(LDBL_MANT_DIG >= 64, "the scalar kernel's angle accuracy needs an 80-bit long double");
 
 namespace ropecheck {
-namespace {
-
-struct CosSin {
-  float c, s;
-  bool identity;
-};
 
 // Rotate every head of one token with a row of cos/sin.
-void rotate_token(const rc_rope_args* a, uint64_t t, const CosSin* row) {
+void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
   const Dtype d = Dtype(a->dtype);
   const Layout l = Layout(a->layout);
   const uint32_t npairs = a->rotary_dim / 2;
@@ -59,7 +54,6 @@ void rotate_token(const rc_rope_args* a, uint64_t t, const CosSin* row) {
   }
 }
 
-}  // namespace
 
 extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
@@ -77,7 +71,7 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
       accurate_cos_sin(angle, c, s);
       row[i] = {c, s, angle == 0};
     }
-    rotate_token(a, t, row.data());
+    rotate_token_scalar(a, t, row.data());
   }
   return RC_OK;
 }
@@ -103,7 +97,7 @@ extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a) {
       const float angle = mf * inv[i];
       row[i] = {cosf(angle), sinf(angle), angle == 0};
     }
-    rotate_token(a, t, row.data());
+    rotate_token_scalar(a, t, row.data());
   }
   return RC_OK;
 }

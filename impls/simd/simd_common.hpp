@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
+#include "impls/scalar_rotate.hpp"
 #include "impls/trig_row.hpp"
 #include "ropecheck/kernel_abi.h"
 

@@ -347,35 +347,11 @@ HWY_EXPORT(Apply);
 
 void rotate_token_scalar(const rc_rope_args* a, const long double* th, uint64_t t, const float* c,
                          const float* s) {
-  const Dtype d = Dtype(a->dtype);
-  const Layout l = Layout(a->layout);
   const uint32_t np = a->rotary_dim / 2;
   const long double ms = (long double)a->positions[t] * (long double)a->position_scale;
-  for (uint32_t h = 0; h < a->n_heads; ++h) {
-    const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
-    for (uint32_t i = 0; i < np; ++i) {
-      const auto [d0, d1] = pair_dims(l, a->rotary_dim, i);
-      const size_t k0 = base + d0, k1 = base + d1;
-      if (ms * th[i] == 0) {
-        if (a->out != a->in) {
-          store_bits(d, a->out, k0, load_bits(d, a->in, k0));
-          store_bits(d, a->out, k1, load_bits(d, a->in, k1));
-        }
-        continue;
-      }
-      const float x0 = load_f32(d, a->in, k0), x1 = load_f32(d, a->in, k1);
-      const float y0 = x0 * c[i] - x1 * s[i];
-      const float y1 = x0 * s[i] + x1 * c[i];
-      store_f32(d, a->out, k0, y0);
-      store_f32(d, a->out, k1, y1);
-    }
-    if (a->out != a->in && a->rotary_dim < a->head_dim) {
-      const size_t es = dtype_size(d);
-      std::memcpy(static_cast<char*>(a->out) + (base + a->rotary_dim) * es,
-                  static_cast<const char*>(a->in) + (base + a->rotary_dim) * es,
-                  (a->head_dim - a->rotary_dim) * es);
-    }
-  }
+  std::vector<CosSin> row(np);
+  for (uint32_t i = 0; i < np; ++i) row[i] = {c[i], s[i], ms * th[i] == 0};
+  ropecheck::rotate_token_scalar(a, t, row.data());
 }
 
 static std::string target_label(int64_t target) {
