@@ -20,23 +20,6 @@ struct CasesArgs {
   CLI::App* chk = nullptr;
 } g;
 
-template <class T, class Parse>
-bool parse_list(const std::string& s, std::vector<T>& out, const T* all, size_t n, Parse parse) {
-  out.clear();
-  if (s == "all") {
-    out.assign(all, all + n);
-    return true;
-  }
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto v = parse(item);
-    if (!v) return false;
-    out.push_back(*v);
-  }
-  return !out.empty();
-}
-
 CLI::App* add(CLI::App& app) {
   auto* s = app.add_subcommand("cases", "export a case set for an external kernel, or check its outputs");
   s->require_subcommand(1);
@@ -67,13 +50,11 @@ int run() {
   try {
     if (g.exp->parsed()) {
       gate::ExportOptions opt;
-      if (!parse_list(g.dtype, opt.dtypes, kAllDtypes, std::size(kAllDtypes),
-                      [](const std::string& x) { return parse_dtype(x); })) {
+      if (!parse_dtype_list(g.dtype, opt.dtypes)) {
         std::cerr << "error: --dtype: expected f32, f16, bf16, a comma list, or all\n";
         return 2;
       }
-      if (!parse_list(g.layout, opt.layouts, kAllLayouts, std::size(kAllLayouts),
-                      [](const std::string& x) { return parse_layout(x); })) {
+      if (!parse_layout_list(g.layout, opt.layouts)) {
         std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all\n";
         return 2;
       }

@@ -45,49 +45,17 @@ CLI::App* add(CLI::App& app) {
 }
 
 
-bool parse_dtypes(const std::string& s, std::vector<Dtype>& out) {
-  out.clear();
-  if (s == "all") {
-    out.assign(std::begin(kAllDtypes), std::end(kAllDtypes));
-    return true;
-  }
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto d = parse_dtype(item);
-    if (!d) return false;
-    out.push_back(*d);
-  }
-  return !out.empty();
-}
-
-bool parse_layouts(const std::string& s, std::vector<Layout>& out) {
-  out.clear();
-  if (s == "all") {
-    out.assign(std::begin(kAllLayouts), std::end(kAllLayouts));
-    return true;
-  }
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto l = parse_layout(item);
-    if (!l) return false;
-    out.push_back(*l);
-  }
-  return !out.empty();
-}
-
 int run() {
   gate::GateOptions opt;
   if (g.kernel.empty() == g.impl.empty()) {
     std::cerr << "error: give exactly one of --kernel PATH.so or --impl NAME\n";
     return 2;
   }
-  if (!parse_dtypes(g.dtype, opt.dtypes)) {
+  if (!parse_dtype_list(g.dtype, opt.dtypes)) {
     std::cerr << "error: --dtype: expected f32, f16, bf16, a comma list of them, or all; got '" << g.dtype << "'\n";
     return 2;
   }
-  if (!parse_layouts(g.layout, opt.layouts)) {
+  if (!parse_layout_list(g.layout, opt.layouts)) {
     std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all; got '" << g.layout << "'\n";
     return 2;
   }

@@ -28,4 +28,28 @@ std::optional<Layout> parse_layout(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+template <class T, size_t N, class Parse>
+bool parse_list(std::string_view s, std::vector<T>& out, const T (&all)[N], Parse parse) {
+  out.clear();
+  if (s == "all") {
+    out.assign(all, all + N);
+    return true;
+  }
+  while (true) {
+    const size_t comma = s.find(',');
+    const auto v = parse(s.substr(0, comma));
+    if (!v) return false;
+    out.push_back(*v);
+    if (comma == std::string_view::npos) return true;
+    s.remove_prefix(comma + 1);
+  }
+}
+}  // namespace
+
+bool parse_dtype_list(std::string_view s, std::vector<Dtype>& out) { return parse_list(s, out, kAllDtypes, parse_dtype); }
+bool parse_layout_list(std::string_view s, std::vector<Layout>& out) {
+  return parse_list(s, out, kAllLayouts, parse_layout);
+}
+
 }  // namespace ropecheck

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ropecheck/kernel_abi.h"
 
@@ -49,6 +50,9 @@ std::string_view to_string(Dtype d);
 std::string_view to_string(Layout l);
 std::optional<Dtype> parse_dtype(std::string_view s);
 std::optional<Layout> parse_layout(std::string_view s);
+// "all", or a comma-separated list of names; false on an unknown or empty item.
+bool parse_dtype_list(std::string_view s, std::vector<Dtype>& out);
+bool parse_layout_list(std::string_view s, std::vector<Layout>& out);
 
 // ---- conversions -----------------------------------------------------------
 
