@@ -73,16 +73,7 @@ int run() {
       return 0;
     }
     const gate::GateResult r = gate::check_case_set(g.dir, tol);
-    std::cout << gate::format_verdict(r);
-    if (!g.junit.empty()) {
-      std::ofstream f(g.junit);
-      f << gate::junit_xml(r);
-      if (!f) {
-        std::cerr << "error: cannot write " << g.junit << "\n";
-        return 2;
-      }
-    }
-    return r.pass ? 0 : 1;
+    return gate::emit_verdict(r, g.junit);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

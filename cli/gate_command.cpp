@@ -109,16 +109,7 @@ int run() {
     std::cerr << "error: the gate could not run: " << e.what() << "\n";
     return 2;
   }
-  std::cout << gate::format_verdict(r);
-  if (!g.junit.empty()) {
-    std::ofstream f(g.junit);
-    f << gate::junit_xml(r);
-    if (!f) {
-      std::cerr << "error: cannot write " << g.junit << "\n";
-      return 2;
-    }
-  }
-  return r.pass ? 0 : 1;
+  return gate::emit_verdict(r, g.junit);
 }
 
 const cli::Registration reg{{"gate", add, run}};

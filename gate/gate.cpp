@@ -1,5 +1,8 @@
 #include "gate/gate.hpp"
 
+#include <fstream>
+#include <iostream>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -774,6 +777,19 @@ std::string junit_xml(const GateResult& g) {
   }
   o += "</testsuite></testsuites>\n";
   return o;
+}
+
+int emit_verdict(const GateResult& r, const std::string& junit_path) {
+  std::cout << format_verdict(r);
+  if (!junit_path.empty()) {
+    std::ofstream f(junit_path);
+    f << junit_xml(r);
+    if (!f) {
+      std::cerr << "error: cannot write " << junit_path << "\n";
+      return 2;
+    }
+  }
+  return r.pass ? 0 : 1;
 }
 
 }  // namespace ropecheck::gate

@@ -70,6 +70,9 @@ CheckRow bias_row(Dtype d, uint64_t count, double sum_radial, double sum_e2, con
 std::string format_verdict(const GateResult& r);
 // JUnit XML: one testsuite, one testcase per check.
 std::string junit_xml(const GateResult& r);
+// Print the verdict to stdout and, when junit_path is not empty, write the JUnit XML there.
+// Returns the exit code: 0 pass, 1 fail, 2 when the XML cannot be written.
+int emit_verdict(const GateResult& r, const std::string& junit_path);
 
 // Judge one call (already made) of a case: memory checks, status, the
 // reference. Returns an empty string when it passes, else why not (printable).
