@@ -1,8 +1,8 @@
 // The portable scalar kernels.
 //
-// `scalar`: theta_i and the angle m*scale*theta_i in long double (64-bit
-// significand), cos/sin once per (token, pair) by accurate_cos_sin
-// (impls/trig_row.hpp) and reused across heads, rounded to f32; the rotation in f32 (f16/bf16 widened exactly) with
+// `scalar`: theta_i and m*scale in long double (64-bit significand), their
+// product in double-double, cos/sin once per (token, pair) by the row of
+// impls/trig_row.hpp and reused across heads, rounded to f32; the rotation in f32 (f16/bf16 widened exactly) with
 // round-to-nearest-even stores. An angle of exactly 0 copies the pair.
 //
 // `conventional-fp32`: the pipeline of PyTorch-based models, for measuring
@@ -58,18 +58,14 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
 extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
   const uint32_t npairs = a->rotary_dim / 2;
-  std::vector<long double> theta(npairs);
-  for (uint32_t i = 0; i < npairs; ++i)
-    theta[i] = a->inv_freq ? (long double)a->inv_freq[i]
-                           : powl((long double)a->base, -(long double)(2 * i) / (long double)a->rotary_dim);
+  const ThetaTable theta = make_theta_table(a);
   std::vector<CosSin> row(npairs);
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    const long double ms = (long double)a->positions[t] * (long double)a->position_scale;
+    const TokenAngle m = token_angle(a, theta, t);
     for (uint32_t i = 0; i < npairs; ++i) {
-      const long double angle = ms * theta[i];
       float c, s;
-      accurate_cos_sin(angle, c, s);
-      row[i] = {c, s, angle == 0};
+      cos_sin_pair(m, theta, i, c, s);
+      row[i] = {c, s, m.m * theta.th[i] == 0};
     }
     rotate_token_scalar(a, t, row.data());
   }

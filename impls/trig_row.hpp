@@ -1,26 +1,88 @@
-// cos and sin of a long double angle, rounded to f32, for the built-in
-// kernels (`scalar` and every SIMD target call this one function, so their
-// rows are bit-identical).
+// The per-token cos/sin row of the built-in kernels, rounded to f32. `scalar`
+// calls the plain C++ form here; every SIMD target evaluates the same double
+// operations in the same order with Highway (impls/simd/simd_kernels.cpp,
+// TrigRow), so the rows are bit-identical (tests/test_simd.cpp checks each
+// target against cos_sin_row below).
 //
-// Method (error in docs/error-model.md, "Bounds for kernels computing in f32"):
-//  - |angle| < 2^30: Cody-Waite reduction in long double, r = angle - k*pi/2
-//    with pi/2 split as P1 (32 bits, so k*P1 is exact for |k| < 2^32; the
-//    subtraction is exact by Sterbenz) + P2 (the next 64 bits): the reduction
-//    adds < 2^-62 absolute error; r is then rounded to double (2^-54) and sin,
-//    cos of r in [-pi/4, pi/4] are Taylor polynomials to r^19 / r^18 in double
-//    (truncation < 1e-19, rounding a few 2^-53): in all < 2^-50 absolute.
-//  - larger angles: sincosl (glibc's long double sin/cos with full reduction).
+// Angle: m * theta_i with m = position * position_scale (long double, 64-bit
+// significand, as before) and theta_i in long double (powl or the table).
+// Both are split exactly into double-double (hi + lo); the product is formed
+// as p = m_hi * th_hi plus its exact rounding error (Dekker's two-product, no
+// FMA so every target rounds the same) plus the cross terms: |A - m*th| <
+// 2^-100 |A|, more accurate than the long double product.
+//
+// Reduction and polynomials (error in docs/error-model.md, "Bounds for kernels
+// computing in f32"):
+//  - |p| < 2^32: k = nearest integer to p*2/pi (|k| < 2^31.4; the 1.5*2^52
+//    shift rounds it and its low bits give k mod 4). r = p - k*(P1 + P2 + P3)
+//    + A_lo with P1 and P2 of 21 bits each, so k*P1 and k*P2 are exact and
+//    p - k*P1 is exact (a multiple of ulp(p) no larger than p); the next
+//    subtraction is kept exact by a two-sum; P3 is the next 53 bits of pi/2
+//    (the rest < 2^-103, times k < 2^-71). The reduced angle has < 2^-53.3
+//    absolute error (its final rounding) + < 2^-63, and |r| <= pi/4 + 2^-12.
+//    sin and cos of r are Taylor polynomials to r^15 / r^16 in double
+//    (truncation < 2^-54, rounding a few 2^-53): in all < 2^-50 absolute.
+//    tests/test_trig_row.cpp checks against MPFR that every value is within
+//    half an f32 ulp + 2^-50 of the exact cos/sin of m*theta.
+//  - otherwise (|p| >= 2^32, or m or theta outside [2^-400, 2^400]): the long
+//    double path accurate_cos_sin (the product rounded to long double, 2^-64
+//    relative; Cody-Waite in long double below 2^30, sincosl beyond).
 // Every double operation is written out (the build disables FP contraction),
 // so the result does not depend on the libm or the target.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <vector>
+
+#include "ropecheck/kernel_abi.h"
 
 namespace ropecheck {
 
 inline constexpr long double kCodyWaiteLimit = 0x1p30L;
 
+// Taylor polynomials of sin and cos on the reduced angle r, z = r*r (shared
+// by both paths; the SIMD row evaluates the same coefficients in the same order).
+namespace trig_poly {
+// sin: r + r*z*(c15 z^6 + ... + c3), the Taylor coefficients -1/15! ... -1/3!;
+// truncation < (pi/4 + 2^-12)^17/17! < 2^-54.
+inline constexpr double kSin[] = {-7.647163731819816e-13, 1.6059043836821613e-10, -2.505210838544172e-08, 2.7557319223985893e-06,
+                                  -0.0001984126984126984, 0.008333333333333333,   -0.16666666666666666};
+// cos: 1 + z*(-1/2 + z*(c16 z^6 + ... + c4)), 1/16! ... 1/4!; truncation < 2^-58.
+inline constexpr double kCos[] = {4.779477332387385e-14, -1.1470745597729725e-11,
+                                  2.08767569878681e-09,    -2.755731922398589e-07, 2.48015873015873e-05,
+                                  -0.001388888888888889,   0.041666666666666664};
+
+inline void sin_cos(double r, double& sn, double& cs) {
+  const double z = r * r;
+  double sp = kSin[0];
+  for (size_t j = 1; j < std::size(kSin); ++j) sp = sp * z + kSin[j];
+  sn = r + r * z * sp;
+  double cp = kCos[0];
+  for (size_t j = 1; j < std::size(kCos); ++j) cp = cp * z + kCos[j];
+  cs = 1.0 + z * (-0.5 + z * cp);
+}
+
+// cos, sin of k*pi/2 + r from the quadrant q = k mod 4.
+inline void by_quadrant(uint64_t q, double sn, double cs, float& c, float& s) {
+  switch (q & 3) {
+    case 0: c = float(cs); s = float(sn); break;
+    case 1: c = float(-sn); s = float(cs); break;
+    case 2: c = float(-cs); s = float(-sn); break;
+    default: c = float(sn); s = float(-cs); break;
+  }
+}
+}  // namespace trig_poly
+
+// cos and sin of a long double angle, rounded to f32: the fallback path.
+//  - |angle| < 2^30: Cody-Waite reduction in long double, r = angle - k*pi/2
+//    with pi/2 split as P1 (32 bits, so k*P1 is exact for |k| < 2^32; the
+//    subtraction is exact by Sterbenz) + P2 (the next 64 bits): the reduction
+//    adds < 2^-62 absolute error; r is rounded to double (2^-54), then the
+//    Taylor polynomials above (< 2^-50 absolute in all).
+//  - larger angles: sincosl (glibc's long double sin/cos with full reduction).
 inline void accurate_cos_sin(long double angle, float& c, float& s) {
   if (!(std::fabs(angle) < kCodyWaiteLimit)) {
     long double sl, cl;
@@ -39,32 +101,147 @@ inline void accurate_cos_sin(long double angle, float& c, float& s) {
   volatile long double shifted = angle * kTwoOverPi + kRound;
   const long double k = shifted - kRound;
   const double r = double((angle - k * kPio2Hi) - k * kPio2Lo);
-  const double z = r * r;
-  double sp = -8.22063524662433e-18;
-  sp = sp * z + 2.8114572543455206e-15;
-  sp = sp * z + -7.647163731819816e-13;
-  sp = sp * z + 1.6059043836821613e-10;
-  sp = sp * z + -2.505210838544172e-08;
-  sp = sp * z + 2.7557319223985893e-06;
-  sp = sp * z + -0.0001984126984126984;
-  sp = sp * z + 0.008333333333333333;
-  sp = sp * z + -0.16666666666666666;
-  const double sn = r + r * z * sp;
-  double cp = -1.5619206968586225e-16;
-  cp = cp * z + 4.779477332387385e-14;
-  cp = cp * z + -1.1470745597729725e-11;
-  cp = cp * z + 2.08767569878681e-09;
-  cp = cp * z + -2.755731922398589e-07;
-  cp = cp * z + 2.48015873015873e-05;
-  cp = cp * z + -0.001388888888888889;
-  cp = cp * z + 0.041666666666666664;
-  const double cs = 1.0 + z * (-0.5 + z * cp);
-  switch (int64_t(k) & 3) {
-    case 0: c = float(cs); s = float(sn); break;
-    case 1: c = float(-sn); s = float(cs); break;
-    case 2: c = float(-cs); s = float(-sn); break;
-    default: c = float(sn); s = float(-cs); break;
+  double sn, cs;
+  trig_poly::sin_cos(r, sn, cs);
+  trig_poly::by_quadrant(uint64_t(int64_t(k)), sn, cs, c, s);
+}
+
+// ---- the double-double row --------------------------------------------------
+
+namespace trig_dd {
+inline constexpr double kSplit = 134217729.0;            // 2^27 + 1 (Dekker)
+inline constexpr double kFastLimit = 0x1p32;              // |p| below: the double-double path
+inline constexpr double kMinMag = 0x1p-400, kMaxMag = 0x1p400;  // m, theta: no overflow/underflow in the products
+inline constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
+inline constexpr double kShift = 0x1.8p52;                // rounds to an integer; low bits = k mod 2^51
+inline constexpr double kP1 = 0x1.921fbp+0;               // pi/2, 21 significant bits
+inline constexpr double kP2 = 0x1.5110bp-22;              // the next 21
+inline constexpr double kP3 = 0x1.18469898cc517p-44;      // the next 53 (rest < 2^-103)
+
+inline void split(double x, double& h, double& l) {
+  const double t = kSplit * x;
+  h = t - (t - x);
+  l = x - h;
+}
+
+// Whether x (a long double angle factor rounded to double) may take the
+// double-double path: 0 or 2^-400 <= |x| <= 2^400.
+inline bool in_range(double x) {
+  const double a = std::fabs(x);
+  return a == 0 || (a >= kMinMag && a <= kMaxMag);
+}
+}  // namespace trig_dd
+
+// The per-call theta table: theta_i in long double and, for the row, its
+// double-double form hi + lo (exact) and the Dekker split of hi. Arrays are
+// padded with zeros to a multiple of 16 so whole vectors can be loaded.
+struct ThetaTable {
+  std::vector<long double> th;
+  std::vector<double> hi, lo, hs, ls;
+  bool fast = true;       // every theta in range (else every row uses accurate_cos_sin)
+  bool any_zero = false;  // some theta is 0 (that pair's angle is 0 at every position)
+};
+
+inline ThetaTable make_theta_table(const rc_rope_args* a) {
+  const uint32_t np = a->rotary_dim / 2;
+  const size_t padded = (np + 15) / 16 * 16 + 16;
+  ThetaTable t;
+  t.th.assign(padded, 0.0L);
+  t.hi.assign(padded, 0.0);
+  t.lo.assign(padded, 0.0);
+  t.hs.assign(padded, 0.0);
+  t.ls.assign(padded, 0.0);
+  for (uint32_t i = 0; i < np; ++i) {
+    const long double th = a->inv_freq ? (long double)a->inv_freq[i]
+                                       : powl((long double)a->base, -(long double)(2 * i) / (long double)a->rotary_dim);
+    t.th[i] = th;
+    t.hi[i] = double(th);
+    t.lo[i] = double(th - (long double)t.hi[i]);
+    t.fast = t.fast && trig_dd::in_range(t.hi[i]);
+    if (t.fast) trig_dd::split(t.hi[i], t.hs[i], t.ls[i]);
+    t.any_zero = t.any_zero || th == 0;
   }
+  return t;
+}
+
+// The same table, cached per thread for the last (base, rotary_dim) when no
+// frequency table is given: 64 powl cost ~25 us, which dominated a decode call.
+inline const ThetaTable& theta_table_cached(const rc_rope_args* a) {
+  thread_local double base = 0;
+  thread_local uint32_t rotary_dim = 0;
+  thread_local ThetaTable cached, table;
+  if (a->inv_freq) {
+    table = make_theta_table(a);
+    return table;
+  }
+  if (rotary_dim != a->rotary_dim || !(base == a->base) || cached.th.empty()) {
+    cached = make_theta_table(a);
+    base = a->base;
+    rotary_dim = a->rotary_dim;
+  }
+  return cached;
+}
+
+// One token's angle factor m = position * position_scale (long double), its
+// double-double form and the Dekker split of its high part.
+struct TokenAngle {
+  long double m = 0;
+  double hi = 0, lo = 0, hs = 0, ls = 0;
+  bool fast = false;      // this row may take the double-double path (the table's too)
+  bool simple = false;    // lo == 0 and ls == 0 (e.g. an integer position below 2^26, scale 1)
+  bool identity = false;  // some pair's angle is exactly 0 (m == 0 or a zero theta)
+};
+
+inline TokenAngle token_angle(const rc_rope_args* a, const ThetaTable& t, uint64_t token) {
+  TokenAngle m;
+  m.m = (long double)a->positions[token] * (long double)a->position_scale;
+  m.hi = double(m.m);
+  m.lo = double(m.m - (long double)m.hi);
+  m.fast = t.fast && std::isfinite(m.hi) && trig_dd::in_range(m.hi);
+  if (m.fast) trig_dd::split(m.hi, m.hs, m.ls);
+  m.simple = m.lo == 0 && m.ls == 0;
+  m.identity = m.m == 0 || t.any_zero;
+  return m;
+}
+
+// cos/sin of pair i's angle, rounded to f32 (the scalar form of the row).
+inline void cos_sin_pair(const TokenAngle& m, const ThetaTable& t, size_t i, float& c, float& s) {
+  using namespace trig_dd;
+  const double p = m.hi * t.hi[i];
+  if (!m.fast || !(std::fabs(p) < kFastLimit)) {
+    accurate_cos_sin(m.m * t.th[i], c, s);
+    return;
+  }
+  // The rounding error of p (exact: Dekker), then the cross terms. When m.lo
+  // and m.ls are 0 their terms are dropped: they add zeros, which can change
+  // only the sign of a zero alo, and r does not depend on that (below, alo is
+  // added to p when k = 0 and p != 0, and to -k*P3 != 0 otherwise).
+  double e, alo;
+  if (m.simple) {
+    e = (m.hs * t.hs[i] - p) + m.hs * t.ls[i];
+    alo = e + m.hi * t.lo[i];
+  } else {
+    e = (((m.hs * t.hs[i] - p) + m.hs * t.ls[i]) + m.ls * t.hs[i]) + m.ls * t.ls[i];
+    alo = e + (m.hi * t.lo[i] + m.lo * t.hi[i]);
+  }
+  const double shifted = p * kTwoOverPi + kShift;
+  const double k = shifted - kShift;
+  uint64_t kbits;
+  std::memcpy(&kbits, &shifted, sizeof kbits);
+  const double r0 = p - k * kP1;       // exact
+  const double b = k * -kP2;           // exact
+  const double r1 = r0 + b;            // two-sum: r0 + b = r1 + e1 exactly
+  const double bb = r1 - r0;
+  const double e1 = (r0 - (r1 - bb)) + (b - bb);
+  const double r = r1 + (e1 + (alo - k * kP3));
+  double sn, cs;
+  trig_poly::sin_cos(r, sn, cs);
+  trig_poly::by_quadrant(kbits, sn, cs, c, s);
+}
+
+// The whole row: c[i], s[i] for i < rotary_dim/2.
+inline void cos_sin_row(const TokenAngle& m, const ThetaTable& t, size_t npairs, float* c, float* s) {
+  for (size_t i = 0; i < npairs; ++i) cos_sin_pair(m, t, i, c[i], s[i]);
 }
 
 }  // namespace ropecheck

@@ -6,7 +6,7 @@
 namespace ropecheck {
 
 KernelErrorModel KernelErrorModel::scalar_long_double() {
-  // cos/sin of a long double angle (accurate_cos_sin: < 2^-50 absolute,
+  // cos/sin of the angle (impls/trig_row.hpp: < 2^-50 absolute,
   // taken as 2^-44 = 2^-20 u32) rounded once to f32: relative 1 u32; the long
   // double theta and angle: 2^-63 * (3 + ln base) relative.
   return {1.0, 0x1p-63, true, 0x1p-20};

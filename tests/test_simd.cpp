@@ -130,7 +130,12 @@ TEST(SimdConversions, EveryTargetLoadsEvery16BitPatternExactly) {
             const size_t idx = l == Layout::interleaved ? 2 * k + j : j * n + k;
             const float want = d == Dtype::f16 ? f16_bits_to_f32(pat[idx]) : bf16_bits_to_f32(pat[idx]);
             const float got = j ? x1[k] : x0[k];
-            if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want) && bad++ < 5)
+            // A signalling NaN may come back quieted (F16C's vcvtph2ps does):
+            // the same payload with the quiet bit set, which is what the first
+            // arithmetic operation on it gives anyway, so outputs cannot differ.
+            const uint32_t wb = std::bit_cast<uint32_t>(want), gb = std::bit_cast<uint32_t>(got);
+            const bool quieted = std::isnan(want) && gb == (wb | 0x00400000u);
+            if (gb != wb && !quieted && bad++ < 5)
               ADD_FAILURE() << t.name << " " << to_string(d) << " " << to_string(l) << ": load of 0x" << std::hex
                             << pat[idx] << " gave " << std::bit_cast<uint32_t>(got) << ", want "
                             << std::bit_cast<uint32_t>(want) << std::dec;

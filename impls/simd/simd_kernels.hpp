@@ -20,12 +20,17 @@ using StoreHook = void (*)(uint32_t dtype, uint32_t layout, const float* y0, con
 // The inverse: load n_pairs pairs of dtype through the kernel's load path.
 using LoadHook = void (*)(uint32_t dtype, uint32_t layout, const void* in, float* x0, float* x1, size_t n_pairs);
 
+// This target's cos/sin row of token `token` (TrigRow; c and s hold
+// rotary_dim/2 + kRowPad floats).
+using RowHook = void (*)(const rc_rope_args* a, uint64_t token, float* c, float* s);
+
 struct SimdTarget {
   int64_t target = 0;   // the Highway target bit (HWY_AVX2, ...)
   std::string name;     // "simd-avx2": "simd-" + lower-case hwy::TargetName
   rc_rope_apply_fn fn = nullptr;
   StoreHook store = nullptr;
   LoadHook load = nullptr;
+  RowHook row = nullptr;
 };
 
 // Every compiled target that this CPU supports, best first.
