@@ -117,6 +117,34 @@ void BM_kernel(benchmark::State& state, const Implementation* impl, Dtype d, Lay
   state.SetBytesProcessed(int64_t(state.iterations()) * rw_bytes(data.c));
 }
 
+// The kernel and a memcpy of the same bytes, alternately in every iteration
+// (wall time of each, summed): on a machine shared with other jobs a burst of
+// interference slows both alike, so their ratio is steadier than the ratio of
+// two benchmarks run seconds apart. Counter x_memcpy = memcpy time / kernel time.
+void BM_paired(benchmark::State& state, const Implementation* impl, Dtype d, Layout l, Shape s) {
+  Data& data = data_for(d, l, s);
+  const rc_rope_args a = data.c.args(data.in.data(), data.out.data());
+  using clock = std::chrono::steady_clock;
+  double tk = 0, tm = 0;
+  for (auto _ : state) {
+    const auto t0 = clock::now();
+    if (impl->fn(&a) != RC_OK) {
+      state.SkipWithError("kernel returned an error");
+      break;
+    }
+    benchmark::ClobberMemory();
+    const auto t1 = clock::now();
+    std::memcpy(data.out.data(), data.in.data(), data.c.n_bytes());
+    benchmark::ClobberMemory();
+    const auto t2 = clock::now();
+    const double k = std::chrono::duration<double>(t1 - t0).count(), m = std::chrono::duration<double>(t2 - t1).count();
+    tk += k;
+    tm += m;
+    state.SetIterationTime(k + m);
+  }
+  if (tk > 0) state.counters["x_memcpy"] = tm / tk;
+}
+
 void BM_memcpy(benchmark::State& state, Dtype d, Shape s) {
   Data& data = data_for(d, Layout::interleaved, s);
   for (auto _ : state) {
@@ -170,6 +198,14 @@ void register_all() {
     with_min(benchmark::RegisterBenchmark((std::string("trig-row:simd/f32/-/") + s.name).c_str(), BM_trig_row,
                                           true, s));
     for (const Implementation& impl : implementations())
+      if (impl.name == "simd")
+        for (Dtype d : kAllDtypes)
+          for (Layout l : kAllLayouts)
+            with_min(benchmark::RegisterBenchmark(
+                         bench_name("paired:" + impl.name, d, std::string(to_string(l)).c_str(), s).c_str(), BM_paired,
+                         &impl, d, l, s)
+                         ->UseManualTime());
+    for (const Implementation& impl : implementations())
       for (Dtype d : kAllDtypes)
         for (Layout l : kAllLayouts)
           if (impl.supports(d) && impl.supports(l))
@@ -188,20 +224,28 @@ class Collector : public benchmark::ConsoleReporter {
   std::map<std::string, double> gbps;       // name -> GB/s (median)
   std::map<std::string, double> ns_per_it;  // name -> ns per iteration (median)
   std::map<std::string, double> best_ns;    // name -> ns per iteration (minimum)
+  std::map<std::string, double> paired;     // name -> x_memcpy counter (median)
+  std::map<std::string, double> paired_best;  // name -> x_memcpy counter (its minimum over repetitions)
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
       if (r.error_occurred) continue;
       const bool agg = r.run_type == Run::RT_Aggregate;
-      const std::string name = r.run_name.str();
+      std::string name = r.run_name.str();
+      const std::string manual = "/manual_time";  // UseManualTime benchmarks' suffix
+      if (name.size() > manual.size() && name.compare(name.size() - manual.size(), manual.size(), manual) == 0)
+        name.resize(name.size() - manual.size());
       const double mult = r.time_unit == benchmark::kNanosecond    ? 1.0
                           : r.time_unit == benchmark::kMicrosecond ? 1e3
                           : r.time_unit == benchmark::kMillisecond ? 1e6
                                                                    : 1e9;
+      auto xm = r.counters.find("x_memcpy");
       if (agg && r.aggregate_name == "min") {
         best_ns[name] = r.GetAdjustedCPUTime() * mult;
+        if (xm != r.counters.end()) paired_best[name] = xm->second.value;
         continue;
       }
+      if (xm != r.counters.end() && (!agg || r.aggregate_name == "median")) paired[name] = xm->second.value;
       if (agg && r.aggregate_name != "median") continue;
       if (!agg && r.repetitions > 1) continue;
       auto it = r.counters.find("bytes_per_second");
@@ -323,9 +367,14 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
         }
     md << "\n";
   }
-  // The targets of issue 3, for the dispatched `simd` kernel.
-  md << "## Targets (dispatched `simd`)\n\n| shape | dtype | layout | x memcpy (median) | x memcpy (best) | target "
-        "| met (median) |\n|---|---|---|---:|---:|---:|---|\n";
+  // The targets of issue 3, for the dispatched `simd` kernel: the paired
+  // ratio (kernel and memcpy alternating within each iteration) decides.
+  md << "## Targets (dispatched `simd`)\n\n`paired` alternates the kernel and a memcpy of the same bytes in every "
+        "iteration and divides the summed times (median over the repetitions, and the lowest repetition); the "
+        "two columns after it are the separate benchmarks above (medians, and best times). The target is judged "
+        "on the paired median.\n\n"
+        "| shape | dtype | layout | x memcpy (paired) | paired, lowest repetition | x memcpy (separate, median) "
+        "| x memcpy (separate, best) | target | met |\n|---|---|---|---:|---:|---:|---:|---:|---|\n";
   for (const Shape& s : kShapes) {
     for (Dtype d : kAllDtypes) {
       double target = 0;
@@ -335,11 +384,13 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
       for (Layout l : kAllLayouts) {
         const std::string ls(to_string(l));
         const std::string n = bench_name("kernel:simd", d, ls.c_str(), s), mc = bench_name("memcpy", d, "-", s);
-        const double g = get(col.gbps, n), m = get(col.gbps, mc);
-        if (g < 0 || m <= 0) continue;
-        md << "| " << s.name << " | " << to_string(d) << " | " << ls << " | " << fmt(g / m) << " | "
+        const std::string pn = bench_name("paired:simd", d, ls.c_str(), s);
+        const double g = get(col.gbps, n), m = get(col.gbps, mc), pr = get(col.paired, pn);
+        if (pr <= 0) continue;
+        md << "| " << s.name << " | " << to_string(d) << " | " << ls << " | " << fmt(pr) << " | "
+           << fmt(get(col.paired_best, pn)) << " | " << ratio(g, m) << " | "
            << ratio(col.best_gbps(n), col.best_gbps(mc)) << " | " << fmt(target) << " | "
-           << (g / m >= target ? "yes" : "**no**") << " |\n";
+           << (pr >= target ? "yes" : "**no**") << " |\n";
       }
     }
   }
