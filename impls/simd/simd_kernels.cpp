@@ -388,15 +388,57 @@ HWY_INLINE size_t TailKeep(size_t r) {
 inline constexpr size_t kPrefetchBytes = 1024;
 HWY_INLINE void PF(const void* p) { __builtin_prefetch(static_cast<const char*>(p) + kPrefetchBytes); }
 
+// One token's cos/sin row: c, s per pair (half-split, and interleaved heads
+// rotated as pairs), cc, ss per element (interleaved heads rotated in place),
+// ceo, seo per block of 2N pairs, the N even-indexed then the N odd-indexed
+// (half-split heads of 16-bit pairs, HalfSplitBlocks).
+struct Row {
+  std::vector<float> c, s;      // np + kRowPad
+  std::vector<float> cc, ss;    // 2 * (np + kRowPad)
+  std::vector<float> ceo, seo;  // np + kRowPad
+};
+
+// Half-split 16-bit heads whose loads deinterleave for free (kPairs): 2N
+// consecutive elements of each half are loaded as N u32 lanes, even elements
+// (pairs i, i+2, ...) in one vector and odd in the other, rotated with the
+// matching even/odd rows and stored back through StorePairs: no widening
+// loads and, with vcvtne2ps2bf16, one conversion per 2N elements.
+template <int S>
+constexpr bool kHalfBlocks = kPairs<S> && S != kF32;
+
+HWY_INLINE void EvenOddRows(Row& row, size_t np, size_t N) {
+  for (size_t b = 0; b + 2 * N <= np; b += 2 * N)
+    for (size_t k = 0; k < N; ++k) {
+      row.ceo[b + k] = row.c[b + 2 * k];
+      row.ceo[b + N + k] = row.c[b + 2 * k + 1];
+      row.seo[b + k] = row.s[b + 2 * k];
+      row.seo[b + N + k] = row.s[b + 2 * k + 1];
+    }
+}
+
 // Half-split head: pair i is (i, i + half).
 template <int S>
-HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* out, size_t half, const float* c,
-                              const float* s) {
+HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* out, size_t half, const Row& row) {
   using T = typename Io<S>::T;
   const DF df;
   const size_t N = hn::Lanes(df);
+  const float* c = row.c.data();
+  const float* s = row.s.data();
   size_t i = 0;
   VF y0, y1;
+  if constexpr (kHalfBlocks<S>) {
+    VF x0e, x0o, x1e, x1o, y0o, y1o;
+    for (; i + 2 * N <= half; i += 2 * N) {
+      PF(in + i);
+      PF(in + half + i);
+      Io<S>::LoadPairs(in + i, x0e, x0o);
+      Io<S>::LoadPairs(in + half + i, x1e, x1o);
+      Rotate(x0e, x1e, hn::LoadU(df, row.ceo.data() + i), hn::LoadU(df, row.seo.data() + i), y0, y1);
+      Rotate(x0o, x1o, hn::LoadU(df, row.ceo.data() + i + N), hn::LoadU(df, row.seo.data() + i + N), y0o, y1o);
+      Io<S>::StorePairs(y0, y0o, out + i);
+      Io<S>::StorePairs(y1, y1o, out + half + i);
+    }
+  }
   for (; i + N <= half; i += N) {
     PF(in + i);
     PF(in + half + i);
@@ -417,13 +459,6 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
     std::memcpy(out + half + i, b1, keep * sizeof(T));
   }
 }
-
-// One token's cos/sin row: c, s per pair (half-split, and interleaved heads
-// rotated as pairs), cc, ss per element (interleaved heads rotated in place).
-struct Row {
-  std::vector<float> c, s;    // np + kRowPad
-  std::vector<float> cc, ss;  // 2 * (np + kRowPad)
-};
 
 // Interleaved head: pair i is (2i, 2i + 1).
 template <int S>
@@ -487,7 +522,11 @@ void Kernel(const rc_rope_args* a) {
     row.s.assign(np + kRowPad, 0.0f);
     row.cc.assign(2 * (np + kRowPad), 0.0f);
     row.ss.assign(2 * (np + kRowPad), 0.0f);
+    row.ceo.assign(np + kRowPad, 0.0f);
+    row.seo.assign(np + kRowPad, 0.0f);
   }
+  constexpr bool kEvenOdd = !kInterleaved && kHalfBlocks<S>;
+  const size_t N = hn::Lanes(DF());
   const bool pass_through = a->out != a->in && a->rotary_dim < a->head_dim;
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
     const TokenAngle m = token_angle(a, th, t);
@@ -496,12 +535,13 @@ void Kernel(const rc_rope_args* a) {
       rotate_token_scalar(a, th, m, t, row.c.data(), row.s.data());
       continue;
     }
+    if (kEvenOdd) EvenOddRows(row, np, N);
     for (uint32_t h = 0; h < a->n_heads; ++h) {
       const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
       if constexpr (kInterleaved) {
         HeadInterleaved<S>(in + base, out + base, np, row);
       } else {
-        HeadHalfSplit<S>(in + base, out + base, np, row.c.data(), row.s.data());
+        HeadHalfSplit<S>(in + base, out + base, np, row);
       }
       if (pass_through)
         std::memcpy(out + base + a->rotary_dim, in + base + a->rotary_dim,
