@@ -138,7 +138,9 @@ TEST(TrigRow, EveryTargetIsBitIdenticalToTheScalarRow) {
 // |got - exact| <= half an f32 ulp of exact + 2^-50 + extra.
 bool within(float got, const Big& exact, double extra, double* excess) {
   const double e = exact.convert_to<double>();
-  const double ulp = e == 0 ? 0x1p-149 : std::ldexp(1.0, std::max(std::ilogb(float(e)) - 23, -149));
+  // The f32 ulp at |exact| (2^-149 below the normal range); ilogb of the
+  // double, not of float(e), which can underflow to 0 (ilogb(0) is INT_MIN).
+  const double ulp = e == 0 ? 0x1p-149 : std::ldexp(1.0, std::max(std::ilogb(e), -126) - 23);
   const Big err = abs(Big(got) - exact);
   const double allowed = 0.5 * ulp + 0x1p-50 + extra;
   *excess = err.convert_to<double>() / ulp;  // in f32 ulps
