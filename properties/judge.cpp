@@ -44,6 +44,29 @@ std::string site_text(const RopeCase& c, const ReferenceOutput& ref, const void*
   return o.str();
 }
 
+// A new worst pair of its bucket: its site and bits (loaded only here, not for every pair).
+void record_worst(WorstPair& w, const RopeCase& c, const ReferenceOutput& ref, const void* got, const PairSite& s,
+                  size_t base, const PairError& pe, const double (&exact)[2]) {
+  const Dtype d = c.dtype;
+  w.e = pe.e;
+  w.radial = pe.radial;
+  w.tangential = pe.tangential;
+  w.position = c.positions[s.token];
+  w.token = s.token;
+  w.head = s.head;
+  w.pair = s.pair;
+  w.dim0 = uint32_t(s.k0 - base);
+  w.dim1 = uint32_t(s.k1 - base);
+  w.in_bits[0] = load_bits(d, c.input.data(), s.k0);
+  w.in_bits[1] = load_bits(d, c.input.data(), s.k1);
+  w.got_bits[0] = load_bits(d, got, s.k0);
+  w.got_bits[1] = load_bits(d, got, s.k1);
+  w.rounded_bits[0] = load_bits(d, ref.rounded.data(), s.k0);
+  w.rounded_bits[1] = load_bits(d, ref.rounded.data(), s.k1);
+  w.exact[0] = exact[0];
+  w.exact[1] = exact[1];
+}
+
 }  // namespace
 
 Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, double bound,
@@ -70,6 +93,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   const uint32_t npairs = c.rotary_dim / 2;
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.positions[t]);
+    WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < npairs; ++i) {
@@ -125,6 +149,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (!std::isfinite(y0) || !std::isfinite(y1) || !std::isfinite(es[0]) || !std::isfinite(es[1]))
           continue;  // accepted overflow, judged above
         const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1]);
+        if (opt.keep_worst_pairs) {
+          if (!worst) worst = &j.worst_by_bucket[bucket];
+          if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
+        }
         if (opt.keep_values) {
           j.stats.add(pe);
           j.by_bucket[bucket].add(pe);

@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 namespace ropecheck {
 
@@ -72,12 +73,14 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const I
             row.violations = 1;
             row.first_finding = fmt::format("kernel returned {}", rc);
           } else {
-            const Judgement j = judge_output(c, refs[m], out.data(), row.bound);
-            row.by_bucket = j.by_bucket;
-            row.all = j.stats;
+            JudgeOptions jo;
+            jo.keep_worst_pairs = true;
+            Judgement j = judge_output(c, refs[m], out.data(), row.bound, jo);
+            row.by_bucket = std::move(j.by_bucket);
+            row.all = std::move(j.stats);
             row.violations = j.violations;
             if (!j.findings.empty()) row.first_finding = j.findings.front().message;
-            row.worst_by_bucket = worst_pairs_by_bucket(c, refs[m], out.data());
+            row.worst_by_bucket = std::move(j.worst_by_bucket);
           }
           rows.push_back(std::move(row));
         }

@@ -11,7 +11,6 @@
 
 #include "impls/registry.hpp"
 #include "properties/judge.hpp"
-#include "reports/worst_pair.hpp"
 
 namespace ropecheck {
 

@@ -1,0 +1,118 @@
+// The judge's worst pair per position bucket (JudgeOptions::keep_worst_pairs,
+// what the sweep's reports show): on the correctly rounded output with one
+// pair planted far off, the planted pair is its bucket's worst, with its site
+// and bits; ties keep the first pair; a bucket without a finite pair has no
+// entry; and nothing is recorded unless asked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/rope_case.hpp"
+#include "properties/error_model.hpp"
+#include "properties/judge.hpp"
+#include "reference/reference.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+// Tokens at positions 0 (bucket 0), 5 and 6 (bucket 3), 100 (bucket 7) and
+// 1000 (bucket 10); every input of the token at 1000 is +Inf, so bucket 10
+// has pairs but none of them finite.
+RopeCase planted_case(Dtype d, Layout l) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = 10;
+  c.rotary_dim = 8;  // 4 pairs and 2 pass-through dims per head
+  c.n_heads = 2;
+  c.positions = {0, 5, 6, 100, 1000};
+  c.input.resize(c.n_bytes());
+  for (size_t k = 0; k < c.n_elements(); ++k)
+    store_f32(d, c.input.data(), k, float(int(k % 7) - 3) * 0.75f + 0.125f);
+  for (size_t h = 0; h < c.n_heads; ++h)
+    for (uint32_t k = 0; k < c.head_dim; ++k)
+      store_f32(d, c.input.data(), head_offset(c, 4, h) + k, std::numeric_limits<float>::infinity());
+  return c;
+}
+
+TEST(JudgeWorstPair, IsThePlantedPairWithItsSiteAndBits) {
+  for (Dtype d : kAllDtypes) {
+    for (Layout l : kAllLayouts) {
+      SCOPED_TRACE(std::string(to_string(d)) + " " + std::string(to_string(l)));
+      const RopeCase c = planted_case(d, l);
+      ASSERT_EQ(c.validate(), "");
+      const ReferenceOutput ref = reference_rope(c);
+      // Token 2 (position 6, bucket 3), head 1, pair 2: the first element moves by 1,
+      // far beyond the rounding error (< 1 u) of every other pair.
+      const size_t token = 2, head = 1;
+      const uint32_t pair = 2;
+      const auto [d0, d1] = pair_dims(l, c.rotary_dim, pair);
+      const size_t k0 = head_offset(c, token, head) + d0, k1 = head_offset(c, token, head) + d1;
+      Bytes got = ref.rounded;
+      store_f32(d, got.data(), k0, load_f32(d, got.data(), k0) + 1.0f);
+      ASSERT_NE(load_bits(d, got.data(), k0), load_bits(d, ref.rounded.data(), k0));
+
+      JudgeOptions jo;
+      jo.keep_worst_pairs = true;
+      const Judgement j = judge_output(c, ref, got.data(), 1e9, jo);
+      EXPECT_TRUE(j.ok()) << j.report();  // the huge bound: only the worst pairs are under test here
+
+      // One entry per bucket with a finite pair, the same buckets as the statistics.
+      ASSERT_EQ(j.worst_by_bucket.size(), 3u);
+      EXPECT_EQ(j.by_bucket.size(), 3u);
+      EXPECT_EQ(j.worst_by_bucket.count(10), 0u) << "bucket 10 has no finite pair";
+      EXPECT_EQ(j.by_bucket.count(10), 0u);
+      for (const auto& [b, w] : j.worst_by_bucket) {
+        ASSERT_TRUE(w.valid()) << "bucket " << b;
+        EXPECT_EQ(w.e, j.by_bucket.at(b).max) << "bucket " << b;
+        EXPECT_EQ(position_bucket(w.position), b);
+        EXPECT_EQ(w.position, c.positions[w.token]);
+      }
+
+      ASSERT_EQ(j.worst_by_bucket.count(3), 1u);
+      const WorstPair& w = j.worst_by_bucket.at(3);
+      EXPECT_EQ(w.token, token);
+      EXPECT_EQ(w.head, head);
+      EXPECT_EQ(w.pair, pair);
+      EXPECT_EQ(w.dim0, d0);
+      EXPECT_EQ(w.dim1, d1);
+      EXPECT_EQ(w.position, 6);
+      const size_t ks[2] = {k0, k1};
+      for (int k = 0; k < 2; ++k) {
+        EXPECT_EQ(w.in_bits[k], load_bits(d, c.input.data(), ks[k]));
+        EXPECT_EQ(w.got_bits[k], load_bits(d, got.data(), ks[k]));
+        EXPECT_EQ(w.rounded_bits[k], load_bits(d, ref.rounded.data(), ks[k]));
+        EXPECT_EQ(w.exact[k], ref.exact[ks[k]]);
+      }
+      const PairError pe = pair_error(d, load_f32(d, c.input.data(), k0), load_f32(d, c.input.data(), k1),
+                                      load_f32(d, got.data(), k0), load_f32(d, got.data(), k1), ref.exact[k0],
+                                      ref.exact[k1]);
+      EXPECT_EQ(w.e, pe.e);
+      EXPECT_EQ(w.radial, pe.radial);
+      EXPECT_EQ(w.tangential, pe.tangential);
+      EXPECT_GT(w.e, 10.0);
+      EXPECT_EQ(w.e, j.stats.max);
+
+      // Position 0 is the identity: every pair's error is 0, and the tie keeps the first pair.
+      const WorstPair& w0 = j.worst_by_bucket.at(0);
+      EXPECT_EQ(w0.e, 0.0);
+      EXPECT_EQ(w0.token, 0u);
+      EXPECT_EQ(w0.head, 0u);
+      EXPECT_EQ(w0.pair, 0u);
+      // The planted pair is not in bucket 7, whose worst stays within rounding.
+      EXPECT_LT(j.worst_by_bucket.at(7).e, 2.0);
+
+      // Not asked: nothing recorded, the rest of the judgement unchanged.
+      const Judgement plain = judge_output(c, ref, got.data(), 1e9);
+      EXPECT_TRUE(plain.worst_by_bucket.empty());
+      EXPECT_EQ(plain.pairs, j.pairs);
+      EXPECT_EQ(plain.stats.max, j.stats.max);
+      EXPECT_EQ(plain.stats.count, j.stats.count);
+    }
+  }
+}
+
+}  // namespace
