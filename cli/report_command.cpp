@@ -26,14 +26,23 @@ CLI::App* add_report_command(CLI::App& app) {
   g_report = app.add_subcommand("report", "compare reports against a baseline; draw the headline plot");
   g_report->require_subcommand(1);
   g_compare = g_report->add_subcommand(
-      "compare", "exit 1 when a bucket's max or mean error grew beyond the slack, a passing check fails, or "
-                 "coverage shrank; exit 2 on a corrupt or incompatible report");
+      "compare", "exit 1 when a bucket's max or mean error grew beyond the slack, its bias moved beyond its "
+                 "statistical allowance, a passing check fails, or coverage shrank; exit 2 on a corrupt or "
+                 "incompatible report");
   g_compare->add_option("--baseline", g_baseline, "the baseline report.json")->required();
   g_compare->add_option("--current", g_current, "this run's report.json")->required();
   g_compare->add_option("--slack-rel", g_slack.relative, "allowed relative growth of a bucket's max/mean error")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   g_compare->add_option("--slack-abs", g_slack.absolute, "allowed absolute growth, in u")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  g_compare->add_option("--bias-sigmas", g_slack.bias_sigmas,
+                        "a bucket's bias (mean radial error) may move by this many standard deviations of the "
+                        "difference of the two means, plus --bias-slack")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  g_compare->add_option("--bias-slack", g_slack.bias_absolute, "the systematic part of the bias allowance, in u")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   g_headline = g_report->add_subcommand(
@@ -55,8 +64,7 @@ int run_report_command() {
       const report::Report cur = report::load_report(g_current);
       const report::CompareResult res = report::compare_reports(base, cur, g_slack);
       std::cout << "baseline: " << g_baseline << "\ncurrent:  " << g_current << "\n"
-                << "slack: a bucket's max and mean error may grow to baseline * (1 + " << g_slack.relative << ") + "
-                << g_slack.absolute << " u\n\n"
+                << "slack: " << report::describe(g_slack) << "\n\n"
                 << res.table();
       return res.failed() ? 1 : 0;
     }

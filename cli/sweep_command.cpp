@@ -35,6 +35,13 @@ CLI::App* add_sweep_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   g_sweep->add_option("--slack-abs", g_slack.absolute, "with --baseline: allowed absolute growth, in u")
       ->check(CLI::NonNegativeNumber);
+  g_sweep->add_option("--bias-sigmas", g_slack.bias_sigmas,
+                      "with --baseline: a bucket's bias may move by this many standard deviations of the "
+                      "difference of the two means, plus --bias-slack")
+      ->check(CLI::NonNegativeNumber);
+  g_sweep->add_option("--bias-slack", g_slack.bias_absolute,
+                      "with --baseline: the systematic part of the bias allowance, in u")
+      ->check(CLI::NonNegativeNumber);
   return g_sweep;
 }
 
@@ -62,8 +69,7 @@ int run_sweep_command() {
       }
       if (baseline) {
         const report::CompareResult res = report::compare_reports(*baseline, rep, g_slack);
-        std::cout << "\nBaseline compare against " << g_baseline << " (a bucket's max and mean error may grow to "
-                  << "baseline * (1 + " << g_slack.relative << ") + " << g_slack.absolute << " u)\n\n"
+        std::cout << "\nBaseline compare against " << g_baseline << " (" << report::describe(g_slack) << ")\n\n"
                   << res.table();
         compare_rc = res.failed() ? 1 : 0;
       }

@@ -39,6 +39,10 @@ struct BucketStats {
   std::string label;
   uint64_t count = 0;
   double max = 0, p99 = 0, mean = 0, bias = 0, tangential_bias = 0;
+  // sqrt(mean e^2), u: bounds the standard deviation of the radial component
+  // from above (|radial| <= e); the bias compare's spread. Absent in reports
+  // written before it was recorded (the compare then falls back to `max`).
+  std::optional<double> rms;
   std::optional<WorstCase> worst;
 };
 
@@ -119,24 +123,39 @@ std::string render_headline_svg(const Report& r);
 // ---- baseline compare ------------------------------------------------------------
 
 // A bucket's max (and mean) may grow to base * (1 + relative) + absolute u.
+// Its bias (mean radial error) may move by
+//   bias_sigmas * sqrt(s_b^2 / n_b + s_c^2 / n_c) + bias_absolute u,
+// s = the bucket's rms (an upper bound on the radial standard deviation; the
+// bucket's max when a report has no rms), n = its count: the gate's bias
+// check (docs/gate.md) for a difference of two means (docs/reports.md).
 struct Slack {
   double relative = 0.25;
   double absolute = 0.05;
+  double bias_sigmas = 5.0;
+  double bias_absolute = 0.125;
   double limit(double base) const { return base * (1.0 + relative) + absolute; }
+  double bias_allowance(double spread_base, uint64_t n_base, double spread_cur, uint64_t n_cur) const;
 };
+
+// The rules of a compare with this slack, in one line (the CLI prints it).
+std::string describe(const Slack& slack);
 
 struct Difference {
   bool failing = false;
   std::string kind;    // "regression", "coverage", "check", "improved", "new", "parameter", "bound"
   std::string what;    // series key or check name
   std::string bucket;  // bucket label, or "" when not per bucket
-  std::string metric;  // "max", "mean", "count", "status", ...
+  std::string metric;  // "max", "mean", "bias", "count", "status", ...
   std::string baseline, current, limit;
 };
 
 struct CompareResult {
   std::vector<Difference> diffs;
   size_t series_compared = 0, buckets_compared = 0, checks_compared = 0;
+  // Buckets whose bias was compared with the spread of the baseline's
+  // (current's) side bounded by its max, for want of an rms (a report written
+  // before rms was recorded): a wider, still sound allowance.
+  size_t bias_fallback_baseline = 0, bias_fallback_current = 0;
   bool failed() const;
   // The differences as an aligned table and a one-line verdict.
   std::string table() const;

@@ -1,5 +1,6 @@
 // Reports: the JSON round trip, the baseline compare (on itself, against a
 // less accurate kernel, coverage), and corrupt or incompatible files.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,9 @@
 
 #include "report_test_util.hpp"
 #include "reports/report.hpp"
+#ifdef ROPECHECK_MUTANT_DIR
+#include "impls/plugin_loader.hpp"
+#endif
 
 namespace ropecheck::report {
 namespace {
@@ -101,6 +105,24 @@ bool has_diff(const CompareResult& r, const std::string& kind, const std::string
   return false;
 }
 
+// Failing "bias" rows whose series contains WHAT.
+size_t bias_failures(const CompareResult& r, const std::string& what_contains = "") {
+  size_t n = 0;
+  for (const auto& d : r.diffs)
+    n += d.failing && d.metric == "bias" && d.what.find(what_contains) != std::string::npos;
+  return n;
+}
+
+// The report as one written before buckets had an rms (schema version 1 still).
+Report without_rms(const Report& r) {
+  nlohmann::json j = to_json(r);
+  for (auto& s : j["series"]) {
+    s["all"].erase("rms");
+    for (auto& b : s["buckets"]) b.erase("rms");
+  }
+  return from_json(j);
+}
+
 // ---- JSON ------------------------------------------------------------------------
 
 TEST(ReportJson, RoundTripsAndKeepsEveryField) {
@@ -146,6 +168,37 @@ TEST(ReportJson, WorstCaseIsTheBucketMaxWithItsBits) {
     ASSERT_TRUE(s.all.worst.has_value());
     EXPECT_EQ(s.all.worst->error, s.all.max);
   }
+}
+
+// Every bucket has its rms, sqrt(mean e^2): the bias compare's spread. A
+// report without it (written before it was recorded) still reads, and writes
+// back without it; a negative one is malformed.
+TEST(ReportJson, RmsIsRecordedAndOptional) {
+  const Report r = sweep_report(small_options(), {impl("scalar")});
+  for (const Series& s : r.series)
+    for (const BucketStats* b : {&s.all, &s.buckets.front(), &s.buckets.back()}) {
+      ASSERT_TRUE(b->rms.has_value()) << s.key() << " " << b->label;
+      EXPECT_GE(*b->rms, b->mean * (1 - 1e-6)) << s.key() << " " << b->label;  // rms >= mean (Jensen)
+      EXPECT_LE(*b->rms, b->max * (1 + 1e-6)) << s.key() << " " << b->label;
+      EXPECT_GE(*b->rms, std::fabs(b->bias) * (1 - 1e-6)) << s.key() << " " << b->label;  // |radial| <= e
+      if (b->bucket != 0) {
+        EXPECT_GT(*b->rms, 0.0) << s.key() << " " << b->label;
+      }
+    }
+  const nlohmann::json j = to_json(r);
+  EXPECT_TRUE(j["series"][0]["buckets"][1].contains("rms"));
+  EXPECT_EQ(to_json(from_json(j)), j);
+
+  const Report old = without_rms(r);
+  EXPECT_FALSE(old.series[0].buckets[1].rms.has_value());
+  EXPECT_FALSE(to_json(old)["series"][0]["buckets"][1].contains("rms"));
+  EXPECT_FALSE(compare_reports(old, old).failed());
+
+  nlohmann::json neg = j;
+  neg["series"][0]["buckets"][1]["rms"] = -0.5;
+  EXPECT_THROW(from_json(neg), ReportError);
+  neg["series"][0]["buckets"][1]["rms"] = "wide";
+  EXPECT_THROW(from_json(neg), ReportError);
 }
 
 // ---- compare ---------------------------------------------------------------------
@@ -197,6 +250,7 @@ TEST(ReportCompare, ADegradationWithinTheBoundsStillFails) {
   const CompareResult res = compare_reports(accurate, degraded);
   EXPECT_TRUE(res.failed()) << res.table();
   EXPECT_TRUE(has_diff(res, "regression", "scalar / exact / f32", true)) << res.table();
+  EXPECT_GT(bias_failures(res, "scalar / exact / f32"), 0u) << res.table();  // and on bias itself
   for (const Series& s : degraded.series)
     if (s.dtype == "f32") {
       EXPECT_LT(s.all.bias, 0.0) << s.key();
@@ -256,6 +310,185 @@ TEST(ReportCompare, APassingCheckThatNowFailsFails) {
   EXPECT_TRUE(compare_reports(base, grown).failed());
 }
 
+// (1) A bias that moved far beyond the allowance fails, and the row says by
+// how much, against what, over how many pairs; at the edge the allowance is
+// exactly 5 sqrt(rms_b^2/n_b + rms_c^2/n_c) + 1/8 u.
+TEST(ReportCompare, ABiasThatMovedBeyondItsAllowanceFails) {
+  const Report base = sweep_report(small_options(), {impl("scalar")});
+  const Series& bs = base.series[0];
+  ASSERT_EQ(bs.key(), "scalar / exact / f32 / interleaved");
+  const size_t k = bs.buckets.size() - 2;
+  const BucketStats& bb = bs.buckets[k];
+  ASSERT_TRUE(bb.rms.has_value());
+  ASSERT_EQ(bb.count, 256u);  // 4 tokens x 2 heads x 32 pairs
+  const Slack slack;
+  const double allowed = slack.bias_allowance(*bb.rms, bb.count, *bb.rms, bb.count);
+  EXPECT_NEAR(allowed, 5.0 * *bb.rms * std::sqrt(2.0 / 256.0) + 0.125, 1e-12);
+
+  Report cur = base;
+  BucketStats& cb = cur.series[0].buckets[k];
+  cb.bias = bb.bias - 3 * allowed;
+  const CompareResult res = compare_reports(base, cur);
+  EXPECT_TRUE(res.failed());
+  ASSERT_EQ(bias_failures(res), 1u) << res.table();
+  const Difference& d = res.diffs.front();  // failures first: the only one
+  EXPECT_EQ(d.kind, "regression");
+  EXPECT_EQ(d.what, bs.key());
+  EXPECT_EQ(d.bucket, bb.label);
+  EXPECT_EQ(d.metric, "bias");
+  EXPECT_NE(d.baseline.find(fmt::format("{:+.4f}", bb.bias)), std::string::npos) << d.baseline;
+  EXPECT_NE(d.current.find(fmt::format("{:+.4f}", cb.bias)), std::string::npos) << d.current;
+  EXPECT_NE(d.baseline.find("n 256"), std::string::npos) << d.baseline;
+  EXPECT_NE(d.current.find("n 256"), std::string::npos) << d.current;
+  EXPECT_NE(d.limit.find(fmt::format("{:.4f}", allowed)), std::string::npos) << d.limit;
+  const std::string table = res.table();
+  EXPECT_NE(table.find("(1 of them bias)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("no per-bucket rms"), std::string::npos) << table;
+
+  // At the edge: within passes, beyond fails, either sign.
+  for (double sign : {-1.0, 1.0}) {
+    cb.bias = bb.bias + sign * allowed * 0.99;
+    EXPECT_FALSE(compare_reports(base, cur).failed()) << sign << "\n" << compare_reports(base, cur).table();
+    cb.bias = bb.bias + sign * allowed * 1.01;
+    EXPECT_EQ(bias_failures(compare_reports(base, cur)), 1u) << sign;
+  }
+  // What truncation does (mut_truncating_bf16: -0.65 u) fails here too; the options are honoured.
+  cb.bias = bb.bias - 0.65;
+  EXPECT_EQ(bias_failures(compare_reports(base, cur)), 1u) << "allowance " << allowed;
+  Slack wide;
+  wide.bias_absolute = 1.0;
+  EXPECT_FALSE(compare_reports(base, cur, wide).failed());
+  wide = Slack{};
+  wide.bias_sigmas = 20;
+  EXPECT_FALSE(compare_reports(base, cur, wide).failed());
+  // A baseline that was biased and a current that is not: an improvement, a note.
+  Report biased = base;
+  biased.series[0].buckets[k].bias = -0.65;
+  const CompareResult better = compare_reports(biased, base);
+  EXPECT_FALSE(better.failed()) << better.table();
+  EXPECT_TRUE(has_diff(better, "improved", bs.key(), false)) << better.table();
+  // ...and the other way round a regression.
+  EXPECT_EQ(bias_failures(compare_reports(base, biased)), 1u);
+}
+
+// (2) Bias that moved within statistical noise passes: the same accurate
+// kernels on other seeds (other inputs: independent samples, the worst case
+// for the noise of a difference of means). The 5-sigma term alone absorbs
+// it; with no allowance at all the same compares fail, so the noise is real.
+TEST(ReportCompare, BiasNoiseBetweenSeedsPasses) {
+  SweepOptions o = small_options();
+  const std::vector<const Implementation*> kernels = {impl("scalar"), impl("conventional-fp32")};
+  const Report base = sweep_report(o, kernels);
+  Slack statistical_only;
+  statistical_only.bias_absolute = 0;
+  Slack none = statistical_only;
+  none.bias_sigmas = 0;
+  size_t compared = 0, noisy = 0;
+  double worst_sigmas = 0;  // the largest |moved| in standard deviations
+  for (uint64_t seed : {8, 9, 10}) {
+    o.seed = seed;
+    const Report cur = sweep_report(o, kernels);
+    const CompareResult dflt = compare_reports(base, cur);
+    EXPECT_EQ(bias_failures(dflt), 0u) << "seed " << seed << "\n" << dflt.table();
+    const CompareResult stat = compare_reports(base, cur, statistical_only);
+    EXPECT_EQ(bias_failures(stat), 0u) << "seed " << seed << "\n" << stat.table();
+    noisy += bias_failures(compare_reports(base, cur, none));
+    for (size_t i = 0; i < base.series.size(); ++i)
+      for (size_t b = 0; b < base.series[i].buckets.size(); ++b) {
+        const BucketStats &x = base.series[i].buckets[b], &y = cur.series[i].buckets[b];
+        ASSERT_EQ(x.bucket, y.bucket);
+        if (x.count == 0 || *x.rms == 0) continue;
+        ++compared;
+        const double sd = std::sqrt(*x.rms * *x.rms / double(x.count) + *y.rms * *y.rms / double(y.count));
+        worst_sigmas = std::max(worst_sigmas, std::fabs(y.bias - x.bias) / sd);
+      }
+  }
+  EXPECT_GT(compared, 100u);
+  EXPECT_GT(noisy, compared / 4) << "the bias does move between seeds";
+  EXPECT_LT(worst_sigmas, 5.0);
+  std::printf("bias noise: %zu bucket compares, the largest move is %.2f sigma (rms-bounded)\n", compared,
+              worst_sigmas);
+}
+
+// (3) End to end: the mutation suite's truncating bf16 kernel (stores bf16 by
+// truncation: bias about -0.65 u) against its correct twin, the same C code
+// with round-to-nearest-even stores (impls/mutants/). Both are swept under one
+// name so their series meet.
+#ifdef ROPECHECK_MUTANT_DIR
+Implementation load_mutant(const std::string& stem) {
+  PluginLoad pl = load_kernel_plugin(std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so");
+  if (!pl.impl) throw std::runtime_error(pl.error);
+  pl.impl->name = "fast-f32";
+  return *pl.impl;
+}
+#endif
+
+TEST(ReportCompare, TheTruncatingBf16MutantFailsOnBiasAgainstTheAccurateBaseline) {
+#ifndef ROPECHECK_MUTANT_DIR
+  GTEST_SKIP() << "the mutation suite (gate/) is not part of this build";
+#else
+  const Implementation ok = load_mutant("ok_fast_f32"), trunc = load_mutant("mut_truncating_bf16");
+  const SweepOptions o = small_options();
+  const Report accurate = sweep_report(o, {&ok});
+  const Report truncating = sweep_report(o, {&trunc});
+  for (const Series& s : truncating.series)
+    if (s.dtype == "bf16") {
+      EXPECT_LT(s.all.bias, -0.4) << s.key();
+      EXPECT_GT(accurate.find(s.key())->all.bias, -0.05) << s.key();
+    }
+
+  const CompareResult res = compare_reports(accurate, truncating);
+  EXPECT_TRUE(res.failed());
+  // Every bf16 bucket but position 0 (the identity: no rounding, bias 0 on both sides).
+  for (const char* layout : {"interleaved", "half-split"}) {
+    const std::string key = std::string("fast-f32 / exact / bf16 / ") + layout;
+    EXPECT_EQ(bias_failures(res, key), truncating.find(key)->buckets.size() - 1) << layout << "\n" << res.table();
+  }
+  for (const auto& d : res.diffs)
+    if (d.failing && d.metric == "bias") {
+      std::printf("first bias row: %s | %s | %s | %s | %s\n", d.what.c_str(), d.bucket.c_str(), d.baseline.c_str(),
+                  d.current.c_str(), d.limit.c_str());
+      break;
+    }
+  // f32 and f16 stores round to nearest in both: nothing moved there.
+  EXPECT_EQ(bias_failures(res, "/ f32 /") + bias_failures(res, "/ f16 /"), 0u) << res.table();
+  // Bias alone fails it: with max and mean let grow without limit, and the
+  // checks left aside, the compare still fails, on bias rows.
+  Slack max_mean_ignored;
+  max_mean_ignored.relative = 1e9;
+  const CompareResult bias_only = compare_reports(accurate, truncating, max_mean_ignored);
+  for (const auto& d : bias_only.diffs)
+    if (d.failing) {
+      EXPECT_TRUE(d.metric == "bias" || d.kind == "check") << d.what << " " << d.metric;
+    }
+  EXPECT_EQ(bias_failures(bias_only), bias_failures(res));
+
+  const CompareResult self = compare_reports(truncating, truncating);
+  EXPECT_FALSE(self.failed()) << self.table();
+  // ...and against itself on other inputs: only noise, no bias row.
+  SweepOptions other = o;
+  other.seed = 8;
+  const CompareResult reseeded = compare_reports(truncating, sweep_report(other, {&trunc}));
+  EXPECT_EQ(bias_failures(reseeded), 0u) << reseeded.table();
+
+  // A baseline written before buckets had an rms: the fallback (spread
+  // bounded by the bucket max) is wider but still catches it, and says so.
+  const CompareResult old = compare_reports(without_rms(accurate), truncating);
+  EXPECT_GT(bias_failures(old, "/ bf16 /"), 4u) << old.table();
+  EXPECT_EQ(bias_failures(old, "/ f32 /") + bias_failures(old, "/ f16 /"), 0u) << old.table();
+  std::printf("bf16 buckets failing on bias: %zu with rms, %zu with the max fallback, of %zu\n",
+              bias_failures(res, "/ bf16 /"), bias_failures(old, "/ bf16 /"),
+              2 * truncating.find("fast-f32 / exact / bf16 / interleaved")->buckets.size());
+  EXPECT_GT(old.bias_fallback_baseline, 0u);
+  EXPECT_EQ(old.bias_fallback_current, 0u);
+  const std::string table = old.table();
+  EXPECT_NE(table.find("note: the baseline report has no per-bucket rms"), std::string::npos) << table;
+  EXPECT_NE(table.find("[max]"), std::string::npos) << table;
+  EXPECT_FALSE(compare_reports(without_rms(accurate), accurate).failed());
+  EXPECT_FALSE(compare_reports(without_rms(truncating), truncating).failed());
+#endif
+}
+
 TEST(ReportCompare, NonFiniteValuesRoundTripAndCompareSanely) {
   Report base = sweep_report(small_options(), {impl("scalar")});
   Report odd = base;
@@ -302,15 +535,22 @@ TEST(ReportCli, CompareExitCodes) {
   EXPECT_NE(worse.output.find("scalar / exact / bf16 / half-split"), std::string::npos) << worse.output;
 
   // The slack is honoured: a degradation within the bounds (cos/sin rounded
-  // toward zero) fails at the default slack and passes with a huge one.
+  // toward zero) fails at the default slack; with a huge max/mean slack it
+  // still fails on its bias (radial, -0.56 u), and passes with a huge bias slack too.
   const Implementation toward_zero = degraded_scalar(degraded_trig_rope<round_toward_zero>);
   const std::string w = dir + "/toward-zero.json";
   write_text_file(w, to_json(sweep_report(o, {&toward_zero})).dump(1));
   auto tight = run_command(cli + " report compare --baseline " + a + " --current " + w, dir + "/out3.txt");
   EXPECT_EQ(tight.exit_code, 1) << tight.output;
+  EXPECT_NE(tight.output.find("its bias (mean radial error) may move by 5 * sqrt("), std::string::npos)
+      << tight.output;
   auto slack = run_command(cli + " report compare --slack-rel 1e9 --baseline " + a + " --current " + w,
                            dir + "/out3.txt");
-  EXPECT_EQ(slack.exit_code, 0) << slack.output;
+  EXPECT_EQ(slack.exit_code, 1) << slack.output;
+  EXPECT_NE(slack.output.find("| bias "), std::string::npos) << slack.output;
+  auto both = run_command(cli + " report compare --slack-rel 1e9 --bias-slack 1e9 --baseline " + a + " --current " + w,
+                          dir + "/out3.txt");
+  EXPECT_EQ(both.exit_code, 0) << both.output;
   // ...but a check that now fails still fails.
   Report failing = accurate;
   failing.checks[0].status = "fail";
