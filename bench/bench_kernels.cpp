@@ -1,11 +1,13 @@
 // Throughput of the built-in kernels (every registered implementation: scalar,
 // conventional-fp32, simd and each simd-<target>) x dtype x layout on three
 // shapes, in GB/s counting bytes read + written, measured side by side with a
-// memcpy of the same bytes and with the per-token cos/sin row alone (the
-// accurate_cos_sin row the scalar and SIMD kernels share).
+// memcpy of the same bytes, alternately with memcpy inside each iteration
+// ("paired", for the targets table), and with the per-token cos/sin rows alone
+// (impls/trig_row.hpp's scalar row and the SIMD TrigRow).
 //
 //   decode  : 1 token    x 32 heads x 128 dims
 //   l2      : 64 tokens  x 32 heads x 128 dims (in + out fit in L2)
+//   l2-1row : 1 token    x 2048 heads x 128 dims (l2's bytes, one cos/sin row)
 //   prefill : 4096 tokens x 32 heads x 128 dims
 //
 // Rates use the benchmark thread's CPU time (Google Benchmark's default): on a

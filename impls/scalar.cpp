@@ -65,7 +65,7 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
     for (uint32_t i = 0; i < npairs; ++i) {
       float c, s;
       cos_sin_pair(m, theta, i, c, s);
-      row[i] = {c, s, m.m * theta.th[i] == 0};
+      row[i] = {c, s, angle_is_zero(m, theta, i)};
     }
     rotate_token_scalar(a, t, row.data());
   }

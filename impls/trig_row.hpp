@@ -204,6 +204,11 @@ inline TokenAngle token_angle(const rc_rope_args* a, const ThetaTable& t, uint64
   return m;
 }
 
+// Whether pair i's angle m * theta_i is exactly 0 (m or theta is 0: the long
+// double product of two doubles' worth of range cannot underflow); such a
+// pair's bits are copied.
+inline bool angle_is_zero(const TokenAngle& m, const ThetaTable& t, size_t i) { return m.m * t.th[i] == 0; }
+
 // cos/sin of pair i's angle, rounded to f32 (the scalar form of the row).
 inline void cos_sin_pair(const TokenAngle& m, const ThetaTable& t, size_t i, float& c, float& s) {
   using namespace trig_dd;

@@ -232,6 +232,18 @@ TEST(SimdKernels, BitIdenticalToScalarOnEveryTargetDtypeLayoutTail) {
       }
 }
 
+// Every SIMD implementation's output on c, judged against the exact reference
+// with the implementation's own bound and the special-value rules.
+void expect_every_simd_kernel_judged_ok(const RopeCase& c) {
+  const ReferenceOutput ref = reference_rope(c);
+  for (const Implementation* impl : simd_impls()) {
+    Bytes got;
+    ASSERT_EQ(run_kernel(*impl, c, got), RC_OK);
+    const Judgement j = judge_output(c, ref, got.data(), impl->bound(c));
+    EXPECT_TRUE(j.ok()) << impl->name << ": " << j.report();
+  }
+}
+
 // Against the exact reference with the implementation's own bound.
 TEST(SimdKernels, WithinErrorBoundOfExactReference) {
   std::mt19937_64 rng(9);
@@ -240,13 +252,7 @@ TEST(SimdKernels, WithinErrorBoundOfExactReference) {
     for (Layout l : kAllLayouts)
       for (uint32_t rd : {2u, 6u, 20u, 72u, 80u, 120u, 128u}) {
         const RopeCase c = make_case(d, l, rd, rd + 2, 2, pos, rng, false);
-        const ReferenceOutput ref = reference_rope(c);
-        for (const Implementation* impl : simd_impls()) {
-          Bytes got;
-          ASSERT_EQ(run_kernel(*impl, c, got), RC_OK);
-          const Judgement j = judge_output(c, ref, got.data(), impl->bound(c));
-          EXPECT_TRUE(j.ok()) << impl->name << ": " << j.report();
-        }
+        expect_every_simd_kernel_judged_ok(c);
       }
 }
 
@@ -256,13 +262,7 @@ TEST(SimdKernels, SpecialValuesJudgedByReferenceRules) {
   for (Dtype d : kAllDtypes)
     for (Layout l : kAllLayouts) {
       const RopeCase c = make_case(d, l, 20, 20, 2, {0, 5, 77777}, rng, true);
-      const ReferenceOutput ref = reference_rope(c);
-      for (const Implementation* impl : simd_impls()) {
-        Bytes got;
-        ASSERT_EQ(run_kernel(*impl, c, got), RC_OK);
-        const Judgement j = judge_output(c, ref, got.data(), impl->bound(c));
-        EXPECT_TRUE(j.ok()) << impl->name << ": " << j.report();
-      }
+      expect_every_simd_kernel_judged_ok(c);
     }
 }
 

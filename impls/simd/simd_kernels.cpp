@@ -663,7 +663,7 @@ void rotate_token_scalar(const rc_rope_args* a, const ThetaTable& th, const Toke
                          const float* c, const float* s) {
   const uint32_t np = a->rotary_dim / 2;
   std::vector<CosSin> row(np);
-  for (uint32_t i = 0; i < np; ++i) row[i] = {c[i], s[i], m.m * th.th[i] == 0};
+  for (uint32_t i = 0; i < np; ++i) row[i] = {c[i], s[i], angle_is_zero(m, th, i)};
   ropecheck::rotate_token_scalar(a, t, row.data());
 }
 
