@@ -1,5 +1,7 @@
 #include "properties/error_model.hpp"
 
+#include "properties/contract.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -9,13 +11,33 @@ KernelErrorModel KernelErrorModel::scalar_long_double() {
   // cos/sin of the angle (impls/trig_row.hpp: < 2^-50 absolute,
   // taken as 2^-44 = 2^-20 u32) rounded once to f32: relative 1 u32; the long
   // double theta and angle: 2^-63 * (3 + ln base) relative.
-  return {1.0, 0x1p-63, true, 0x1p-20};
+  KernelErrorModel m;
+  m.trig_rel_u32 = 1.0;
+  m.angle_rel = 0x1p-63;
+  m.angle_rel_scales_with_log_base = true;
+  m.trig_abs_u32 = 0x1p-20;
+  return m;
 }
 
 KernelErrorModel KernelErrorModel::conventional_fp32() {
   // glibc cosf/sinf are within 1 ulp (2 u32) of the exact cos/sin of the f32
   // angle; the angle itself is the fp32 model's angle exactly.
-  return {2.0, 0.0, false, 0.0};
+  KernelErrorModel m;
+  m.trig_rel_u32 = 2.0;
+  return m;
+}
+
+KernelErrorModel KernelErrorModel::for_contract(const Contract& c) {
+  KernelErrorModel m;
+  m.trig_rel_u32 = 2.0;  // a 1-ulp libm
+  m.angle_rel = 0x1p-52;  // angles=exact: theta and the angle in double
+  m.angle_rel_scales_with_log_base = true;
+  m.angle_f32 = c.angles == Contract::Angles::f32;
+  m.angle_f32_ulps = c.angle_ulps;
+  m.cos_sin = c.cos_sin;
+  m.arith = c.arith;
+  m.flush_denormals = c.flush_denormals;
+  return m;
 }
 
 double max_abs_angle(const RopeCase& c) {
@@ -31,21 +53,112 @@ double max_abs_angle(const RopeCase& c) {
   return max_m * std::fabs(c.position_scale) * max_theta;
 }
 
+double ulp32(double x) { return x >= 0x1p-126 ? std::ldexp(1.0, std::ilogb(x) - 23) : 0x1p-149; }
+
+namespace {
+
+constexpr double kU32 = 0x1p-24, kMn32 = 0x1p-126;
+
+// Bound on ||fl(v) - v|| for a pair v with ||v|| <= norm, each component
+// rounded to nearest in a format (u, mn): |err_k| <= max(u|v_k|, u*mn), or
+// max(u|v_k|, mn) when results below mn may be flushed to zero.
+double round_pair(double u, double mn, double norm, bool flush) {
+  if (flush) return std::sqrt(u * u * norm * norm + 2 * mn * mn);
+  return u * std::min(std::sqrt(norm * norm + 2 * mn * mn), std::sqrt(2.0) * std::max(norm, mn));
+}
+
+double theta_of(const RopeCase& c, uint32_t i) {
+  if (!c.inv_freq.empty()) return std::fabs(c.inv_freq[i]);
+  return std::pow(c.base, -2.0 * double(i) / double(c.rotary_dim));
+}
+
+}  // namespace
+
+double f32_angle_ulps(const RopeCase& c, uint32_t pair) {
+  // Relative errors in u32 (docs/error-model.md, "angles=f32"): a table entry
+  // rounded to f32 (1); or the exponent 2i/d rounded (amplified by
+  // (2i/d)|ln base|), pow within 2 ulps (4) and the division 1/p (1); then
+  // the position rounded to f32 (1) and the product (1); a scale rounded to
+  // f32 and multiplied (2). A relative error rho*|phi| is below
+  // (rho/u32) ulps of f32 at |phi|.
+  const double scale_terms = c.position_scale != 1.0 ? 2.0 : 0.0;
+  double k = c.inv_freq.empty()
+                 ? 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(std::log(c.base)) + 4.0 + 1.0
+                 : 1.0;
+  k += 1.0 + 1.0 + scale_terms;
+  return k * (1.0 + 0x1p-20);  // second-order terms
+}
+
+double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double abs_phi) {
+  if (!(abs_phi > 0)) return 0.0;  // an exact angle of 0 is 0 in every pipeline
+  if (m.angle_f32) {
+    const double k = m.angle_f32_ulps > 0 ? m.angle_f32_ulps : f32_angle_ulps(c, pair);
+    return k * ulp32(abs_phi);
+  }
+  double rel = m.angle_rel;
+  if (m.angle_rel_scales_with_log_base && c.inv_freq.empty()) rel *= 3.0 + std::fabs(std::log(c.base));
+  return abs_phi * rel;
+}
+
+PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double norm,
+                             double abs_phi) {
+  // docs/error-model.md, "The per-pair allowance". Absolute error norms of the
+  // pair first, then in u of the storage type relative to max(norm, mn).
+  const Format fo = format_of(c.dtype), fa = format_of(m.arith), fc = format_of(m.cos_sin);
+  const double uo = fo.unit_roundoff(), ua = fa.unit_roundoff(), uc = fc.unit_roundoff();
+  const double mno = fo.min_normal(), mna = fa.min_normal(), mnc = fc.min_normal();
+  const bool flush = m.flush_denormals;
+  const double r2 = std::sqrt(2.0);
+  // Inputs: rounded to the arithmetic type when it is narrower; subnormal inputs flushed.
+  double e_in = 0;
+  if (ua > uo) e_in += round_pair(ua, mna, norm, flush);
+  if (flush) e_in += r2 * mno;
+  const double n1 = norm + e_in;
+  // cos, sin against those of the kernel's angle: relative rho, absolute alpha.
+  double rho = m.trig_rel_u32 * kU32;
+  double alpha = m.trig_abs_u32 * kU32 + (flush ? kMn32 : kU32 * kMn32);
+  if (uc > kU32) {
+    alpha += flush ? mnc : uc * mnc;
+    rho += uc * (1.0 + rho);
+  }
+  const double e_cs = r2 * rho * n1 + 2.0 * alpha * n1;
+  // Two products per component, each within ua|p| + eta.
+  const double eta_a = flush ? mna : ua * mna;
+  const double prods = r2 * (1.0 + rho) * n1 + 2.0 * alpha * n1;
+  const double e_prod = ua * prods + 2.0 * r2 * eta_a;
+  // The sum, rounded in the arithmetic type.
+  const double s = n1 + e_cs + e_prod;
+  const double e_sum = round_pair(ua, mna, s, flush);
+  // The store: a rounding only when the storage type is narrower than the arithmetic.
+  const double e_store = uo > ua ? round_pair(uo, mno, s + e_sum, flush) : 0.0;
+  const double e = (e_in + e_cs + e_prod + e_sum + e_store) * (1.0 + 0x1p-30);
+  // The angle: R(phi~)x - R(phi)x has radial part -2 n1 sin^2(d/2), tangential n1 sin d.
+  const double delta = angle_allowance(m, c, pair, abs_phi) * (1.0 + 0x1p-30);
+  const double dd = std::min(delta, M_PI);
+  const double sh = std::sin(dd / 2);
+  const double radial_angle = 2.0 * n1 * sh * sh + std::min(delta, 2.0) * e_in;
+  const double radial = e + radial_angle;
+  const double tangential = e + n1 * std::min(delta, 2.0);
+  const double total = e + 2.0 * n1 * sh + std::min(delta, 2.0) * e_in;  // ||y - yhat|| itself
+  const double unit = std::max(norm, mno) * uo;
+  return {radial / unit, tangential / unit, total / unit, radial_angle / unit};
+}
+
 double error_bound(const KernelErrorModel& m, const RopeCase& c) {
-  const double u32 = 0x1p-24;
-  // Absolute error of cos and sin from the angle, in u32.
-  double angle_rel = m.angle_rel;
-  if (m.angle_rel_scales_with_log_base && c.inv_freq.empty()) angle_rel *= 3.0 + std::fabs(std::log(c.base));
-  const double a = max_abs_angle(c) * angle_rel / u32 + m.trig_abs_u32;
-  // f32 result: sqrt2*(r+1) [cos/sin and product roundings]
-  //           + sqrt2 [rounding of the sum, incl. subnormal results]
-  //           + sqrt2 [underflow of the two products]
-  //           + 2a [absolute cos/sin error from the angle]
-  const double b32 = std::sqrt(2.0) * (m.trig_rel_u32 + 3.0) + 2.0 * a;
-  if (c.dtype == Dtype::f32) return b32;
-  // f16/bf16: the f32 result within b32*u32, then one RNE store.
-  const double ut = unit_roundoff(c.dtype);
-  return std::sqrt(2.0) * (1.0 + b32 * u32) + b32 * u32 / ut;
+  // The worst norm is the smallest normal (subnormal terms weigh most there;
+  // below it the unit stops shrinking); each pair at its largest angle.
+  double max_m = 0;
+  for (int64_t p : c.positions) max_m = std::max(max_m, std::fabs(double(p)));
+  const double mno = format_of(c.dtype).min_normal();
+  double b = 0;
+  for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
+    const double phi = max_m * std::fabs(c.position_scale) * theta_of(c, i);
+    for (double n : {mno, 1.0}) {
+      const PairAllowance a = pair_allowance(m, c, i, n, phi);
+      b = std::max(b, a.total);
+    }
+  }
+  return b;
 }
 
 int position_bucket(int64_t m) {
@@ -60,7 +173,7 @@ std::string bucket_label(int b) {
   return "2^" + std::to_string(b - 1) + "..";
 }
 
-PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1) {
+PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1, double abs_phi) {
   const Format f = format_of(d);
   const double norm = std::max(std::hypot(x0, x1), f.min_normal());
   const double scale = 1.0 / (norm * f.unit_roundoff());
@@ -71,6 +184,10 @@ PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double
   if (en > 0) {
     p.radial = (d0 * ex0 + d1 * ex1) / en * scale;
     p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;
+    if (norm >= 64 * f.min_normal() && (y0 != 0 || y1 != 0)) {
+      p.angle = std::atan2(ex0 * y1 - ex1 * y0, ex0 * y0 + ex1 * y1);
+      if (abs_phi > 0) p.angle_ulps = std::fabs(p.angle) / ulp32(abs_phi);
+    }
   }
   return p;
 }
@@ -81,7 +198,19 @@ void ErrorStats::add(const PairError& p) {
   sum += p.e;
   sum_radial += p.radial;
   sum_tangential += p.tangential;
+  add_components(p);
   values.push_back(float(p.e));
+}
+
+void ErrorStats::add_components(const PairError& p) {
+  max_radial = std::max(max_radial, std::fabs(p.radial));
+  max_tangential = std::max(max_tangential, std::fabs(p.tangential));
+  if (!std::isnan(p.angle)) {
+    ++angle_count;
+    max_angle = std::max(max_angle, std::fabs(p.angle));
+    if (!std::isnan(p.angle_ulps)) max_angle_ulps = std::max(max_angle_ulps, p.angle_ulps);
+    sum_angle += p.angle;
+  }
 }
 
 void ErrorStats::merge(const ErrorStats& o) {
@@ -90,6 +219,12 @@ void ErrorStats::merge(const ErrorStats& o) {
   sum += o.sum;
   sum_radial += o.sum_radial;
   sum_tangential += o.sum_tangential;
+  max_radial = std::max(max_radial, o.max_radial);
+  max_tangential = std::max(max_tangential, o.max_tangential);
+  angle_count += o.angle_count;
+  max_angle = std::max(max_angle, o.max_angle);
+  max_angle_ulps = std::max(max_angle_ulps, o.max_angle_ulps);
+  sum_angle += o.sum_angle;
   values.insert(values.end(), o.values.begin(), o.values.end());
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,16 +11,18 @@
 
 namespace ropecheck {
 
-// What a kernel's bound is derived from. Kernels that compute the rotation in
-// f32 arithmetic with f32 cos/sin, then store with round-to-nearest-even.
+// What a kernel's bound is derived from (docs/error-model.md): a kernel takes
+// values c~, s~ for cos and sin of its angle, forms x0*c~ - x1*s~ and
+// x0*s~ + x1*c~ with each product and the sum rounded in its arithmetic type,
+// and stores the result rounded to nearest even in the storage type.
 struct KernelErrorModel {
-  // Relative error of the f32 cos and sin the kernel multiplies by, against
-  // the exact cos/sin of its angle model's angle, in units of u32 = 2^-24
-  // (1 = correctly rounded from an accurate value; 2 = a 1-ulp libm).
+  // Relative error of the f32 cos and sin the kernel computes, against the
+  // exact cos/sin of its angle, in units of u32 = 2^-24 (1 = correctly rounded
+  // from an accurate value; 2 = a 1-ulp libm).
   double trig_rel_u32 = 1.0;
   // Relative error of the kernel's angle (e.g. 2^-64 * (3 + ln base) for
   // long double), 0 when it computes its angle model's angle exactly.
-  // The absolute angle error is |angle| times this.
+  // The absolute angle error is |angle| times this. Ignored when angle_f32.
   double angle_rel = 0.0;
   // When true, angle_rel is multiplied by (3 + |ln base|): the error of
   // base^(-2i/d) evaluated in a format with angle_rel precision.
@@ -27,12 +30,44 @@ struct KernelErrorModel {
   // Absolute error of cos/sin before their rounding to f32, from the method
   // (argument reduction, polynomial), in u32.
   double trig_abs_u32 = 0.0;
+  // angles=f32[:K]: the angle may be off by K ulps of f32 at |phi| (K <= 0:
+  // the derived default of the f32 pipeline, per pair; see f32_angle_ulps).
+  bool angle_f32 = false;
+  double angle_f32_ulps = 0.0;
+  Dtype cos_sin = Dtype::f32;   // cos/sin rounded to this type before use
+  Dtype arith = Dtype::f32;     // products and sum rounded in this type
+  bool flush_denormals = false; // subnormal inputs, intermediates and outputs may become zero
 
   static KernelErrorModel scalar_long_double();
   static KernelErrorModel conventional_fp32();
+  // A kernel whose only promise is its contract: cos/sin within 1 f32 ulp of
+  // those of its angle, the angle from double arithmetic (angles=exact) or the
+  // clause's f32 allowance, and the contract's cache, arithmetic and denormals.
+  static KernelErrorModel for_contract(const struct Contract& c);
 };
 
-// The bound, in u of the case's storage type, on every pair's error e.
+// The angle allowance of angles=f32 without K for pair i of a case, in ulps of
+// f32 at |phi| (docs/error-model.md, "angles=f32"): (2i/d)|ln base| + 7 (+1
+// when position_scale != 1); 3 (+1) with a table.
+double f32_angle_ulps(const RopeCase& c, uint32_t pair);
+
+// The absolute angle error a model allows for pair i at exact angle |phi|.
+double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double abs_phi);
+
+// The allowance of one pair, in u of the storage type, separately for the
+// component of y - yhat along yhat (radial) and across it (tangential).
+struct PairAllowance {
+  double radial = 0, tangential = 0;
+  double total = 0;  // on e itself (the norm of y - yhat): <= hypot(radial, tangential)
+  double radial_angle = 0;  // the angle clause's share of radial: second order, systematic (<= 0 side)
+};
+// norm: ||x|| of the input pair; abs_phi: |exact angle|.
+PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double norm,
+                             double abs_phi);
+
+// The bound, in u of the storage type, on every pair's error e of a case: the
+// largest total allowance over its pairs at their largest
+// angle and the worst input norm (a flat bound, for callers without a per-pair view).
 double error_bound(const KernelErrorModel& m, const RopeCase& c);
 
 // The largest |m * scale * theta_i| of a case (double precision is enough).
@@ -50,8 +85,17 @@ std::string bucket_label(int b);
 // (tangential: > 0 means rotated too far), in the same units.
 struct PairError {
   double e = 0, radial = 0, tangential = 0;
+  // The kernel's angle error: the angle from yhat to y in radians (> 0: rotated
+  // too far), and |that| in ulps of f32 at |phi|; NaN where the input is too
+  // close to the rounding noise to tell (norm < 64 mn, or a zero output).
+  double angle = std::numeric_limits<double>::quiet_NaN();
+  double angle_ulps = std::numeric_limits<double>::quiet_NaN();
 };
-PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1);
+PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1,
+                     double abs_phi = 0);
+
+// ulp of f32 at |x| (x > 0): 2^(floor(log2 x) - 23), at least 2^-149.
+double ulp32(double x);
 
 // Summary of many pair errors.
 struct ErrorStats {
@@ -60,13 +104,20 @@ struct ErrorStats {
   double sum = 0;
   double sum_radial = 0;
   double sum_tangential = 0;
+  double max_radial = 0, max_tangential = 0;  // largest |radial|, |tangential|
+  uint64_t angle_count = 0;                   // pairs whose angle error was measured
+  double max_angle = 0;                       // largest |angle error| (rad)
+  double max_angle_ulps = 0;                  // largest |angle error| in f32 ulps of |phi|
+  double sum_angle = 0;                       // signed sum of angle errors (rad)
   std::vector<float> values;  // every e, for percentiles
 
   void add(const PairError& p);
+  void add_components(const PairError& p);  // the max/angle fields only (add() calls it)
   void merge(const ErrorStats& o);
   double mean() const { return count ? sum / double(count) : 0.0; }
   double bias() const { return count ? sum_radial / double(count) : 0.0; }
   double tangential_bias() const { return count ? sum_tangential / double(count) : 0.0; }
+  double mean_angle() const { return angle_count ? sum_angle / double(angle_count) : 0.0; }
   double percentile(double q) const;  // q in [0, 1]
 };
 

@@ -44,6 +44,10 @@ std::string site_text(const RopeCase& c, const ReferenceOutput& ref, const void*
   return o.str();
 }
 
+std::string fmt_element_change(Dtype d, uint32_t dim, uint32_t in, uint32_t got) {
+  return " dim " + std::to_string(dim) + " " + describe_element(d, in) + " -> " + describe_element(d, got) + ";";
+}
+
 // A new worst pair of its bucket: its site and bits (loaded only here, not for every pair).
 void record_worst(WorstPair& w, const RopeCase& c, const ReferenceOutput& ref, const void* got, const PairSite& s,
                   size_t base, const PairError& pe, const double (&exact)[2]) {
@@ -69,16 +73,60 @@ void record_worst(WorstPair& w, const RopeCase& c, const ReferenceOutput& ref, c
 
 }  // namespace
 
+Criteria Criteria::of(const KernelErrorModel& m, const Contract& c) {
+  Criteria cr;
+  cr.model = m;
+  cr.model.angle_f32 = c.angles == Contract::Angles::f32;
+  cr.model.angle_f32_ulps = c.angle_ulps;
+  cr.model.cos_sin = c.cos_sin;
+  cr.model.arith = c.arith;
+  cr.model.flush_denormals = c.flush_denormals;
+  cr.identity_bits = c.identity_bits;
+  return cr;
+}
+
+Criteria Criteria::flat_bound(double bound) {
+  Criteria cr;
+  cr.flat = bound;
+  return cr;
+}
+
+PairAllowance Criteria::allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi) const {
+  if (flat > 0) return {flat, flat, flat, 0};
+  return pair_allowance(model, c, pair, norm, abs_phi);
+}
+
+double Criteria::case_bound(const RopeCase& c) const { return flat > 0 ? flat : error_bound(model, c); }
+
+void BiasSums::merge(const BiasSums& o) {
+  n += o.n;
+  clusters += o.clusters;
+  sum_r += o.sum_r;
+  sum_s2 += o.sum_s2;
+  sum_ns += o.sum_ns;
+  sum_n2 += o.sum_n2;
+  sum_systematic += o.sum_systematic;
+}
+
+namespace {
+
+bool is_subnormal(const Format& f, double v) { return v != 0 && std::fabs(v) < f.min_normal(); }
+
+}  // namespace
+
 Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, double bound,
                        const JudgeOptions& opt) {
+  return judge_output(c, ref, got, Criteria::flat_bound(bound), opt);
+}
+
+Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, const Criteria& cr,
+                       const JudgeOptions& opt) {
   Judgement j;
-  j.bound = bound;
+  j.bound = cr.case_bound(c);
   const Dtype d = c.dtype;
   const Format f = format_of(d);
   const double u = f.unit_roundoff();
-  const double overflow_edge = f.max_finite() * (1.0 - bound * u);
-  // A bound of a whole pair norm or more leaves the direction of the output unconstrained.
-  const bool sign_free = bound * u >= 1.0;
+  const bool flush = cr.flat <= 0 && cr.model.flush_denormals;
   auto add_finding = [&](std::string check, double err, std::string msg) {
     ++j.violations;
     Finding fd{std::move(check), err, std::move(msg)};
@@ -91,6 +139,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     }
   };
   const uint32_t npairs = c.rotary_dim / 2;
+  const bool have_angles = ref.angle.size() == c.n_tokens() * npairs;
+  // Bias clusters of this call: (position, pair) -> (pairs, sum of radial).
+  std::map<std::pair<int64_t, uint32_t>, std::pair<uint64_t, double>> clusters;
+  const double systematic_cap = 1.0 / 16;  // pairs whose angle clause allows more radial drift stay out of the bias
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.positions[t]);
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
@@ -100,13 +152,21 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
         const PairSite s{t, h, i, base + d0, base + d1};
         ++j.pairs;
+        const double phi = have_angles ? ref.angle[t * npairs + i] : 0.0;
         const double x0 = load_f32(d, c.input.data(), s.k0), x1 = load_f32(d, c.input.data(), s.k1);
         const double y0 = load_f32(d, got, s.k0), y1 = load_f32(d, got, s.k1);
         const double r0 = load_f32(d, ref.rounded.data(), s.k0), r1 = load_f32(d, ref.rounded.data(), s.k1);
         const bool finite_in = std::isfinite(x0) && std::isfinite(x1);
+        const double norm = finite_in ? std::hypot(x0, x1) : 0.0;
+        const PairAllowance allow = cr.allowance(c, i, norm, phi);
+        // The overflow rules take the pair's whole allowance.
+        const double overflow_edge = f.max_finite() * (1.0 - allow.total * u);
+        const bool sign_free = allow.total * u >= 1.0;  // the output's direction is unconstrained
+        const bool zero_angle = have_angles ? phi == 0 : (r0 == x0 && r1 == x1);
         // Special values, one output element at a time.
         bool special_ok = true;
         const double ys[2] = {y0, y1}, rs[2] = {r0, r1}, es[2] = {ref.exact[s.k0], ref.exact[s.k1]};
+        const double xs[2] = {x0, x1};
         const size_t ks[2] = {s.k0, s.k1};
         std::string why;
         for (int k = 0; k < 2; ++k) {
@@ -131,9 +191,13 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
               why = "the exact output overflows to " + std::string(r > 0 ? "+Inf" : "-Inf") +
                     ": the kernel must give it or a finite value within the bound";
             }
-          } else if (!finite_in) {  // an angle of 0 keeps a finite element beside a non-finite one
-            if (!std::isnan(y) && load_bits(d, got, ks[k]) != load_bits(d, ref.rounded.data(), ks[k]))
-              why = "an angle of 0 keeps this element: the kernel must give its bits or NaN";
+          } else if (!finite_in) {
+            // An angle of 0 keeps a finite element beside a non-finite one (x*1 - Inf*0 may also give NaN).
+            const bool same_bits = load_bits(d, got, ks[k]) == load_bits(d, ref.rounded.data(), ks[k]);
+            const bool same_value = y == r || (flush && is_subnormal(f, r) && y == 0);
+            if (!std::isnan(y) && !same_bits && (cr.identity_bits || !same_value))
+              why = std::string("an angle of 0 keeps this element: the kernel must give its ") +
+                    (cr.identity_bits ? "bits (identity=bits)" : "value") + " or NaN";
           } else if (!std::isfinite(y)) {
             const bool near_overflow = std::fabs(es[k]) > overflow_edge;
             if (!(std::isinf(y) && near_overflow && (sign_free || std::signbit(y) == std::signbit(es[k]))))
@@ -148,7 +212,28 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (!special_ok || !finite_in) continue;
         if (!std::isfinite(y0) || !std::isfinite(y1) || !std::isfinite(es[0]) || !std::isfinite(es[1]))
           continue;  // accepted overflow, judged above
-        const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1]);
+        if (zero_angle && cr.flat <= 0) {
+          // identity=values: the input's values (+-0 alike; flushed subnormals under denormals=flush; the
+          // input rounded to a narrower arithmetic type); identity=bits: its bits.
+          const Format fa = format_of(cr.model.arith);
+          std::string bad;
+          for (int k = 0; k < 2; ++k) {
+            const bool same_bits = load_bits(d, got, ks[k]) == load_bits(d, c.input.data(), ks[k]);
+            bool same = cr.identity_bits ? same_bits : ys[k] == xs[k];
+            if (!same && !cr.identity_bits && flush && is_subnormal(f, xs[k]) && ys[k] == 0) same = true;
+            if (!same && !cr.identity_bits && fa.unit_roundoff() > u &&
+                std::fabs(ys[k] - xs[k]) <= fa.unit_roundoff() * std::max(std::fabs(xs[k]), fa.min_normal()))
+              same = true;
+            if (!same) bad += fmt_element_change(d, k == 0 ? d0 : d1, load_bits(d, c.input.data(), ks[k]),
+                                                 load_bits(d, got, ks[k]));
+          }
+          if (!bad.empty())
+            add_finding("identity", 0,
+                        std::string("identity: an angle of 0 must give the input's ") +
+                            (cr.identity_bits ? "bits (identity=bits)" : "values (identity=values)") + ":" + bad +
+                            "\n" + site_text(c, ref, got, s));
+        }
+        const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1], phi);
         if (opt.keep_worst_pairs) {
           if (!worst) worst = &j.worst_by_bucket[bucket];
           if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
@@ -164,12 +249,40 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
             st->sum += pe.e;
             st->sum_radial += pe.radial;
             st->sum_tangential += pe.tangential;
+            st->add_components(pe);
           }
         }
-        if (!(pe.e <= bound)) {
-          char head[160];
-          std::snprintf(head, sizeof head, "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)\n",
-                        pe.e, bound, pe.radial, pe.tangential);
+        const bool zero_ok = zero_angle && cr.flat <= 0;  // judged by the identity rule above
+        const double ratio = zero_ok ? 0.0
+                                     : std::max({pe.e / allow.total, std::fabs(pe.radial) / allow.radial,
+                                                 std::fabs(pe.tangential) / allow.tangential});
+        if (j.worst_allowance.total == 0 || ratio > j.worst_ratio) {
+          j.worst_ratio = ratio;
+          j.worst_pe = pe;
+          j.worst_allowance = allow;
+        }
+        const bool within = zero_ok || !(ratio > 1.0);
+        if (within && allow.radial_angle <= systematic_cap) {
+          auto& cl = clusters[{c.positions[t], i}];
+          ++cl.first;
+          cl.second += pe.radial;
+          ++j.bias.n;
+          j.bias.sum_r += pe.radial;
+          j.bias.sum_systematic += allow.radial_angle;
+        }
+        if (!within) {
+          char head[400];
+          if (cr.flat > 0) {
+            std::snprintf(head, sizeof head,
+                          "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)\n", pe.e,
+                          cr.flat, pe.radial, pe.tangential);
+          } else {
+            std::snprintf(head, sizeof head,
+                          "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
+                          "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad = %.3g f32 ulps of |angle|\n",
+                          pe.e, allow.total, pe.radial, allow.radial, pe.tangential, allow.tangential, phi,
+                          pe.angle, pe.angle_ulps);
+          }
           add_finding("accuracy", pe.e, head + site_text(c, ref, got, s));
         }
       }
@@ -185,6 +298,12 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         }
       }
     }
+  }
+  for (const auto& [key, cl] : clusters) {
+    ++j.bias.clusters;
+    j.bias.sum_s2 += cl.second * cl.second;
+    j.bias.sum_ns += double(cl.first) * cl.second;
+    j.bias.sum_n2 += double(cl.first) * double(cl.first);
   }
   std::stable_sort(j.findings.begin(), j.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.error > b.error; });

@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
+#include "properties/contract.hpp"
 #include "properties/error_model.hpp"
 #include "reference/reference.hpp"
 
 namespace ropecheck {
 
 struct Finding {
-  std::string check;    // "accuracy", "nan", "non-finite", "finite", "pass-through"
+  std::string check;    // "accuracy", "identity", "nan", "non-finite", "finite", "pass-through"
   double error = 0;     // e in u (accuracy), else 0
   std::string message;  // the case, the element, input bits, got, exact, error
 };
@@ -35,8 +36,37 @@ struct WorstPair {
   bool valid() const { return e >= 0; }
 };
 
+// How an output is held: the per-pair allowances of a kernel's error model
+// and contract (docs/error-model.md), or one flat bound on every pair's e
+// (the explicit --tolerance override).
+struct Criteria {
+  KernelErrorModel model;
+  double flat = 0;             // > 0: e <= flat for every pair instead of the per-pair allowances
+  bool identity_bits = false;  // an angle of 0 keeps the input's bits (identity=bits), not only its values
+  static Criteria of(const KernelErrorModel& m, const Contract& c);
+  static Criteria flat_bound(double bound);
+  // The allowance of one pair (flat: radial = tangential = total = flat, no angle share).
+  PairAllowance allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi) const;
+  // A flat bound on e for a whole case (the flat value, or error_bound()).
+  double case_bound(const RopeCase& c) const;
+};
+
+// The radial components of the judged pairs, for the bias check (docs/gate.md):
+// pairs sharing a position and a pair index in one call share cos and sin, so
+// they form one cluster of the cluster-robust standard error.
+struct BiasSums {
+  uint64_t n = 0;           // pairs
+  uint64_t clusters = 0;
+  double sum_r = 0;         // sum of radial components (u)
+  double sum_s2 = 0;        // sum over clusters of (sum of radial in the cluster)^2
+  double sum_ns = 0;        // sum over clusters of n_g * (sum of radial in the cluster)
+  double sum_n2 = 0;        // sum over clusters of n_g^2
+  double sum_systematic = 0;  // sum of each pair's systematic radial allowance (the angle clause's share)
+  void merge(const BiasSums& o);
+};
+
 struct Judgement {
-  double bound = 0;
+  double bound = 0;         // the case's flat bound (Criteria::case_bound), for display
   uint64_t pairs = 0;
   uint64_t violations = 0;
   std::vector<Finding> findings;       // the first few, worst accuracy first
@@ -45,6 +75,11 @@ struct Judgement {
   // With JudgeOptions::keep_worst_pairs: for every bucket holding a finite pair (finite input, output
   // and exact result), the pair with the largest e (the first such on ties). Empty otherwise.
   std::map<int, WorstPair> worst_by_bucket;
+  // The pair closest to (or furthest beyond) its allowance: max(e/total, |radial|/R, |tangential|/T).
+  double worst_ratio = 0;
+  PairError worst_pe;
+  PairAllowance worst_allowance;
+  BiasSums bias;
   bool ok() const { return violations == 0; }
   std::string report(size_t max_lines = 4) const;  // the findings, one block each
 };
@@ -55,6 +90,9 @@ struct JudgeOptions {
   bool keep_worst_pairs = false;   // fill Judgement::worst_by_bucket (reports)
 };
 
+Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, const Criteria& cr,
+                       const JudgeOptions& opt = {});
+// Every pair's e within one flat bound (identity as values).
 Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, double bound,
                        const JudgeOptions& opt = {});
 

@@ -102,6 +102,7 @@ struct Trig {
   double err = 0;    // |cos - c| and |sin - s| are at most this (max of the two below)
   double err_c = 0;  // |cos - c| <= err_c
   double err_s = 0;  // |sin - s| <= err_s (relative to |s|: decides tiny sines' signs)
+  double abs_angle = 0;  // |angle| rounded to double
   bool zero_angle = false;
   bool nonfinite_angle = false;  // fp32 model only: an f32 angle of +-Inf (c = s = NaN)
 };
@@ -131,6 +132,7 @@ void compute_trig(const RopeCase& c, const ReferenceOptions& opt, int64_t m, con
   }
   r.zero_angle = mpfr_zero_p(angle.p());
   r.nonfinite_angle = !mpfr_number_p(angle.p());
+  r.abs_angle = std::fabs(mpfr_get_d(angle.p(), MPFR_RNDN));
   if (r.nonfinite_angle) {  // cos(+-Inf), sin(+-Inf) are NaN
     mpfr_set_nan(r.c.p());
     mpfr_set_nan(r.s.p());
@@ -445,6 +447,7 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   ReferenceOutput out;
   out.rounded = c.input;  // pass-through dims and zero-angle pairs keep their bits
   out.exact.resize(c.n_elements());
+  out.angle.assign(c.n_tokens() * npairs, 0.0);
   for (size_t k = 0; k < c.n_elements(); ++k) out.exact[k] = load_f32(d, c.input.data(), k);
 
   // theta_i (or the f32 inv_freq) once per call.
@@ -485,6 +488,7 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
       }
     const Trig* row = &trigs[it->second];
     const FastTrig* frow = &fast[it->second];
+    for (uint32_t i = 0; i < npairs; ++i) out.angle[t * npairs + i] = row[i].abs_angle;
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < npairs; ++i) {

@@ -47,6 +47,8 @@ std::optional<AngleModel> parse_angle_model(std::string_view s);
 struct ReferenceOutput {
   Bytes rounded;               // the correctly rounded output, in the storage type
   std::vector<double> exact;   // the exact output correctly rounded to double (for measuring error)
+  std::vector<double> angle;   // |angle| of each (token, pair), [n_tokens][rotary_dim/2], rounded to
+                               // double: the exact angle, or the fp32 model's f32 angle
   uint64_t ziv_retries = 0;    // pairs whose rounding to the storage type needed more than the
                                // first MPFR precision (Ziv retries)
   uint64_t exact_retries = 0;  // pairs recomputed at more precision only to round `exact` to double
