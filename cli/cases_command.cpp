@@ -12,7 +12,7 @@ using namespace ropecheck;
 namespace {
 
 struct CasesArgs {
-  std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit;
+  std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit, contract;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
   size_t random_cases = 32;
@@ -29,13 +29,15 @@ CLI::App* add(CLI::App& app) {
   g.exp->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
   g.exp->add_option("--max-position", g.max_position, "largest position (default 2^24)")->capture_default_str();
   g.exp->add_option("--angle-model", g.angle_model, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));
-  g.exp->add_option("--tolerance", g.tolerance, "bound override in u: one number or f32=8,bf16=1.5");
+  g.exp->add_option("--contract", g.contract, "what the external kernel promises (recorded in the manifest; docs/gate.md)");
+  g.exp->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
   g.exp->add_option("--seed", g.seed, "seed of the generated cases")->capture_default_str();
   g.exp->add_option("--random-cases", g.random_cases, "random cases added to the systematic ones")
       ->capture_default_str();
   g.chk = s->add_subcommand("check", "judge the outputs (.npy) an external program wrote: exit 0 pass, 1 fail, 2 error");
   g.chk->add_option("--dir", g.dir, "the exported directory, with the outputs written")->required();
-  g.chk->add_option("--tolerance", g.tolerance, "bound override in u: one number or f32=8,bf16=1.5");
+  g.chk->add_option("--contract", g.contract, "judge under this contract instead of the manifest's");
+  g.chk->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
   g.chk->add_option("--junit", g.junit, "write JUnit XML here");
   return s;
 }
@@ -47,6 +49,15 @@ int run() {
       std::cerr << "error: " << e << "\n";
       return 2;
     }
+  std::optional<Contract> contract;
+  if (!g.contract.empty()) {
+    std::string err;
+    contract = parse_contract(g.contract, &err);
+    if (!contract) {
+      std::cerr << "error: " << err << "\n";
+      return 2;
+    }
+  }
   try {
     if (g.exp->parsed()) {
       gate::ExportOptions opt;
@@ -65,6 +76,7 @@ int run() {
       opt.max_position = g.max_position;
       opt.angle_model = *parse_angle_model(g.angle_model);
       opt.tolerance = tol;
+      opt.contract = contract.value_or(Contract{});
       opt.seed = g.seed;
       opt.random_cases = g.random_cases;
       const size_t n = gate::export_case_set(g.dir, opt);
@@ -72,7 +84,7 @@ int run() {
                 << "run: ropecheck cases check --dir " << g.dir << "\n";
       return 0;
     }
-    const gate::GateResult r = gate::check_case_set(g.dir, tol);
+    const gate::GateResult r = gate::check_case_set(g.dir, contract, tol);
     return gate::emit_verdict(r, g.junit);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

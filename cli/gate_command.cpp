@@ -17,7 +17,7 @@ namespace {
 
 struct GateArgs {
   std::string kernel, impl, dtype = "all", layout = "all", angle_model, tolerance, report_dir = "ropecheck-gate-report",
-                                junit;
+                                junit, contract;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
   double budget = 60, call_timeout = 10;
@@ -34,7 +34,12 @@ CLI::App* add(CLI::App& app) {
   s->add_option("--max-position", g.max_position, "largest position tried (default 2^24)")->capture_default_str();
   s->add_option("--angle-model", g.angle_model, "exact (default for --kernel) or fp32")
       ->check(CLI::IsMember({"exact", "fp32"}));
-  s->add_option("--tolerance", g.tolerance, "override the bound in u: one number, or per dtype like f32=8,bf16=1.5");
+  s->add_option("--contract", g.contract,
+                "what the kernel promises: a comma list of angles=exact|f32[:K], cos-sin=f32|f16|bf16, "
+                "arith=f32|f16|bf16, denormals=keep|flush, identity=values|bits, or a preset (docs/gate.md)");
+  s->add_option("--tolerance", g.tolerance,
+                "override the contract's derived allowances with one flat bound on every pair's error (u): one "
+                "number, or per dtype like f32=8,bf16=1.5");
   s->add_option("--seed", g.seed, "seed of the generated cases")->capture_default_str();
   s->add_option("--budget-seconds", g.budget, "wall-time budget; random cases fill it")->capture_default_str();
   s->add_option("--call-timeout", g.call_timeout, "seconds before a kernel call counts as hung")->capture_default_str();
@@ -73,6 +78,15 @@ int run() {
       return 2;
     }
   }
+  std::optional<Contract> contract;
+  if (!g.contract.empty()) {
+    std::string err;
+    contract = parse_contract(g.contract, &err);
+    if (!contract) {
+      std::cerr << "error: " << err << "\n";
+      return 2;
+    }
+  }
   opt.max_position = g.max_position;
   opt.seed = g.seed;
   opt.budget_seconds = g.budget;
@@ -89,6 +103,7 @@ int run() {
     }
     impl = *pl.impl;
     opt.kernel_arg = "--kernel " + g.kernel;
+    opt.contract = contract.value_or(Contract{});
   } else {
     opt.kernel_arg = "--impl " + g.impl;
     const Implementation* b = find_implementation(g.impl);
@@ -101,6 +116,7 @@ int run() {
     impl = *b;
     opt.angle_model = g.angle_model.empty() ? b->angle_model : *parse_angle_model(g.angle_model);
     if (opt.angle_model != b->angle_model) impl.error_model = loaded_kernel_error_model(opt.angle_model);
+    opt.contract = contract.value_or(b->contract);
   }
   gate::GateResult r;
   try {

@@ -13,7 +13,7 @@ using namespace ropecheck;
 namespace {
 
 struct ReplayArgs {
-  std::string file, kernel, impl, tolerance;
+  std::string file, kernel, impl, tolerance, contract;
   double call_timeout = 10;
 } g;
 
@@ -23,7 +23,8 @@ CLI::App* add(CLI::App& app) {
   auto* k = s->add_option("--kernel", g.kernel, "shared library exporting rc_rope_apply");
   auto* i = s->add_option("--impl", g.impl, "a built-in implementation instead");
   k->excludes(i);
-  s->add_option("--tolerance", g.tolerance, "override the recorded bound (u): one number or per dtype");
+  s->add_option("--contract", g.contract, "judge under this contract instead of the recorded one (docs/gate.md)");
+  s->add_option("--tolerance", g.tolerance, "a flat bound on every pair's error (u), replacing the contract's allowances");
   s->add_option("--call-timeout", g.call_timeout, "seconds before the call counts as hung")->capture_default_str();
   return s;
 }
@@ -56,31 +57,66 @@ int run() {
     }
     impl = *b;
   }
-  double bound = rec.bound;
+  if (!g.contract.empty()) {
+    std::string err;
+    const auto c = parse_contract(g.contract, &err);
+    if (!c) {
+      std::cerr << "error: " << err << "\n";
+      return 2;
+    }
+    rec.contract = *c;
+    rec.tolerance = 0;
+  }
   if (!g.tolerance.empty()) {
     std::map<Dtype, double> tol;
     if (std::string e = gate::parse_tolerance(g.tolerance, tol); !e.empty()) {
       std::cerr << "error: " << e << "\n";
       return 2;
     }
-    if (auto it = tol.find(rec.c.dtype); it != tol.end()) bound = it->second;
+    if (auto it = tol.find(rec.c.dtype); it != tol.end()) rec.tolerance = it->second;
   }
+  // The criteria the gate used: the kernel's error model under the recorded contract, or the flat override.
+  auto criteria = [&](const RopeCase& c) {
+    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance) : Criteria::of(impl.error_model, rec.contract);
+  };
   std::cout << "replay: " << rec.c.summary() << (rec.in_place ? " in-place" : " out-of-place") << ", angle model "
-            << to_string(rec.angle_model) << ", bound " << bound << " u"
-            << (rec.check.empty() ? "" : ", from check '" + rec.check + "'") << "\n";
+            << to_string(rec.angle_model) << ", contract " << rec.contract.spec()
+            << (rec.tolerance > 0 ? " overridden by a flat bound of " + std::to_string(rec.tolerance) + " u" : "")
+            << (rec.check.empty() ? "" : ", from check '" + rec.check + "'")
+            << (rec.property.empty() ? "" : ", property " + rec.property) << "\n";
+  if (!rec.diagnosis.empty()) std::cout << "recorded: " << rec.diagnosis << "\n";
   try {
-    const gate::CallResult cr = gate::call_isolated(impl.fn, rec.c, rec.in_place, g.call_timeout);
-    const gate::CaseVerdict v = gate::judge_call(rec.c, rec.in_place, rec.angle_model, bound, cr);
-    if (!v.accepted) {
-      std::cout << "the kernel declined the case (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";
+    // Every call the row's check made: the case, and for the layouts property its half-split twin.
+    std::vector<RopeCase> cases{rec.c};
+    if (rec.property == "layouts") cases.push_back(gate::half_split_twin(rec.c));
+    std::vector<gate::CallResult> calls;
+    for (const RopeCase& c : cases) {
+      const gate::CallResult cr = gate::call_isolated(impl.fn, c, rec.in_place, g.call_timeout);
+      const gate::CaseVerdict v = gate::judge_call(c, rec.in_place, rec.angle_model, criteria(c), cr);
+      if (!v.accepted) {
+        std::cout << "the kernel declined the case (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";
+        return 1;
+      }
+      if (!v.pass) {
+        std::cout << v.message << "\n" << gate::diagnose_call(c, rec.angle_model, criteria(c), v, cr)
+                  << "\nverdict: FAIL\n";
+        return 1;
+      }
+      std::cout << "call " << calls.size() + 1 << ": max pair error " << v.worst_error << " u (within the contract)\n";
+      calls.push_back(cr);
+    }
+    std::string why;
+    if (rec.property == "layouts")
+      why = gate::layouts_violation(cases[0], calls[0].out, criteria(cases[0]), cases[1], calls[1].out,
+                                    criteria(cases[1]));
+    else if (rec.property == "relative")
+      why = gate::relative_violation(cases[0], calls[0].out, criteria(cases[0]));
+    if (!why.empty()) {
+      std::cout << why << "\nverdict: FAIL\n";
       return 1;
     }
-    if (v.pass) {
-      std::cout << "max pair error " << v.worst_error << " u\nverdict: PASS\n";
-      return 0;
-    }
-    std::cout << v.message << "\nverdict: FAIL\n";
-    return 1;
+    std::cout << "verdict: PASS\n";
+    return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

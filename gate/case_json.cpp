@@ -101,9 +101,13 @@ void case_params_from_json(const json& j, RopeCase& c) {
 json record_to_json(const CaseRecord& r) {
   json j;
   j["format"] = "ropecheck-case";
-  j["version"] = 1;
+  j["version"] = 2;
   j["check"] = r.check;
   j["failure"] = r.failure;
+  j["contract"] = r.contract.spec();
+  if (r.tolerance > 0) j["tolerance"] = double_to_text(r.tolerance);
+  if (!r.diagnosis.empty()) j["diagnosis"] = r.diagnosis;
+  if (!r.property.empty()) j["property"] = r.property;
   j["summary"] = r.c.summary();
   j["in_place"] = r.in_place;
   j["angle_model"] = std::string(to_string(r.angle_model));
@@ -120,9 +124,27 @@ CaseRecord record_from_json(const json& j) {
   CaseRecord r;
   const json& f = need(j, "format");
   if (!f.is_string() || f.get<std::string>() != "ropecheck-case") fail("not a ropecheck case file (format field)");
-  if (need_uint<int>(j, "version", 1000) != 1) fail("unsupported case file version");
+  const int version = need_uint<int>(j, "version", 1000);
+  if (version != 1 && version != 2) fail("unsupported case file version " + std::to_string(version));
   if (j.contains("check") && j["check"].is_string()) r.check = j["check"].get<std::string>();
   if (j.contains("failure") && j["failure"].is_string()) r.failure = j["failure"].get<std::string>();
+  if (j.contains("diagnosis") && j["diagnosis"].is_string()) r.diagnosis = j["diagnosis"].get<std::string>();
+  if (version >= 2) {
+    const json& ct = need(j, "contract");
+    std::string err;
+    const auto c = ct.is_string() ? parse_contract(ct.get<std::string>(), &err) : std::nullopt;
+    if (!c) fail("field 'contract': " + (err.empty() ? std::string("must be a contract SPEC string") : err));
+    r.contract = *c;
+    if (j.contains("tolerance")) {
+      r.tolerance = double_from_json(j["tolerance"], "tolerance");
+      if (!(r.tolerance > 0) || !std::isfinite(r.tolerance)) fail("field 'tolerance' must be a positive number");
+    }
+    if (j.contains("property")) {
+      if (!j["property"].is_string() || (j["property"] != "layouts" && j["property"] != "relative"))
+        fail("field 'property' must be \"layouts\" or \"relative\"");
+      r.property = j["property"].get<std::string>();
+    }
+  }
   const json& ip = need(j, "in_place");
   if (!ip.is_boolean()) fail("field 'in_place' must be true or false");
   r.in_place = ip.get<bool>();
@@ -131,6 +153,7 @@ CaseRecord record_from_json(const json& j) {
   r.angle_model = *parse_angle_model(am.get<std::string>());
   r.bound = double_from_json(need(j, "bound"), "bound");
   if (!(r.bound > 0) || !std::isfinite(r.bound)) fail("field 'bound' must be a positive number");
+  if (version == 1) r.tolerance = r.bound;  // version 1 held every pair to this flat bound
   case_params_from_json(need(j, "case"), r.c);
   const json& bits = need(j, "input_bits");
   if (!bits.is_array()) fail("field 'input_bits' must be an array");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/rope_case.hpp"
+#include "properties/contract.hpp"
 #include "reference/reference.hpp"
 
 namespace ropecheck::gate {
@@ -17,9 +18,13 @@ struct CaseRecord {
   RopeCase c;
   bool in_place = false;
   AngleModel angle_model = AngleModel::exact;
-  double bound = 0;     // u of the storage type
+  double bound = 0;     // the case's flat bound (u of the storage type), for display
   std::string check;    // the gate check it belongs to
   std::string failure;  // what went wrong (replay files)
+  Contract contract;    // what the kernel was held to
+  double tolerance = 0; // > 0: a flat --tolerance override replaced the contract's allowances
+  std::string diagnosis;  // what the kernel most likely computes
+  std::string property;   // "layouts" or "relative": the case is one side of a property, replayed whole
 };
 
 // The parameters of a case (no input) as JSON.

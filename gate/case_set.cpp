@@ -12,6 +12,7 @@
 
 #include "gate/npy.hpp"
 #include "impls/plugin_loader.hpp"
+#include "properties/diagnosis.hpp"
 
 namespace ropecheck::gate {
 
@@ -22,10 +23,11 @@ namespace {
 
 std::string descr_of(Dtype d) { return d == Dtype::f32 ? "<f4" : d == Dtype::f16 ? "<f2" : "<u2"; }
 
-// A bound like the gate's for a loaded kernel.
-double export_bound(const RopeCase& c, AngleModel model, const std::map<Dtype, double>& tol) {
-  if (auto it = tol.find(c.dtype); it != tol.end()) return it->second;
-  return error_bound(loaded_kernel_error_model(model), c);
+// The criteria of a loaded kernel's case under a contract (or a flat tolerance).
+Criteria external_criteria(const RopeCase& c, AngleModel model, const Contract& contract,
+                           const std::map<Dtype, double>& tol) {
+  if (auto it = tol.find(c.dtype); it != tol.end()) return Criteria::flat_bound(it->second);
+  return Criteria::of(loaded_kernel_error_model(model), contract);
 }
 
 bool safe_name(const std::string& s) {
@@ -61,7 +63,7 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
       const auto sys = systematic_cases(d, l, opt.max_position, opt.seed, nullptr);
       for (size_t k = 0; k < sys.size(); k += 2)  // in place or not is the external program's business
         items.push_back({sys[k], fmt::format("matrix {} {}", to_string(d), to_string(l))});
-      for (auto& c : special_value_cases(d, l, opt.seed)) items.push_back({c, "special values"});
+      for (auto& c : special_value_cases(d, l, opt.seed, opt.max_position)) items.push_back({c, "special values"});
     }
   std::mt19937_64 rng(opt.seed ^ 0x77);
   for (size_t k = 0; k < opt.random_cases && !opt.dtypes.empty() && !opt.layouts.empty(); ++k) {
@@ -85,8 +87,14 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
   }
   json m;
   m["format"] = "ropecheck-case-set";
-  m["version"] = 1;
+  m["version"] = 2;
   m["angle_model"] = std::string(to_string(opt.angle_model));
+  m["contract"] = opt.contract.spec();
+  if (!opt.tolerance.empty()) {
+    json t = json::object();
+    for (const auto& [d, v] : opt.tolerance) t[std::string(to_string(d))] = double_to_text(v);
+    m["tolerance"] = t;
+  }
   m["note"] = "inputs NNNN.in.npy [n_tokens][n_heads][head_dim] ('<u2' = bf16 bit patterns); write NNNN.out.npy "
               "of the same shape and type, then run `ropecheck cases check --dir DIR`";
   json cases = json::array();
@@ -103,7 +111,7 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
     e["check"] = items[k].check;
     e["input"] = id + ".in.npy";
     e["output"] = id + ".out.npy";
-    const double b = export_bound(c, opt.angle_model, opt.tolerance);
+    const double b = external_criteria(c, opt.angle_model, opt.contract, opt.tolerance).case_bound(c);
     e["bound"] = double_to_text(b);
     e["bound_decimal"] = b;
     e["case"] = case_params_to_json(c);
@@ -116,7 +124,8 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
   return items.size();
 }
 
-GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>& tolerance) {
+GateResult check_case_set(const std::string& dir, const std::optional<Contract>& contract_override,
+                          const std::map<Dtype, double>& tolerance_override) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string mpath = (fs::path(dir) / "manifest.json").string();
   std::ifstream f(mpath);
@@ -130,19 +139,42 @@ GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>&
   auto fail = [&](const std::string& why) { throw std::runtime_error(mpath + ": " + why); };
   if (!m.is_object() || !m.contains("format") || m["format"] != "ropecheck-case-set")
     fail("not a ropecheck case-set manifest (format field)");
-  if (!m.contains("version") || m["version"] != 1) fail("unsupported version");
+  if (!m.contains("version") || (m["version"] != 1 && m["version"] != 2)) fail("unsupported version");
   if (!m.contains("angle_model") || !m["angle_model"].is_string() ||
       !parse_angle_model(m["angle_model"].get<std::string>()))
     fail("field 'angle_model' must be exact or fp32");
   const AngleModel model = *parse_angle_model(m["angle_model"].get<std::string>());
   if (!m.contains("cases") || !m["cases"].is_array() || m["cases"].empty()) fail("field 'cases' must be a non-empty array");
+  // The contract and tolerance: check's own options, else the manifest's (version 1: the default contract).
+  Contract contract;
+  if (contract_override) {
+    contract = *contract_override;
+  } else if (m.contains("contract")) {
+    std::string err;
+    const auto c = m["contract"].is_string() ? parse_contract(m["contract"].get<std::string>(), &err) : std::nullopt;
+    if (!c) fail("field 'contract': " + (err.empty() ? std::string("must be a contract SPEC string") : err));
+    contract = *c;
+  }
+  std::map<Dtype, double> tolerance = tolerance_override;
+  if (tolerance.empty() && m.contains("tolerance")) {
+    if (!m["tolerance"].is_object()) fail("field 'tolerance' must be an object {\"f32\": U, ...}");
+    for (const auto& [k, v] : m["tolerance"].items()) {
+      const auto d = parse_dtype(k);
+      double t = 0;
+      try {
+        t = double_from_json(v, "tolerance");
+      } catch (const std::exception& e) {
+        fail(e.what());
+      }
+      if (!d || !(t > 0) || !std::isfinite(t)) fail("field 'tolerance': expected dtype names with positive numbers");
+      tolerance[*d] = t;
+    }
+  }
   GateResult res;
   res.kernel = "external outputs in " + dir;
-  struct Acc {
-    uint64_t n = 0;
-    double sr = 0, se2 = 0;
-  };
-  std::map<Dtype, Acc> bias;
+  res.contract = contract.spec();
+  if (!tolerance.empty()) res.contract += " (overridden by a flat --tolerance)";
+  std::map<Dtype, BiasSums> bias;
   auto row = [&](const std::string& name) -> CheckRow& {
     for (auto& r : res.rows)
       if (r.name == name) return r;
@@ -152,12 +184,12 @@ GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>&
                                                                                        : "systematic matrix";
     return res.rows.back();
   };
+  std::vector<Dtype> dtypes_seen;
   for (size_t k = 0; k < m["cases"].size(); ++k) {
     const json& e = m["cases"][k];
     const std::string where = fmt::format("cases[{}]", k);
     RopeCase c;
     std::string in_name, out_name, check;
-    double bound;
     try {
       if (!e.is_object()) throw std::runtime_error("not an object");
       case_params_from_json(e.at("case"), c);
@@ -167,12 +199,10 @@ GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>&
       if (!safe_name(in_name) || !safe_name(out_name))
         throw std::runtime_error("input/output must be plain file names in the directory");
       check = e.contains("check") && e["check"].is_string() ? e["check"].get<std::string>() : "cases";
-      bound = double_from_json(e.at("bound"), "bound");
-      if (!(bound > 0) || !std::isfinite(bound)) throw std::runtime_error("bound must be positive");
     } catch (const std::exception& ex) {
       fail(where + ": " + ex.what());
     }
-    if (auto it = tolerance.find(c.dtype); it != tolerance.end()) bound = it->second;
+    const Criteria cr = external_criteria(c, model, contract, tolerance);
     const std::string ip = (fs::path(dir) / in_name).string(), op = (fs::path(dir) / out_name).string();
     const NpyArray in = npy_read(ip);
     check_array(in, c, ip);
@@ -186,37 +216,59 @@ GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>&
     const ReferenceOutput ref = reference_rope(c, ro);
     JudgeOptions jo;
     jo.max_findings = 4;
-    const Judgement j = judge_output(c, ref, out.data.data(), bound, jo);
+    jo.keep_values = false;
+    const Judgement j = judge_output(c, ref, out.data.data(), cr, jo);
+    if (std::find(dtypes_seen.begin(), dtypes_seen.end(), c.dtype) == dtypes_seen.end()) dtypes_seen.push_back(c.dtype);
     CheckRow& r = row(check);
     ++r.cases;
     r.ran = true;
     ++res.calls;
     ++res.accepted;
-    if (j.stats.max / bound >= r.worst_ratio) {
-      r.worst_ratio = j.stats.max / bound;
-      r.worst_error = j.stats.max;
-      r.worst_bound = bound;
+    bias[c.dtype].merge(j.bias);
+    for (const auto& [b, st] : j.by_bucket) res.by_bucket[c.dtype][b].merge(st);
+    r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_angle_ulps);
+    if (j.stats.count && (r.worst_bound == 0 || j.worst_ratio > r.worst_ratio)) {
+      r.worst_ratio = j.worst_ratio;
+      r.worst_error = j.worst_pe.e;
+      r.worst_bound = j.worst_allowance.total;
+      r.worst_radial = j.worst_pe.radial;
+      r.worst_tangential = j.worst_pe.tangential;
+      r.allowed_radial = j.worst_allowance.radial;
+      r.allowed_tangential = j.worst_allowance.tangential;
     }
-    Acc& b = bias[c.dtype];
-    b.n += j.stats.count;
-    b.sr += j.stats.sum_radial;
-    for (float v : j.stats.values) b.se2 += double(v) * v;
     if (!j.ok()) {
       ++r.failed;
+      ++r.faults["accuracy"];
       r.failed_check = true;
       const std::string msg = "case " + (e.contains("id") ? e["id"].dump() : std::to_string(k)) + " (" + out_name + "):\n" + j.report(2);
       if (!r.smallest || c.n_elements() < r.smallest->c.n_elements()) {
-        r.smallest = CaseRecord{c, false, model, bound, check, msg};
+        CaseRecord rec{c, false, model, cr.case_bound(c), check, msg};
+        rec.contract = contract;
+        rec.tolerance = cr.flat;
+        rec.diagnosis = diagnose(c, out.data.data(), ref, cr, model).text();
+        r.diagnosis = rec.diagnosis;
+        r.smallest = rec;
         r.smallest_message = msg;
       }
     }
   }
-  for (const auto& [d, b] : bias)
-    if (b.n) res.rows.push_back(bias_row(d, b.n, b.sr, b.se2, loaded_kernel_error_model(model)));
+  for (const auto& [d, b] : bias) {
+    RopeCase probe;
+    probe.dtype = d;
+    if (b.n) res.rows.push_back(bias_row(d, b, external_criteria(probe, model, contract, tolerance).model));
+  }
+  {
+    Implementation probe;
+    probe.error_model = loaded_kernel_error_model(model);
+    res.bounds = describe_bounds(probe, contract, dtypes_seen, int64_t(1) << 24);
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.pass = res.accepted > 0;
   for (const auto& r : res.rows) res.pass &= !r.failed_check;
-  res.verdict_reason = res.pass ? "every check passed" : "at least one check failed";
+  res.verdict_reason = res.pass ? "every check passed under the contract" : "at least one check failed";
+  if (!res.pass)
+    for (const auto& r : res.rows)
+      if (r.failed_check && !r.diagnosis.empty()) res.verdict_reason += "; " + r.diagnosis;
   return res;
 }
 

@@ -2,8 +2,11 @@
 // cases as NumPy inputs plus a JSON manifest; an external program writes the
 // outputs as .npy; check them with the same verdict and exit codes.
 //
-//   D/manifest.json   {"format": "ropecheck-case-set", "version": 1, "angle_model": ..., "cases": [
+//   D/manifest.json   {"format": "ropecheck-case-set", "version": 2, "angle_model": ..., "contract": SPEC,
+//                      ["tolerance": {"f32": U, ...}], "cases": [
 //                        {"id", "check", "input": "NNNN.in.npy", "output": "NNNN.out.npy", "bound", "case": {...}}]}
+//   Each case's "bound" is informational: `check` derives every allowance from the case's parameters and
+//   the contract (or a --tolerance given to check itself), never from a number in the manifest.
 //   D/NNNN.in.npy     [n_tokens, n_heads, head_dim], '<f4' (f32), '<f2' (f16) or '<u2' (bf16 bit patterns)
 //   D/NNNN.out.npy    written by the external program: the same shape and element type
 #pragma once
@@ -20,6 +23,7 @@ struct ExportOptions {
   std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
   int64_t max_position = int64_t(1) << 24;
   AngleModel angle_model = AngleModel::exact;
+  Contract contract;
   std::map<Dtype, double> tolerance;
   uint64_t seed = 1;
   size_t random_cases = 32;
@@ -30,6 +34,8 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt);
 
 // Judges the outputs. Throws std::runtime_error (exit 2) on malformed or
 // mismatched files; failures of the kernel are in the result (exit 1).
-GateResult check_case_set(const std::string& dir, const std::map<Dtype, double>& tolerance);
+// contract / tolerance: overrides given to `check` (nullopt / empty: the manifest's).
+GateResult check_case_set(const std::string& dir, const std::optional<Contract>& contract,
+                          const std::map<Dtype, double>& tolerance);
 
 }  // namespace ropecheck::gate

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ struct GateOptions {
   std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
   int64_t max_position = int64_t(1) << 24;
   AngleModel angle_model = AngleModel::exact;
-  std::map<Dtype, double> tolerance;  // bound overrides (u)
+  Contract contract;                  // what the kernel promises (--contract; built-ins: their own)
+  std::map<Dtype, double> tolerance;  // flat bound overrides (u), replacing the contract's allowances
   uint64_t seed = 1;
   double budget_seconds = 60;
   double call_timeout_seconds = 10;
@@ -38,13 +40,22 @@ struct CheckRow {
   std::string name;   // short id ("matrix f32 interleaved", "bias bf16", ...)
   std::string what;   // one line: what it checks
   uint64_t cases = 0, declined = 0, failed = 0;
-  double worst_error = 0, worst_bound = 0;  // the pair error (u) with the largest error/bound ratio, and its bound
+  // The pair with the largest ratio to its allowance: its error e, its bound (the case's flat bound, or its
+  // total allowance), and its radial and tangential components with their allowances (u).
+  double worst_error = 0, worst_bound = 0;
   double worst_ratio = 0;
+  double worst_radial = 0, worst_tangential = 0, allowed_radial = 0, allowed_tangential = 0;
+  double max_angle_ulps = 0;  // largest angle error seen, in f32 ulps of |phi|
+  // Failures that are not accuracy: "crash", "hang", "error code", "memory" (guard bytes, unwritten output,
+  // input modified) with their counts; shown first whatever else the row found.
+  std::map<std::string, uint64_t> faults;
+  std::string diagnosis;  // what the smallest failing case's kernel most likely computes
   bool ran = false;       // at least one accepted case
   bool failed_check = false;
   std::string note;       // skipped / aborted / declined: why; bias: the statistic
   std::optional<CaseRecord> smallest;  // smallest failing case
   std::string smallest_message;        // what went wrong with it
+  std::string smallest_fault;          // its fault ("crash", ...), or empty for an accuracy failure
   std::string smallest_file;           // its replay file, when saved
   std::vector<CaseRecord> failing;     // a few failing cases (saved as replay files)
 };
@@ -52,6 +63,10 @@ struct CheckRow {
 struct GateResult {
   std::string kernel;
   std::string kernel_arg;
+  std::string contract;  // the canonical contract SPEC (or "tolerance override")
+  std::string bounds;    // one line per dtype: the contract's derived allowances at small and large angles
+  // The error decomposition of every accepted call's finite pairs, per dtype and log2 position bucket.
+  std::map<Dtype, std::map<int, ErrorStats>> by_bucket;
   std::vector<CheckRow> rows;
   uint64_t calls = 0, accepted = 0;
   double seconds = 0;
@@ -61,11 +76,13 @@ struct GateResult {
 
 GateResult run_gate(const Implementation& impl, const GateOptions& opt);
 
-// The bias check of one dtype from accumulated pair errors (sum of radial
-// components, sum of e^2, count): |mean radial| <= 5 sigma/sqrt(n) + 1/8 u
-// (+ the f32 intermediate's share for f16/bf16). docs/gate.md derives it.
-CheckRow bias_row(Dtype d, uint64_t count, double sum_radial, double sum_e2, const KernelErrorModel& em);
+// The radial bias check of one dtype from the judged pairs' radial components
+// (BiasSums): |mean radial| <= 5 SE + 1/8 u + the contract's systematic share,
+// SE the cluster-robust standard error (docs/gate.md derives it).
+CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em);
 
+// The error decomposition per dtype and position bucket (markdown tables).
+std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>& by_bucket);
 // The verdict table (markdown-like) and summary lines.
 std::string format_verdict(const GateResult& r);
 // JUnit XML: one testsuite, one testcase per check.
@@ -80,19 +97,38 @@ struct CaseVerdict {
   bool accepted = false;  // the kernel did not decline
   bool pass = true;
   std::string message;
+  std::string fault;       // "crash", "hang", "error code", "memory", or empty (see CheckRow::faults)
   double worst_error = 0;  // max pair error (u) over finite pairs
   Judgement judgement;     // when the output was judged
+  bool judged = false;     // the output was judged against the reference
 };
-CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, double bound, const struct CallResult& r,
-                       const ReferenceOutput* ref = nullptr);
+CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const Criteria& cr,
+                       const struct CallResult& r, const ReferenceOutput* ref = nullptr);
 
-// The bound a case is held to: the tolerance override for its dtype, or the
-// implementation's error model.
-double case_bound(const Implementation& impl, const RopeCase& c, const std::map<Dtype, double>& tolerance);
+// The criteria a case is held to: a flat tolerance override for its dtype, or
+// the implementation's error model under the contract.
+Criteria case_criteria(const Implementation& impl, const RopeCase& c, const Contract& contract,
+                       const std::map<Dtype, double>& tolerance);
+
+// The diagnosis of a failing call (faults named as such, else properties/diagnosis).
+std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
+                          const struct CallResult& r);
+
+// One line per dtype asked: the derived allowances of a contract at a small and a large angle.
+std::string describe_bounds(const Implementation& impl, const Contract& contract, const std::vector<Dtype>& dtypes,
+                            int64_t max_position);
+
+// The layout and relative-position properties, on outputs already judged one by one (the gate's rows and
+// `replay` use the same definitions). Each returns why the property fails, or empty.
+RopeCase half_split_twin(const RopeCase& interleaved);
+std::string layouts_violation(const RopeCase& ci, const Bytes& out_i, const Criteria& cri, const RopeCase& ch,
+                              const Bytes& out_h, const Criteria& crh);
+RopeCase relative_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng);
+std::string relative_violation(const RopeCase& c, const Bytes& out, const Criteria& cr);
 
 // The case generators (deterministic in the seed).
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
                                        std::vector<bool>* in_place);
-std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed);
+std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position);
 
 }  // namespace ropecheck::gate

@@ -33,6 +33,7 @@ static std::vector<Implementation> make_registry() {
                &ropecheck_conventional_fp32_rope, all_d, all_l, AngleModel::fp32,
                KernelErrorModel::conventional_fp32(), true});
   add_simd_implementations(v);
+  for (auto& i : v) i.contract.identity_bits = true;  // every built-in copies the input's bits at angle 0
   return v;
 }
 

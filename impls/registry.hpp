@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
+#include "properties/contract.hpp"
 #include "properties/error_model.hpp"
 #include "reference/reference.hpp"
 #include "ropecheck/kernel_abi.h"
@@ -22,6 +23,7 @@ struct Implementation {
   AngleModel angle_model = AngleModel::exact;  // the model it is judged under by default
   KernelErrorModel error_model;                // what its bound is derived from
   bool bit_exact_layouts = true;               // interleaved(x) == P^-1 halfsplit(P x) bit for bit
+  Contract contract;                           // what it promises (built-ins: identity=bits)
 
   bool supports(Dtype d) const;
   bool supports(Layout l) const;

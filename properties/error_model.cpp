@@ -141,7 +141,7 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   const double tangential = e + n1 * std::min(delta, 2.0);
   const double total = e + 2.0 * n1 * sh + std::min(delta, 2.0) * e_in;  // ||y - yhat|| itself
   const double unit = std::max(norm, mno) * uo;
-  return {radial / unit, tangential / unit, total / unit, radial_angle / unit};
+  return {radial / unit, tangential / unit, total / unit, radial_angle / unit, e / unit};
 }
 
 double error_bound(const KernelErrorModel& m, const RopeCase& c) {
@@ -173,7 +173,8 @@ std::string bucket_label(int b) {
   return "2^" + std::to_string(b - 1) + "..";
 }
 
-PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1, double abs_phi) {
+PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1, double abs_phi,
+                     double noise_rad) {
   const Format f = format_of(d);
   const double norm = std::max(std::hypot(x0, x1), f.min_normal());
   const double scale = 1.0 / (norm * f.unit_roundoff());
@@ -186,7 +187,7 @@ PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double
     p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;
     if (norm >= 64 * f.min_normal() && (y0 != 0 || y1 != 0)) {
       p.angle = std::atan2(ex0 * y1 - ex1 * y0, ex0 * y0 + ex1 * y1);
-      if (abs_phi > 0) p.angle_ulps = std::fabs(p.angle) / ulp32(abs_phi);
+      if (abs_phi > 0) p.angle_ulps = std::max(0.0, std::fabs(p.angle) - noise_rad) / ulp32(abs_phi);
     }
   }
   return p;

@@ -60,6 +60,7 @@ struct PairAllowance {
   double radial = 0, tangential = 0;
   double total = 0;  // on e itself (the norm of y - yhat): <= hypot(radial, tangential)
   double radial_angle = 0;  // the angle clause's share of radial: second order, systematic (<= 0 side)
+  double rounding = 0;      // everything but the angle (cos/sin, products, sum, store): the rounding noise
 };
 // norm: ||x|| of the input pair; abs_phi: |exact angle|.
 PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double norm,
@@ -86,13 +87,14 @@ std::string bucket_label(int b);
 struct PairError {
   double e = 0, radial = 0, tangential = 0;
   // The kernel's angle error: the angle from yhat to y in radians (> 0: rotated
-  // too far), and |that| in ulps of f32 at |phi|; NaN where the input is too
-  // close to the rounding noise to tell (norm < 64 mn, or a zero output).
+  // too far), NaN where the input is too close to the rounding noise to tell
+  // (norm < 64 mn, or a zero output); and the part of |that| beyond the
+  // rounding noise (noise_rad) in ulps of f32 at |phi| (0 when within it).
   double angle = std::numeric_limits<double>::quiet_NaN();
   double angle_ulps = std::numeric_limits<double>::quiet_NaN();
 };
 PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1,
-                     double abs_phi = 0);
+                     double abs_phi = 0, double noise_rad = 0);
 
 // ulp of f32 at |x| (x > 0): 2^(floor(log2 x) - 23), at least 2^-149.
 double ulp32(double x);

@@ -92,7 +92,7 @@ Criteria Criteria::flat_bound(double bound) {
 }
 
 PairAllowance Criteria::allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi) const {
-  if (flat > 0) return {flat, flat, flat, 0};
+  if (flat > 0) return {flat, flat, flat, 0, flat};
   return pair_allowance(model, c, pair, norm, abs_phi);
 }
 
@@ -101,9 +101,12 @@ double Criteria::case_bound(const RopeCase& c) const { return flat > 0 ? flat : 
 void BiasSums::merge(const BiasSums& o) {
   n += o.n;
   clusters += o.clusters;
-  sum_r += o.sum_r;
-  sum_s2 += o.sum_s2;
-  sum_ns += o.sum_ns;
+  for (auto [a, b] : {std::pair{&raw, &o.raw}, std::pair{&cached, &o.cached}}) {
+    a->sum_r += b->sum_r;
+    a->sum_s2 += b->sum_s2;
+    a->sum_ns += b->sum_ns;
+  }
+  has_cached |= o.has_cached;
   sum_n2 += o.sum_n2;
   sum_systematic += o.sum_systematic;
 }
@@ -111,6 +114,22 @@ void BiasSums::merge(const BiasSums& o) {
 namespace {
 
 bool is_subnormal(const Format& f, double v) { return v != 0 && std::fabs(v) < f.min_normal(); }
+
+double round_to(Dtype t, double v) {
+  unsigned char b[4];
+  store_f32(t, b, 0, float(v));
+  return load_f32(t, b, 0);
+}
+
+// The radial factor Re[(c~ + i s~) e^{-i phi}] = c~ cos phi + s~ sin phi of cos and sin rounded to nearest in
+// a cache type: a correct cache makes every pair's radial component (factor - 1) * norm (0 for f32). It is
+// systematic, not noise: at small angles cos rounds up to 1 while sin keeps its value, so slow pairs grow
+// by ~phi^2/2; and the cache's angle error shortens every pair to second order.
+double cache_radial_factor(Dtype t, double abs_phi) {
+  if (t == Dtype::f32) return 1.0;
+  const double c = std::cos(abs_phi), s = std::sin(abs_phi);
+  return round_to(t, c) * c + round_to(t, s) * s;
+}
 
 }  // namespace
 
@@ -123,6 +142,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                        const JudgeOptions& opt) {
   Judgement j;
   j.bound = cr.case_bound(c);
+  j.per_pair = cr.flat <= 0;
   const Dtype d = c.dtype;
   const Format f = format_of(d);
   const double u = f.unit_roundoff();
@@ -141,7 +161,12 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   const uint32_t npairs = c.rotary_dim / 2;
   const bool have_angles = ref.angle.size() == c.n_tokens() * npairs;
   // Bias clusters of this call: (position, pair) -> (pairs, sum of radial).
-  std::map<std::pair<int64_t, uint32_t>, std::pair<uint64_t, double>> clusters;
+  struct Cluster {
+    uint64_t n = 0;
+    double raw = 0, cached = 0;
+  };
+  std::map<std::pair<int64_t, uint32_t>, Cluster> clusters;
+  j.bias.has_cached = cr.flat <= 0 && cr.model.cos_sin != Dtype::f32;
   const double systematic_cap = 1.0 / 16;  // pairs whose angle clause allows more radial drift stay out of the bias
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.positions[t]);
@@ -233,7 +258,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                             (cr.identity_bits ? "bits (identity=bits)" : "values (identity=values)") + ":" + bad +
                             "\n" + site_text(c, ref, got, s));
         }
-        const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1], phi);
+        // The rounding noise's share of the angle: its tangential allowance without the angle, in radians.
+        const double noise_rad = cr.flat > 0 ? cr.flat * u * std::max(norm, f.min_normal()) / norm
+                                             : allow.rounding * u * std::max(norm, f.min_normal()) / norm;
+        const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1], phi, noise_rad);
         if (opt.keep_worst_pairs) {
           if (!worst) worst = &j.worst_by_bucket[bucket];
           if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
@@ -263,11 +291,17 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         }
         const bool within = zero_ok || !(ratio > 1.0);
         if (within && allow.radial_angle <= systematic_cap) {
-          auto& cl = clusters[{c.positions[t], i}];
-          ++cl.first;
-          cl.second += pe.radial;
+          // Also less what a correct cache of the contract's type does to this pair's radial component.
+          const double rc = j.bias.has_cached ? pe.radial - (cache_radial_factor(cr.model.cos_sin, phi) - 1.0) *
+                                                                norm / (std::max(norm, f.min_normal()) * u)
+                                              : pe.radial;
+          Cluster& cl = clusters[{c.positions[t], i}];
+          ++cl.n;
+          cl.raw += pe.radial;
+          cl.cached += rc;
           ++j.bias.n;
-          j.bias.sum_r += pe.radial;
+          j.bias.raw.sum_r += pe.radial;
+          j.bias.cached.sum_r += rc;
           j.bias.sum_systematic += allow.radial_angle;
         }
         if (!within) {
@@ -301,9 +335,11 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   }
   for (const auto& [key, cl] : clusters) {
     ++j.bias.clusters;
-    j.bias.sum_s2 += cl.second * cl.second;
-    j.bias.sum_ns += double(cl.first) * cl.second;
-    j.bias.sum_n2 += double(cl.first) * double(cl.first);
+    j.bias.raw.sum_s2 += cl.raw * cl.raw;
+    j.bias.raw.sum_ns += double(cl.n) * cl.raw;
+    j.bias.cached.sum_s2 += cl.cached * cl.cached;
+    j.bias.cached.sum_ns += double(cl.n) * cl.cached;
+    j.bias.sum_n2 += double(cl.n) * double(cl.n);
   }
   std::stable_sort(j.findings.begin(), j.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.error > b.error; });
@@ -312,8 +348,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
 
 std::string Judgement::report(size_t max_lines) const {
   std::ostringstream o;
-  o << violations << " violation(s) in " << pairs << " pairs; bound " << bound << " u; max error " << stats.max
-    << " u\n";
+  o << violations << " violation(s) in " << pairs << " pairs; ";
+  if (per_pair) o << "per-pair allowances (largest " << bound << " u)";
+  else o << "bound " << bound << " u";
+  o << "; max error " << stats.max << " u\n";
   for (size_t i = 0; i < findings.size() && i < max_lines; ++i) o << findings[i].message;
   return o.str();
 }

@@ -54,12 +54,19 @@ struct Criteria {
 // The radial components of the judged pairs, for the bias check (docs/gate.md):
 // pairs sharing a position and a pair index in one call share cos and sin, so
 // they form one cluster of the cluster-robust standard error.
+// Under a cos-sin clause narrower than f32 the sums are kept twice: of the radial components as they are
+// (a kernel may be more accurate than its contract), and less the share a correct cache of that type gives
+// each pair (`cached`); the bias check passes when either mean is within its allowance.
 struct BiasSums {
+  struct Moments {
+    double sum_r = 0;   // sum of radial components (u)
+    double sum_s2 = 0;  // sum over clusters of (sum of radial in the cluster)^2
+    double sum_ns = 0;  // sum over clusters of n_g * (sum of radial in the cluster)
+  };
   uint64_t n = 0;           // pairs
   uint64_t clusters = 0;
-  double sum_r = 0;         // sum of radial components (u)
-  double sum_s2 = 0;        // sum over clusters of (sum of radial in the cluster)^2
-  double sum_ns = 0;        // sum over clusters of n_g * (sum of radial in the cluster)
+  Moments raw, cached;
+  bool has_cached = false;  // a narrower cache was modelled
   double sum_n2 = 0;        // sum over clusters of n_g^2
   double sum_systematic = 0;  // sum of each pair's systematic radial allowance (the angle clause's share)
   void merge(const BiasSums& o);
@@ -67,6 +74,7 @@ struct BiasSums {
 
 struct Judgement {
   double bound = 0;         // the case's flat bound (Criteria::case_bound), for display
+  bool per_pair = false;    // judged by per-pair allowances (else every e against `bound`)
   uint64_t pairs = 0;
   uint64_t violations = 0;
   std::vector<Finding> findings;       // the first few, worst accuracy first

@@ -117,7 +117,7 @@ TEST(Isolation, CorrectKernelWritesEverythingAndKeepsTheInput) {
     EXPECT_EQ(r.unwritten, 0u);
     EXPECT_EQ(r.input_changed, 0u);
     EXPECT_EQ(r.guard_before_bytes + r.guard_after_bytes + r.input_guard_bytes, 0u);
-    const gate::CaseVerdict v = gate::judge_call(c, in_place, AngleModel::exact, k.bound(c), r);
+    const gate::CaseVerdict v = gate::judge_call(c, in_place, AngleModel::exact, Criteria::of(k.error_model, Contract{}), r);
     EXPECT_TRUE(v.pass) << v.message;
   }
 }
@@ -141,7 +141,7 @@ TEST(Isolation, CrashHangOobInputAndUnwrittenAreSeen) {
     const gate::CallResult r = gate::call_isolated(load("mut_oob_write").fn, c, false, 10);
     // Either the guard bytes after the buffer changed, or the guard page stopped the write.
     EXPECT_TRUE(r.guard_after_bytes > 0 || r.status == gate::CallStatus::crashed) << gate::describe(r);
-    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, 8, r);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::flat_bound(8), r);
     EXPECT_FALSE(v.pass);
   }
   {
@@ -149,14 +149,14 @@ TEST(Isolation, CrashHangOobInputAndUnwrittenAreSeen) {
     const gate::CallResult r = gate::call_isolated(load("mut_input_modified").fn, c, false, 10);
     EXPECT_EQ(r.status, gate::CallStatus::ok);
     EXPECT_GT(r.input_changed, 0u);
-    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, 8, r);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::flat_bound(8), r);
     EXPECT_FALSE(v.pass);
     EXPECT_NE(v.message.find("changed"), std::string::npos) << v.message;
   }
   {
     const RopeCase c = small_case(Dtype::f16, Layout::interleaved, 20, 20);  // 10 pairs: a tail of 2
     const gate::CallResult r = gate::call_isolated(load("mut_vector_tail").fn, c, false, 10);
-    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, load("mut_vector_tail").bound(c), r);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::of(load("mut_vector_tail").error_model, Contract{}), r);
     EXPECT_FALSE(v.pass);
   }
   {
@@ -174,7 +174,7 @@ TEST(Isolation, PoisonCatchesUnwrittenOutput) {
   EXPECT_EQ(r.unwritten, 0u);
   r = gate::call_isolated([](const rc_rope_args*) { return RC_OK; }, c, false, 10);
   EXPECT_EQ(r.unwritten, c.n_elements());
-  const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, 8, r);
+  const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::flat_bound(8), r);
   EXPECT_FALSE(v.pass);
   EXPECT_NE(v.message.find("never written"), std::string::npos) << v.message;
 }
