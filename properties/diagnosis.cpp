@@ -544,7 +544,15 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     }
 
     // ---- 2. radial bias ----------------------------------------------------------
-    {
+    // Not when flushing subnormals alone explains the output: a flushed pair is shortened too (to 0).
+    bool flush_explains = false;
+    if (cr.flat <= 0 && !cur.flush_denormals) {
+      Contract w = cur;
+      w.flush_denormals = true;
+      size_t h = SIZE_MAX;
+      flush_explains = finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h);
+    }
+    if (!flush_explains) {
       uint64_t n = 0;
       double sum_r = 0;
       bool tangential_ok = true;

@@ -4,6 +4,7 @@
 // precision ones.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "impls/plugin_loader.hpp"
 #include "impls/registry.hpp"
@@ -159,6 +162,16 @@ int stretched_angle_kernel(const rc_rope_args* a) {
   rc_rope_args b = *a;
   b.position_scale = a->position_scale * 1.063;
   return ropecheck_scalar_rope(&b);
+}
+
+// Correct, but subnormal results flushed to zero (FTZ).
+int ftz_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, true, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = x0 * c - x1 * s;
+    y1 = x0 * s + x1 * c;
+    if (std::fabs(y0) < FLT_MIN) y0 = std::copysign(0.0f, y0);
+    if (std::fabs(y1) < FLT_MIN) y1 = std::copysign(0.0f, y1);
+  });
 }
 
 float bf16r(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
@@ -340,6 +353,28 @@ TEST(Diagnosis, HfEagerNeedsACombination) {
   EXPECT_EQ(o.dg.cause, "mixed precision") << o.dg.text();
   EXPECT_NE(o.dg.clause.find("arith=bf16"), std::string::npos) << o.dg.text();
   EXPECT_NE(o.dg.detail.find("no single clause suffices"), std::string::npos) << o.dg.text();
+}
+
+TEST(Diagnosis, FlushedSubnormals) {
+  // Half the tokens, or all, hold values around 2^-127: their rotated outputs are subnormal and the kernel
+  // flushes them. With values around 2^-140 every output flushes to 0 in both components: a purely radial
+  // error, which is not "radial bias" when denormals=flush explains it.
+  for (const float scale : {0x1p-128f, 0x1p-140f})
+  for (const bool all_tiny : {false, true}) {
+    RopeCase c = f32_case();
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      if (all_tiny || t % 2 == 0)
+        for (size_t k = 0; k < c.n_heads * c.head_dim; ++k) {
+          const size_t e = t * c.n_heads * c.head_dim + k;
+          store_f32(c.dtype, c.input.data(), e, load_f32(c.dtype, c.input.data(), e) * scale);
+        }
+    SCOPED_TRACE(fmt::format("{} tokens tiny (x {})", all_tiny ? "all" : "half the", scale));
+    const Outcome o = judge_and_diagnose(local("ftz", ftz_kernel), c, default_contract());
+    std::printf("ftz %s x %g: %s\n", all_tiny ? "all tiny" : "half tiny", scale, o.dg.text().c_str());
+    ASSERT_FALSE(o.passed);
+    EXPECT_EQ(o.dg.cause, "subnormals flushed") << o.dg.text();
+    EXPECT_EQ(o.dg.contract, "denormals=flush") << o.dg.text();
+  }
 }
 
 TEST(Diagnosis, SignFlipIsNeverAngleDrift) {
