@@ -13,7 +13,10 @@
 //     whose exact angle is 0 is consistent with every candidate there.
 //  2. radial bias: every pair within its tangential allowance, the mean radial
 //     component of the rotated pairs below -1/4 u over >= 32 pairs
-//     (shortened outputs, as from truncating stores).
+//     (shortened outputs, as from truncating stores), unless denormals=flush
+//     alone accepts the output (flushed pairs are shortened too). Before the
+//     precision clauses: a wide enough arith or cos-sin clause also accepts
+//     truncated stores, and would hide them.
 //  3. precision: the same output re-judged under a widened copy of the
 //     contract, one clause at a time (denormals=flush, angles=f32:K with the
 //     smallest K, cos-sin=f16, arith=f16, cos-sin=bf16, arith=bf16), then the
@@ -25,10 +28,11 @@
 // fail, and they are the rotation of the pair with its NaN replaced by 0).
 //
 // Cost: the candidates' cos and sin come from at most three reference
-// evaluations with one head and one pair per (position, pair): the case's
+// evaluations of one-head cases whose pairs are all (1, 0): the case's
 // positions (with 1, 2 and the token indices; under the fp32 angle model
 // m+-1 and m+-2 themselves), theta from head_dim, theta = base^(-i/d).
-// Everything else is double arithmetic on those rows and re-judging.
+// Everything else is double arithmetic on those rows and re-judging
+// (~2-3 reference evaluations of an 8 x 2 x 128 case in all).
 #pragma once
 
 #include <string>
