@@ -1,0 +1,822 @@
+#include "properties/diagnosis.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+namespace ropecheck {
+
+std::string Diagnosis::text() const {
+  std::string s = "diagnosis: " + cause;
+  if (!detail.empty()) s += " (" + detail + ")";
+  if (!contract.empty()) s += "; would pass with --contract " + contract;
+  return s;
+}
+
+Contract contract_of(const Criteria& cr) {
+  Contract k;
+  k.angles = cr.model.angle_f32 ? Contract::Angles::f32 : Contract::Angles::exact;
+  k.angle_ulps = cr.model.angle_f32 ? cr.model.angle_f32_ulps : 0.0;
+  k.cos_sin = cr.model.cos_sin;
+  k.arith = cr.model.arith;
+  k.flush_denormals = cr.model.flush_denormals;
+  k.identity_bits = cr.identity_bits;
+  return k;
+}
+
+namespace {
+
+constexpr double kMaxK = 0x1p20;  // angles=f32:K is searched up to this K
+
+// ---- the candidates' cos and sin -------------------------------------------
+
+// cos, sin and |angle| of every (position, pair) of a set of positions, from
+// one reference evaluation of a one-head case whose pairs are all (1, 0): the
+// exact output is (cos phi, sin phi), correctly rounded to double.
+struct Rows {
+  uint32_t np = 0;
+  std::vector<int64_t> pos;  // sorted, unique
+  std::vector<double> c, s, phi;
+  size_t row(int64_t m) const { return size_t(std::lower_bound(pos.begin(), pos.end(), m) - pos.begin()); }
+  bool has(int64_t m) const { return std::binary_search(pos.begin(), pos.end(), m); }
+};
+
+Rows probe_rows(const RopeCase& c, std::vector<int64_t> positions, const std::vector<double>& table,
+                AngleModel model) {
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  RopeCase p;
+  p.dtype = Dtype::f32;
+  p.layout = Layout::interleaved;
+  p.head_dim = p.rotary_dim = c.rotary_dim;
+  p.n_heads = 1;
+  p.positions = positions;
+  p.base = c.base;
+  p.position_scale = c.position_scale;
+  p.inv_freq = table;
+  p.input.assign(p.n_bytes(), 0);
+  for (size_t k = 0; k < p.n_elements(); k += 2) store_f32(Dtype::f32, p.input.data(), k, 1.0f);
+  ReferenceOptions o;
+  o.angle_model = model;
+  const ReferenceOutput r = reference_rope(p, o);
+  Rows rows;
+  rows.np = c.rotary_dim / 2;
+  rows.pos = std::move(positions);
+  const size_t n = rows.pos.size() * rows.np;
+  rows.c.resize(n);
+  rows.s.resize(n);
+  rows.phi.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    rows.c[k] = r.exact[2 * k];
+    rows.s[k] = r.exact[2 * k + 1];
+    rows.phi[k] = r.angle[k];
+  }
+  return rows;
+}
+
+// A candidate output: what an explanation computes, exactly (in double), for
+// every pair of `layout` (its own pairing), and the |angle| its allowance uses.
+struct Candidate {
+  std::string cause;
+  std::string what;          // for the detail: what the output is measured against
+  Layout layout = Layout::interleaved;
+  std::vector<double> y;     // [n_elements]; rotary dims only
+  std::vector<double> phi;   // [n_tokens][np]
+};
+
+struct Trig {
+  double c, s, phi;
+};
+
+// The rotation of every pair of `layout` by the (cos, sin) that f(token, pair) gives.
+template <class F>
+Candidate rotation(const RopeCase& c, std::string cause, std::string what, Layout layout, F f) {
+  Candidate k{std::move(cause), std::move(what), layout, std::vector<double>(c.n_elements(), 0.0),
+              std::vector<double>(c.n_tokens() * (c.rotary_dim / 2), 0.0)};
+  const uint32_t np = c.rotary_dim / 2;
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (uint32_t i = 0; i < np; ++i) {
+      const Trig g = f(t, i);
+      k.phi[t * np + i] = g.phi;
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const size_t base = head_offset(c, t, h);
+        const auto [d0, d1] = pair_dims(layout, c.rotary_dim, i);
+        const double x0 = load_f32(c.dtype, c.input.data(), base + d0),
+                     x1 = load_f32(c.dtype, c.input.data(), base + d1);
+        k.y[base + d0] = x0 * g.c - x1 * g.s;
+        k.y[base + d1] = x0 * g.s + x1 * g.c;
+      }
+    }
+  return k;
+}
+
+// ---- measuring an output against a candidate --------------------------------
+
+struct Ctx {
+  const RopeCase& c;
+  const void* got;
+  const ReferenceOutput& ref;
+  const Criteria& cr;
+  uint32_t np;
+  bool have_angles;
+  double ref_phi(size_t t, uint32_t i) const { return have_angles ? ref.angle[t * np + i] : 0.0; }
+  bool copies(size_t k0, size_t k1) const {
+    return load_bits(c.dtype, got, k0) == load_bits(c.dtype, c.input.data(), k0) &&
+           load_bits(c.dtype, got, k1) == load_bits(c.dtype, c.input.data(), k1);
+  }
+};
+
+double ratio_of(const PairError& pe, const PairAllowance& a) {
+  return std::max({pe.e / a.total, std::fabs(pe.radial) / a.radial, std::fabs(pe.tangential) / a.tangential});
+}
+
+struct Fit {
+  double residual = 0;     // largest e against the candidate (u)
+  double worst_ratio = 0;  // largest e / allowance (of e, radial or tangential)
+  uint64_t pairs = 0, bad = 0;
+  bool fits() const { return pairs > 0 && bad == 0; }
+};
+
+// e, radial and tangential of pair_error (error_model.cpp), without the angle error's atan2: the fit measures
+// every candidate on every pair.
+PairError light_error(const Format& f, double x0, double x1, double y0, double y1, double ex0, double ex1) {
+  const double norm = std::max(std::hypot(x0, x1), f.min_normal());
+  const double scale = 1.0 / (norm * f.unit_roundoff());
+  const double d0 = y0 - ex0, d1 = y1 - ex1;
+  PairError p;
+  p.e = std::hypot(d0, d1) * scale;
+  const double en = std::hypot(ex0, ex1);
+  if (en > 0) {
+    p.radial = (d0 * ex0 + d1 * ex1) / en * scale;
+    p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;
+  }
+  return p;
+}
+
+// Every finite pair of the candidate's pairing against the candidate, as if it
+// were exact. A pair whose exact angle is 0 and which the kernel copied bit for
+// bit fits every candidate (kernels special-case an angle of 0 whatever their bug).
+// early_exit: stop at the first pair beyond its allowance (bad = 1, residual and
+// worst_ratio partial).
+Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
+  Fit f;
+  const RopeCase& c = x.c;
+  const Format fmt_d = format_of(c.dtype);
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < c.n_heads; ++h) {
+      const size_t base = head_offset(c, t, h);
+      for (uint32_t i = 0; i < x.np; ++i) {
+        const auto [d0, d1] = pair_dims(k.layout, c.rotary_dim, i);
+        const size_t k0 = base + d0, k1 = base + d1;
+        const double x0 = load_f32(c.dtype, c.input.data(), k0), x1 = load_f32(c.dtype, c.input.data(), k1);
+        const double y0 = load_f32(c.dtype, x.got, k0), y1 = load_f32(c.dtype, x.got, k1);
+        const double e0 = k.y[k0], e1 = k.y[k1];
+        if (!std::isfinite(x0) || !std::isfinite(x1) || !std::isfinite(y0) || !std::isfinite(y1) ||
+            !std::isfinite(e0) || !std::isfinite(e1))
+          continue;
+        ++f.pairs;
+        if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1)) continue;
+        const double phi = k.phi[t * x.np + i];
+        const PairError pe = light_error(fmt_d, x0, x1, y0, y1, e0, e1);
+        const double r = ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1), phi));
+        f.residual = std::max(f.residual, pe.e);
+        f.worst_ratio = std::max(f.worst_ratio, r);
+        if (r > 1.0) {
+          ++f.bad;
+          if (early_exit) return f;
+        }
+      }
+    }
+  return f;
+}
+
+// ---- the output against the reference ----------------------------------------
+
+// One finite pair judged by the error metric (finite input, output and exact value).
+struct Rec {
+  size_t token, head;
+  uint32_t pair;
+  size_t k0, k1;
+  double x[2], y[2];
+  double norm, phi;
+  bool zero;  // exact angle 0 (judged by the identity rule, not the metric)
+  PairError pe;
+};
+
+bool is_subnormal(const Format& f, double v) { return v != 0 && std::fabs(v) < f.min_normal(); }
+
+// The judge's identity rule (properties/judge.cpp) for one pair at angle 0.
+bool identity_ok(const Ctx& x, const Criteria& w, const Rec& r) {
+  if (w.flat > 0) return true;  // judged by the metric instead
+  const Dtype d = x.c.dtype;
+  const Format f = format_of(d), fa = format_of(w.model.arith);
+  const bool flush = w.model.flush_denormals;
+  const size_t ks[2] = {r.k0, r.k1};
+  for (int k = 0; k < 2; ++k) {
+    const bool same_bits = load_bits(d, x.got, ks[k]) == load_bits(d, x.c.input.data(), ks[k]);
+    bool same = w.identity_bits ? same_bits : r.y[k] == r.x[k];
+    if (!same && !w.identity_bits && flush && is_subnormal(f, r.x[k]) && r.y[k] == 0) same = true;
+    if (!same && !w.identity_bits && fa.unit_roundoff() > f.unit_roundoff() &&
+        std::fabs(r.y[k] - r.x[k]) <= fa.unit_roundoff() * std::max(std::fabs(r.x[k]), fa.min_normal()))
+      same = true;
+    if (!same) return false;
+  }
+  return true;
+}
+
+bool metric_ok(const Ctx& x, const Criteria& w, const Rec& r) {
+  return !(ratio_of(r.pe, w.allowance(x.c, r.pair, r.norm, r.phi)) > 1.0);  // as the judge compares
+}
+
+// Would the finite pairs pass under w? (The rules a contract changes: the metric and the identity rule.)
+// `hint` is the last pair that failed: tried first.
+bool finite_pairs_pass(const Ctx& x, const std::vector<Rec>& recs, const Criteria& w, size_t& hint) {
+  auto ok = [&](const Rec& r) {
+    return r.zero && w.flat <= 0 ? identity_ok(x, w, r) : metric_ok(x, w, r);
+  };
+  if (hint < recs.size() && !ok(recs[hint])) return false;
+  for (size_t k = 0; k < recs.size(); ++k)
+    if (!ok(recs[k])) {
+      hint = k;
+      return false;
+    }
+  return true;
+}
+
+// "16-19", "2, 5-7"
+std::string ranges(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (size_t a = 0; a < v.size();) {
+    size_t b = a;
+    while (b + 1 < v.size() && v[b + 1] == v[b] + 1) ++b;
+    s += (s.empty() ? "" : ", ") + std::to_string(v[a]) + (b > a ? "-" + std::to_string(v[b]) : "");
+    a = b + 1;
+  }
+  return s;
+}
+
+std::string g4(double v) { return fmt::format("{:.4g}", v); }
+
+// Contract::short_spec() with K written exactly: it formats K with {:g}, six significant digits, so
+// angles=f32:1000001 reads back as 1e+06.
+std::string exact_short_spec(const Contract& w) {
+  std::string s = w.short_spec();
+  if (w.angles == Contract::Angles::f32 && w.angle_ulps > 0) {
+    const size_t end = s.find(',');
+    s = fmt::format("angles=f32:{}", w.angle_ulps) + (end == std::string::npos ? "" : s.substr(end));
+  }
+  return s;
+}
+
+// ---- precision: widened contracts ---------------------------------------------
+
+// Clause keys, in the order tried: 0 denormals=flush, 1 angles=f32:K, 2 cos-sin=f16, 3 arith=f16,
+// 4 cos-sin=bf16, 5 arith=bf16.
+const char* single_cause(int key) {
+  switch (key) {
+    case 0: return "subnormals flushed";
+    case 1: return "f32 angle drift";
+    case 2: return "cos/sin at f16 precision";
+    case 3: return "arithmetic at f16 precision";
+    case 4: return "cos/sin at bf16 precision";
+    case 5: return "arithmetic at bf16 precision";
+  }
+  return "";
+}
+
+}  // namespace
+
+Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& ref, const Criteria& cr,
+                   AngleModel model) {
+  const uint32_t np = c.rotary_dim / 2;
+  const Dtype d = c.dtype;
+  const Format fmt_d = format_of(d);
+  const Ctx x{c, got, ref, cr, np, ref.angle.size() == c.n_tokens() * np};
+  const Contract cur = contract_of(cr);
+  const std::string cur_spec = cr.flat > 0 ? fmt::format("a flat bound of {} u", g4(cr.flat)) : exact_short_spec(cur);
+
+  // The finite pairs against the reference, and what fails.
+  std::vector<Rec> recs;
+  recs.reserve(c.n_tokens() * c.n_heads * np);
+  uint64_t acc_bad = 0, id_bad = 0;
+  uint64_t id_far = 0;  // pairs at angle 0 failing the identity rule and beyond the metric's allowance too
+  double ref_residual = 0;
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < c.n_heads; ++h) {
+      const size_t base = head_offset(c, t, h);
+      for (uint32_t i = 0; i < np; ++i) {
+        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        Rec r{t, h, i, base + d0, base + d1, {}, {}, 0, x.ref_phi(t, i), false, {}};
+        r.x[0] = load_f32(d, c.input.data(), r.k0);
+        r.x[1] = load_f32(d, c.input.data(), r.k1);
+        r.y[0] = load_f32(d, got, r.k0);
+        r.y[1] = load_f32(d, got, r.k1);
+        const double e0 = ref.exact[r.k0], e1 = ref.exact[r.k1];
+        if (!std::isfinite(r.x[0]) || !std::isfinite(r.x[1]) || !std::isfinite(r.y[0]) || !std::isfinite(r.y[1]) ||
+            !std::isfinite(e0) || !std::isfinite(e1))
+          continue;
+        r.norm = std::hypot(r.x[0], r.x[1]);
+        r.zero = x.have_angles ? r.phi == 0
+                               : (load_f32(d, ref.rounded.data(), r.k0) == r.x[0] &&
+                                  load_f32(d, ref.rounded.data(), r.k1) == r.x[1]);
+        r.pe = pair_error(d, r.x[0], r.x[1], r.y[0], r.y[1], e0, e1, r.phi);
+        ref_residual = std::max(ref_residual, r.pe.e);
+        if (r.zero && cr.flat <= 0) {
+          if (!identity_ok(x, cr, r)) {
+            ++id_bad;
+            if (!metric_ok(x, cr, r)) ++id_far;
+          }
+        } else if (!metric_ok(x, cr, r)) {
+          ++acc_bad;
+        }
+        recs.push_back(r);
+      }
+    }
+  // Pass-through dims: which changed, in how many heads, and to what.
+  std::set<uint32_t> pt_dims;
+  uint64_t pt_bad = 0, pt_heads = 0;
+  bool pt_zeroed = true;
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < c.n_heads; ++h) {
+      bool any = false;
+      for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+        const size_t e = head_offset(c, t, h) + k;
+        if (load_bits(d, got, e) == load_bits(d, c.input.data(), e)) continue;
+        ++pt_bad;
+        any = true;
+        pt_dims.insert(k);
+        if (load_bits(d, got, e) != 0) pt_zeroed = false;
+      }
+      pt_heads += any;
+    }
+  // The special-value findings (NaN and Inf rules, non-finite outputs): the judge's own count, from the output
+  // with every finite pair replaced by its correctly rounded value and the pass-through dims restored, so that
+  // the judge formats no message for the many pairs this function measures itself.
+  Bytes masked(static_cast<const unsigned char*>(got), static_cast<const unsigned char*>(got) + c.n_bytes());
+  for (const Rec& r : recs) {
+    store_bits(d, masked.data(), r.k0, load_bits(d, ref.rounded.data(), r.k0));
+    store_bits(d, masked.data(), r.k1, load_bits(d, ref.rounded.data(), r.k1));
+  }
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < c.n_heads; ++h)
+      for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+        const size_t e = head_offset(c, t, h) + k;
+        store_bits(d, masked.data(), e, load_bits(d, c.input.data(), e));
+      }
+  JudgeOptions jo;
+  jo.max_findings = 1;
+  jo.keep_values = false;
+  auto special_under = [&](const Criteria& w) { return judge_output(c, ref, masked.data(), w, jo).violations; };
+  const uint64_t special = special_under(cr);
+
+  Diagnosis dg;
+  dg.residual = ref_residual;
+  if (acc_bad + id_bad + pt_bad + special == 0) {
+    dg.cause = "none";
+    dg.detail = fmt::format("the output passes under {}; largest pair error {} u", cur_spec, g4(ref_residual));
+    return dg;
+  }
+  std::string pt_text;
+  if (pt_bad) {
+    std::vector<uint32_t> v(pt_dims.begin(), pt_dims.end());
+    pt_text = fmt::format("dims {} of {} changed in {} of {} heads{}", ranges(v), c.head_dim, pt_heads,
+                          c.n_tokens() * c.n_heads, pt_zeroed ? " (set to +0)" : "");
+  }
+  // What the explanation of the rotated pairs leaves unexplained.
+  auto also = [&](bool with_identity) {
+    std::string s;
+    if (with_identity && id_bad) s += fmt::format("; {} pair(s) at angle 0 also fail the identity rule", id_bad);
+    if (pt_bad) s += "; also pass-through " + pt_text;
+    if (special) s += fmt::format("; also {} special-value finding(s)", special);
+    return s;
+  };
+
+  // The candidates' cos and sin rows, built on first use.
+  const bool shifts_ok = std::all_of(c.positions.begin(), c.positions.end(),
+                                     [](int64_t m) { return m > -(int64_t(1) << 62) && m < (int64_t(1) << 62); });
+  bool token_index_differs = false;
+  for (size_t t = 0; t < c.n_tokens(); ++t) token_index_differs |= c.positions[t] != int64_t(t);
+  const bool exact_model = model == AngleModel::exact;
+  std::optional<Rows> rows_a;
+  auto rows = [&]() -> const Rows& {
+    if (!rows_a) {
+      std::vector<int64_t> need = c.positions;
+      if (shifts_ok) {
+        if (exact_model) {
+          need.push_back(1);
+          need.push_back(2);
+        } else {
+          for (int64_t m : c.positions)
+            for (int64_t k : {1, -1, 2, -2}) need.push_back(m + k);
+        }
+      }
+      if (token_index_differs)
+        for (size_t t = 0; t < c.n_tokens(); ++t) need.push_back(int64_t(t));
+      rows_a = probe_rows(c, need, c.inv_freq, model);
+    }
+    return *rows_a;
+  };
+  auto at = [&](const Rows& r, int64_t m, uint32_t i) {
+    const size_t k = r.row(m) * np + i;
+    return Trig{r.c[k], r.s[k], r.phi[k]};
+  };
+
+  // The rotated pairs fail, or pairs at angle 0 are far from their input (a rotation where there is none,
+  // as at position 0 of m+1): look for what the kernel computes. Pairs at angle 0 merely off by the identity
+  // rule (-0 -> +0, a rounding) are "identity changed" below.
+  if (acc_bad > 0 || id_far > 0) {
+    // ---- 1. structural explanations --------------------------------------------
+    std::vector<Candidate> cands;
+    const Rows& A = rows();
+    const Layout other = c.layout == Layout::interleaved ? Layout::half_split : Layout::interleaved;
+    auto plain = [&](size_t t, uint32_t i) { return at(A, c.positions[t], i); };
+    cands.push_back(rotation(c, "angle negated", "R(-phi) x", c.layout, [&](size_t t, uint32_t i) {
+      Trig g = plain(t, i);
+      g.s = -g.s;
+      return g;
+    }));
+    if (np > 1)
+      cands.push_back(rotation(c, "other layout",
+                               other == Layout::interleaved ? "pairs (2i, 2i+1) rotated by theta_i"
+                                                            : "pairs (i, i + rotary_dim/2) rotated by theta_i",
+                               other, plain));
+    if (shifts_ok)
+      for (int k : {1, -1, 2, -2}) {
+        const std::string name = fmt::format("position m{:+d}", k);
+        cands.push_back(rotation(c, name, fmt::format("the rotation at positions m{:+d}", k), c.layout,
+                                 [&](size_t t, uint32_t i) {
+                                   const int64_t m = c.positions[t];
+                                   if (!exact_model) return at(A, m + k, i);
+                                   // R(phi_m + phi_k) = R(phi_m) R(phi_k), phi_-k = -phi_k.
+                                   const Trig a = at(A, m, i), b = at(A, std::abs(k), i);
+                                   const double sb = k < 0 ? -b.s : b.s;
+                                   const double sgn_t = c.inv_freq.empty() || c.inv_freq[i] >= 0 ? 1.0 : -1.0;
+                                   const double sgn_s = c.position_scale >= 0 ? 1.0 : -1.0;
+                                   const double pa = (m < 0 ? -1.0 : 1.0) * sgn_t * sgn_s * a.phi;
+                                   const double pb = (k < 0 ? -1.0 : 1.0) * sgn_t * sgn_s * b.phi;
+                                   return Trig{a.c * b.c - a.s * sb, a.s * b.c + a.c * sb, std::fabs(pa + pb)};
+                                 }));
+      }
+    if (c.inv_freq.empty()) {
+      auto table = [&](double num, uint32_t den) {
+        std::vector<double> th(np);
+        for (uint32_t i = 0; i < np; ++i)
+          th[i] = double(std::pow((long double)c.base, -(long double)num * i / (long double)den));
+        return th;
+      };
+      if (c.rotary_dim < c.head_dim) {
+        const Rows B = probe_rows(c, c.positions, table(2, c.head_dim), model);
+        cands.push_back(rotation(c, "theta from head_dim",
+                                 fmt::format("theta_i = base^(-2i/{}) (head_dim)", c.head_dim), c.layout,
+                                 [&](size_t t, uint32_t i) { return at(B, c.positions[t], i); }));
+      }
+      const Rows C = probe_rows(c, c.positions, table(1, c.rotary_dim), model);
+      cands.push_back(rotation(c, "exponent i/d", fmt::format("theta_i = base^(-i/{})", c.rotary_dim), c.layout,
+                               [&](size_t t, uint32_t i) { return at(C, c.positions[t], i); }));
+    }
+    if (token_index_differs)
+      cands.push_back(rotation(c, "token index as position",
+                               fmt::format("the rotation at positions 0..{}", c.n_tokens() - 1), c.layout,
+                               [&](size_t t, uint32_t i) { return at(A, int64_t(t), i); }));
+    // (x0 s - x1 c, x0 c + x1 s) = R(pi/2 - phi) x: a rotation whose cos is sin phi and sin is cos phi.
+    cands.push_back(rotation(c, "cos and sin swapped", "(x0 sin - x1 cos, x0 cos + x1 sin)", c.layout,
+                             [&](size_t t, uint32_t i) {
+                               const Trig g = plain(t, i);
+                               return Trig{g.s, g.c, g.phi};
+                             }));
+    // Pairs left unrotated: the pair indices some (token, head) of which fails and equals its input.
+    {
+      std::vector<char> idx(np, 0);
+      for (const Rec& r : recs)
+        if (!r.zero && x.copies(r.k0, r.k1) && !metric_ok(x, cr, r)) idx[r.pair] = 1;
+      std::vector<uint32_t> which;
+      for (uint32_t i = 0; i < np; ++i)
+        if (idx[i]) which.push_back(i);
+      if (!which.empty()) {
+        Candidate k{"pairs left unrotated", "", c.layout, ref.exact,
+                    x.have_angles ? ref.angle : std::vector<double>(c.n_tokens() * np, 0.0)};
+        uint64_t moved = 0, kept = 0;  // (token, head)s of those pairs at a non-zero angle: all / copied
+        for (size_t t = 0; t < c.n_tokens(); ++t)
+          for (size_t h = 0; h < c.n_heads; ++h)
+            for (uint32_t i : which) {
+              if (x.have_angles && x.ref_phi(t, i) == 0) continue;
+              const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+              const size_t k0 = head_offset(c, t, h) + d0, k1 = head_offset(c, t, h) + d1;
+              k.y[k0] = load_f32(d, c.input.data(), k0);
+              k.y[k1] = load_f32(d, c.input.data(), k1);
+              ++moved;
+              kept += x.copies(k0, k1);
+            }
+        k.what = fmt::format("pairs {} of {} equal to their input {}", ranges(which), np,
+                             kept == moved ? std::string("at every rotated position")
+                                           : fmt::format("in {} of {} rotated (token, head)s", kept, moved));
+        cands.push_back(std::move(k));
+      }
+    }
+    struct Scored {
+      const Candidate* k;
+      Fit f;
+    };
+    std::vector<Scored> fits;
+    for (const Candidate& k : cands) {
+      const Fit f = fit(x, k, true);
+      if (f.fits()) fits.push_back({&k, f});
+    }
+    if (!fits.empty()) {
+      std::stable_sort(fits.begin(), fits.end(),
+                       [](const Scored& a, const Scored& b) { return a.f.residual < b.f.residual; });
+      const Scored& best = fits.front();
+      dg.cause = best.k->cause;
+      dg.residual = best.f.residual;
+      std::string others;
+      for (size_t k = 1; k < fits.size(); ++k)
+        others += (others.empty() ? "" : ", ") + fits[k].k->cause + " (" + g4(fits[k].f.residual) + " u)";
+      dg.detail = fmt::format(
+          "every pair within the {} allowance against {}: residual {} u, against the exact rotation {} u{}{}",
+          cur_spec, best.k->what, g4(best.f.residual), g4(ref_residual),
+          others.empty() ? "" : "; also fits: " + others, also(false));
+      return dg;
+    }
+
+    // ---- 2. radial bias ----------------------------------------------------------
+    // Not when flushing subnormals alone explains the output: a flushed pair is shortened too (to 0).
+    bool flush_explains = false;
+    if (cr.flat <= 0 && !cur.flush_denormals) {
+      Contract w = cur;
+      w.flush_denormals = true;
+      size_t h = SIZE_MAX;
+      flush_explains = finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h);
+    }
+    if (!flush_explains) {
+      uint64_t n = 0;
+      double sum_r = 0;
+      bool tangential_ok = true;
+      for (const Rec& r : recs) {
+        if (r.zero) continue;
+        const PairAllowance a = cr.allowance(c, r.pair, r.norm, r.phi);
+        if (!(std::fabs(r.pe.tangential) <= a.tangential)) {
+          tangential_ok = false;
+          break;
+        }
+        ++n;
+        sum_r += r.pe.radial;
+      }
+      if (tangential_ok && n >= 32 && sum_r / double(n) < -0.25) {
+        dg.cause = "radial bias";
+        dg.detail = fmt::format(
+            "every pair within its tangential allowance, but the mean radial error is {:+.3f} u over {} pairs "
+            "(outputs shortened, as by truncating stores); {} pair(s) beyond the {} allowance, largest error {} u{}",
+            sum_r / double(n), n, acc_bad, cur_spec, g4(ref_residual), also(true));
+        return dg;
+      }
+    }
+
+    // ---- 3. precision: the contract widened ---------------------------------------
+    if (cr.flat <= 0) {
+      const double ucur_cs = unit_roundoff(cur.cos_sin), ucur_ar = unit_roundoff(cur.arith);
+      const bool angle_open = cur.angles == Contract::Angles::exact || cur.angle_ulps == 0 || cur.angle_ulps < kMaxK;
+      std::vector<int> avail;
+      if (!cur.flush_denormals) avail.push_back(0);
+      if (angle_open) avail.push_back(1);
+      if (unit_roundoff(Dtype::f16) > ucur_cs) avail.push_back(2);
+      if (unit_roundoff(Dtype::f16) > ucur_ar) avail.push_back(3);
+      if (unit_roundoff(Dtype::bf16) > ucur_cs) avail.push_back(4);
+      if (unit_roundoff(Dtype::bf16) > ucur_ar) avail.push_back(5);
+      // Every set of clauses (one cos-sin, one arith at most), smallest first, then in the order tried.
+      std::vector<std::vector<int>> sets;
+      for (uint32_t mask = 1; mask < (1u << avail.size()); ++mask) {
+        std::vector<int> s;
+        for (size_t b = 0; b < avail.size(); ++b)
+          if (mask & (1u << b)) s.push_back(avail[b]);
+        const auto n_cs = std::count_if(s.begin(), s.end(), [](int k) { return k == 2 || k == 4; });
+        const auto n_ar = std::count_if(s.begin(), s.end(), [](int k) { return k == 3 || k == 5; });
+        if (n_cs <= 1 && n_ar <= 1) sets.push_back(std::move(s));
+      }
+      std::stable_sort(sets.begin(), sets.end(), [](const std::vector<int>& a, const std::vector<int>& b) {
+        return a.size() != b.size() ? a.size() < b.size() : a < b;
+      });
+      size_t hint = SIZE_MAX;
+      auto widen = [&](const std::vector<int>& s, double k_ulps) {
+        Contract w = cur;
+        for (int key : s) {
+          if (key == 0) w.flush_denormals = true;
+          if (key == 1) {
+            w.angles = Contract::Angles::f32;
+            w.angle_ulps = k_ulps;
+          }
+          if (key == 2) w.cos_sin = Dtype::f16;
+          if (key == 3) w.arith = Dtype::f16;
+          if (key == 4) w.cos_sin = Dtype::bf16;
+          if (key == 5) w.arith = Dtype::bf16;
+        }
+        return w;
+      };
+      auto passes = [&](const Contract& w) { return finite_pairs_pass(x, recs, Criteria::of(cr.model, w), hint); };
+      // The pair with the largest angle error, in f32 ulps of |phi|, among those that fail the contract
+      // widened by the set's other clauses: the angle clause is what they need. (Elsewhere the output's own
+      // rounding can dominate the angle error of a small |phi|.)
+      auto worst_angle = [&](const Criteria& w) {
+        const Rec* at_rec = nullptr;
+        for (const Rec& r : recs)
+          if (!r.zero && !std::isnan(r.pe.angle_ulps) && (!at_rec || r.pe.angle_ulps > at_rec->pe.angle_ulps) &&
+              !metric_ok(x, w, r))
+            at_rec = &r;
+        return at_rec;
+      };
+      for (const auto& s : sets) {
+        const bool angle = std::find(s.begin(), s.end(), 1) != s.end();
+        double k_ulps = 0;
+        const Rec* angle_rec = nullptr;
+        if (angle) {
+          // The smallest integer K in [lo, 2^20] that passes (the allowance grows with K): bracketed by
+          // galloping from the largest angle error seen, then bisected; a failing check stops at its first
+          // failing pair, so the cost is in the few passing checks.
+          const double lo = cur.angles == Contract::Angles::f32 && cur.angle_ulps > 0
+                                ? std::floor(cur.angle_ulps) + 1 : 1;
+          const double hi = kMaxK;
+          if (lo > hi || !passes(widen(s, hi))) continue;
+          std::vector<int> rest;
+          for (int key : s)
+            if (key != 1) rest.push_back(key);
+          angle_rec = worst_angle(Criteria::of(cr.model, widen(rest, 0)));
+          const double est = std::clamp(angle_rec ? std::ceil(angle_rec->pe.angle_ulps) : lo, lo, hi);
+          double a, b;  // a fails (or is lo - 1), b passes
+          if (passes(widen(s, est))) {
+            b = est;
+            for (double dd = 1;; dd *= 2) {
+              if (b - dd < lo) { a = lo - 1; break; }
+              if (!passes(widen(s, b - dd))) { a = b - dd; break; }
+              b -= dd;
+            }
+          } else {
+            a = est;
+            for (double dd = 1;; dd *= 2) {
+              if (a + dd >= hi) { b = hi; break; }
+              if (passes(widen(s, a + dd))) { b = a + dd; break; }
+              a += dd;
+            }
+          }
+          while (b - a > 1) {
+            const double mid = std::floor((a + b) / 2);
+            if (passes(widen(s, mid))) b = mid;
+            else a = mid;
+          }
+          k_ulps = b;
+        } else if (!passes(widen(s, 0))) {
+          continue;
+        }
+        const Contract w = widen(s, k_ulps);
+        std::string clauses;
+        for (int key : s) {
+          std::string cl;
+          if (key == 0) cl = "denormals=flush";
+          if (key == 1) cl = fmt::format("angles=f32:{}", k_ulps);
+          if (key == 2 || key == 4) cl = fmt::format("cos-sin={}", to_string(w.cos_sin));
+          if (key == 3 || key == 5) cl = fmt::format("arith={}", to_string(w.arith));
+          clauses += (clauses.empty() ? "" : ",") + cl;
+        }
+        dg.clause = clauses;
+        dg.cause = s.size() == 1 ? single_cause(s[0]) : "mixed precision";
+        // The evidence.
+        std::string ev;
+        if (angle) {
+          ev = angle_rec ? fmt::format("angle error up to {} f32 ulps of |phi| where it fails, at position {} "
+                                       "(pair {}, |phi| {}); smallest K that passes: {}",
+                                       g4(angle_rec->pe.angle_ulps), c.positions[angle_rec->token], angle_rec->pair,
+                                       g4(angle_rec->phi), k_ulps)
+                         : fmt::format("smallest K that passes: {}", k_ulps);
+        }
+        if (std::find(s.begin(), s.end(), 0) != s.end()) {
+          uint64_t flushed = 0;
+          for (size_t e = 0; e < c.n_elements(); ++e) {
+            const double xi = load_f32(d, c.input.data(), e), yi = load_f32(d, got, e),
+                         ri = load_f32(d, ref.rounded.data(), e);
+            if (yi == 0 && (is_subnormal(fmt_d, xi) || is_subnormal(fmt_d, ri))) ++flushed;
+          }
+          ev += fmt::format("{}{} element(s) are 0 where the input or the exact output is subnormal",
+                            ev.empty() ? "" : "; ", flushed);
+        }
+        {
+          // The worst pair against the failed contract and against the widened one.
+          const Criteria wc = Criteria::of(cr.model, w);
+          double rc = 0, rw = 0;
+          for (const Rec& r : recs) {
+            if (r.zero) continue;
+            rc = std::max(rc, ratio_of(r.pe, cr.allowance(c, r.pair, r.norm, r.phi)));
+            rw = std::max(rw, ratio_of(r.pe, wc.allowance(c, r.pair, r.norm, r.phi)));
+          }
+          ev += fmt::format("{}{} pair(s) beyond the {} allowance, the worst at {}x it (largest error {} u); at "
+                            "most {}x the allowance with {}",
+                            ev.empty() ? "" : "; ", acc_bad, cur_spec, g4(rc), g4(ref_residual), g4(rw), clauses);
+        }
+        if (s.size() > 1) ev = "no single clause suffices; " + ev;
+        for (const auto& p : contract_presets()) {
+          std::string err;
+          auto pc = parse_contract(p.spec, &err);
+          if (!pc || std::string_view(p.name) == "default" || std::string_view(p.name) == "builtin") continue;
+          pc->identity_bits = cur.identity_bits;
+          size_t h2 = SIZE_MAX;
+          if (finite_pairs_pass(x, recs, Criteria::of(cr.model, *pc), h2)) {
+            ev += fmt::format("; the {} preset also accepts it", p.name);
+            break;
+          }
+        }
+        if (pt_bad == 0 && special_under(Criteria::of(cr.model, w)) == 0) dg.contract = exact_short_spec(w);
+        else ev += "; the case still fails under it" + also(false);
+        dg.detail = ev;
+        return dg;
+      }
+    }
+
+    // ---- 4. unexplained ------------------------------------------------------------
+    const Candidate* closest = nullptr;
+    Fit closest_fit;
+    for (const Candidate& k : cands) {
+      const Fit f = fit(x, k, false);
+      if (!closest || f.worst_ratio < closest_fit.worst_ratio) {
+        closest = &k;
+        closest_fit = f;
+      }
+    }
+    dg.cause = "unexplained";
+    dg.detail = fmt::format(
+        "{} pair(s) beyond the {} allowance, largest error {} u against the exact rotation; no explanation fits: "
+        "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}",
+        acc_bad, cur_spec, g4(ref_residual), closest ? closest->cause : "-", g4(closest_fit.worst_ratio),
+        g4(closest_fit.residual), also(true));
+    return dg;
+  }
+
+  if (id_bad > 0) {
+    // Only pairs at angle 0 fail: what changed.
+    uint64_t zero_sign = 0, other = 0;
+    for (const Rec& r : recs) {
+      if (!r.zero || identity_ok(x, cr, r)) continue;
+      const size_t ks[2] = {r.k0, r.k1};
+      for (int k = 0; k < 2; ++k) {
+        if (load_bits(d, got, ks[k]) == load_bits(d, c.input.data(), ks[k])) continue;
+        if (r.x[k] == 0 && r.y[k] == 0) ++zero_sign;
+        else ++other;
+      }
+    }
+    dg.cause = "identity changed";
+    dg.residual = 0;
+    dg.detail = fmt::format("{} pair(s) at angle 0 fail the identity rule (identity={}): {} signed zero(s) flipped, "
+                            "{} other element(s) changed; every rotated pair is within its allowance{}",
+                            id_bad, cr.identity_bits ? "bits" : "values", zero_sign, other, also(false));
+    return dg;
+  }
+  if (pt_bad > 0) {
+    dg.cause = "pass-through touched";
+    dg.detail = pt_text + "; every rotated pair is within its allowance" +
+                (special ? fmt::format("; also {} special-value finding(s)", special) : std::string());
+    return dg;
+  }
+
+  // Only special values fail. NaN inputs zeroed: every NaN-input pair with a non-NaN output is the rotation
+  // of the pair with its NaN replaced by 0.
+  {
+    const Rows& A = rows();
+    uint64_t nan_pairs = 0, fitted = 0;
+    double resid = 0;
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      for (size_t h = 0; h < c.n_heads; ++h)
+        for (uint32_t i = 0; i < np; ++i) {
+          const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+          const size_t k0 = head_offset(c, t, h) + d0, k1 = head_offset(c, t, h) + d1;
+          double x0 = load_f32(d, c.input.data(), k0), x1 = load_f32(d, c.input.data(), k1);
+          const double y0 = load_f32(d, got, k0), y1 = load_f32(d, got, k1);
+          if (!std::isnan(x0) && !std::isnan(x1)) continue;
+          if (std::isnan(y0) && std::isnan(y1)) continue;
+          ++nan_pairs;
+          if (std::isnan(x0)) x0 = 0;
+          if (std::isnan(x1)) x1 = 0;
+          if (!std::isfinite(x0) || !std::isfinite(x1) || !std::isfinite(y0) || !std::isfinite(y1)) continue;
+          const Trig g = at(A, c.positions[t], i);
+          const double e0 = x0 * g.c - x1 * g.s, e1 = x0 * g.s + x1 * g.c;
+          const PairError pe = pair_error(d, x0, x1, y0, y1, e0, e1, g.phi);
+          resid = std::max(resid, pe.e);
+          if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1), g.phi)) <= 1.0) ++fitted;
+        }
+    if (nan_pairs > 0 && fitted == nan_pairs && nan_pairs >= special) {
+      dg.cause = "NaN inputs zeroed";
+      dg.residual = resid;
+      dg.detail = fmt::format("{} pair(s) holding a NaN give a number: each is the rotation of the pair with its "
+                              "NaN replaced by 0 (residual {} u); the exact output is NaN",
+                              nan_pairs, g4(resid));
+      return dg;
+    }
+  }
+  dg.cause = "unexplained";
+  dg.detail = fmt::format("only special values fail ({} finding(s): NaN/Inf inputs or a non-finite output); every "
+                          "finite pair is within its allowance",
+                          special);
+  return dg;
+}
+
+}  // namespace ropecheck

@@ -1,0 +1,79 @@
+// Diagnosing a failed case: which named explanation fits the kernel's output.
+//
+// A finding says where a kernel is wrong; a diagnosis says what it most likely
+// computes. diagnose() tests explanations against the output of one case:
+//
+//  1. structural: a candidate output is computed (the rotation by -phi, the
+//     other layout's pairing, positions m+-1 and m+-2, theta from head_dim,
+//     theta = base^(-i/d), the token index as position, cos and sin swapped,
+//     pairs left unrotated) and the output is measured against it as if it
+//     were exact; it fits when every finite pair is within the contract's
+//     allowance (Criteria::allowance) relative to the candidate. The fitting
+//     candidate with the smallest residual wins. A kernel that copies a pair
+//     whose exact angle is 0 is consistent with every candidate there.
+//  2. radial bias: every pair within its tangential allowance, the mean radial
+//     component of the rotated pairs below -1/4 u over >= 32 pairs
+//     (shortened outputs, as from truncating stores), unless denormals=flush
+//     alone accepts the output (flushed pairs are shortened too). Before the
+//     precision clauses: a wide enough arith or cos-sin clause also accepts
+//     truncated stores, and would hide them.
+//  3. precision: the same output re-judged under a widened copy of the
+//     contract, one clause at a time (denormals=flush, angles=f32:K with the
+//     smallest K, cos-sin=f16, arith=f16, cos-sin=bf16, arith=bf16), then the
+//     smallest combination of clauses.
+//  4. otherwise "unexplained", naming the closest candidate.
+// Failures outside the rotated pairs have their own causes: "identity changed"
+// (only pairs at angle 0 fail), "pass-through touched" (only dims
+// [rotary_dim, head_dim) fail), "NaN inputs zeroed" (only NaN-input pairs
+// fail, and they are the rotation of the pair with its NaN replaced by 0).
+//
+// Cost: the candidates' cos and sin come from at most three reference
+// evaluations of one-head cases whose pairs are all (1, 0): the case's
+// positions (with 1, 2 and the token indices; under the fp32 angle model
+// m+-1 and m+-2 themselves), theta from head_dim, theta = base^(-i/d).
+// Everything else is double arithmetic on those rows and re-judging
+// (~2-3 reference evaluations of an 8 x 2 x 128 case in all).
+#pragma once
+
+#include <string>
+
+#include "core/rope_case.hpp"
+#include "properties/contract.hpp"
+#include "properties/judge.hpp"
+#include "reference/reference.hpp"
+
+namespace ropecheck {
+
+struct Diagnosis {
+  std::string cause;     // a fixed short name: "none", "angle negated", "other layout", "position m+1",
+                         // "position m-1", "position m+2", "position m-2", "theta from head_dim",
+                         // "exponent i/d", "token index as position", "cos and sin swapped",
+                         // "pairs left unrotated", "pass-through touched", "identity changed",
+                         // "NaN inputs zeroed", "radial bias", "f32 angle drift",
+                         // "cos/sin at f16 precision", "cos/sin at bf16 precision",
+                         // "arithmetic at f16 precision", "arithmetic at bf16 precision",
+                         // "subnormals flushed", "mixed precision", "unexplained"
+  std::string detail;    // one line: the evidence (residual in u, which pairs, the K needed, ...)
+  std::string clause;    // precision causes: the clause(s) added to the contract that accept the
+                         // output ("angles=f32:37", "cos-sin=bf16", "angles=f32:3,cos-sin=bf16,arith=bf16");
+                         // empty otherwise
+  std::string contract;  // precision causes, when the widened contract passes the whole case: its
+                         // --contract spec (the failed contract's other clauses kept); empty otherwise
+  double residual = 0;   // the largest pair error e (u) of the output against this explanation
+                         // (precision causes, radial bias, none: against the exact reference)
+  bool explained() const { return !cause.empty() && cause != "unexplained"; }
+  // "diagnosis: <cause> (<detail>)[; would pass with --contract <spec>]"
+  std::string text() const;
+};
+
+// got: the kernel's output for case c (the storage type's bytes); ref: the
+// exact reference of c under `model`; cr: the criteria it failed under (its
+// contract). Deterministic. A passing output gives cause "none".
+Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& ref, const Criteria& cr,
+                   AngleModel model = AngleModel::exact);
+
+// The contract a Criteria was made from (Criteria::of): its angle, cos-sin,
+// arith, denormals and identity clauses.
+Contract contract_of(const Criteria& cr);
+
+}  // namespace ropecheck

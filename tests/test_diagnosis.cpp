@@ -1,0 +1,534 @@
+// Tests of diagnose(): every planted-bug kernel (impls/mutants) whose bug shows in its output is named by the
+// explanation that produces it, under the default contract and under the loosest one; a correct kernel's
+// output gets "none"; a precision diagnosis' contract really accepts the case; structural causes win over
+// precision ones.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "impls/plugin_loader.hpp"
+#include "impls/registry.hpp"
+#include "properties/contract.hpp"
+#include "properties/diagnosis.hpp"
+#include "properties/judge.hpp"
+#include "reference/reference.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+const std::vector<int64_t> kPositions = {1, 2, 3, 7, 100, 4096, 1 << 20, 12345};
+
+RopeCase make_case(Dtype d, Layout l, uint32_t hd, uint32_t rd, std::vector<int64_t> pos = kPositions,
+                   uint32_t heads = 2, unsigned seed = 11) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = hd;
+  c.rotary_dim = rd;
+  c.n_heads = heads;
+  c.positions = std::move(pos);
+  c.input.assign(c.n_bytes(), 0);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4, 4);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(d, c.input.data(), k, u(rng));
+  return c;
+}
+
+Implementation load(const std::string& stem) {
+  PluginLoad pl = load_kernel_plugin(std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so");
+  if (!pl.impl) throw std::runtime_error(pl.error);
+  return *pl.impl;
+}
+
+Implementation local(const char* name, rc_rope_apply_fn fn) {
+  Implementation k;
+  k.name = name;
+  k.fn = fn;
+  k.dtypes = {Dtype::f32, Dtype::f16, Dtype::bf16};
+  k.layouts = {Layout::interleaved, Layout::half_split};
+  return k;
+}
+
+Criteria criteria(const Contract& ct) { return Criteria::of(KernelErrorModel::for_contract(ct), ct); }
+
+Contract default_contract() {
+  std::string err;
+  return *parse_contract("default", &err);
+}
+
+struct Outcome {
+  bool passed = false;
+  Diagnosis dg;
+  std::string report;
+};
+
+Outcome judge_and_diagnose(const Implementation& k, const RopeCase& c, const Contract& ct) {
+  Bytes out;
+  EXPECT_EQ(run_kernel(k, c, out), RC_OK) << k.name;
+  const ReferenceOutput ref = reference_rope(c);
+  const Criteria cr = criteria(ct);
+  Outcome o;
+  const Judgement j = judge_output(c, ref, out.data(), cr);
+  o.passed = j.ok();
+  o.report = j.report(2);
+  o.dg = diagnose(c, out.data(), ref, cr);
+  return o;
+}
+
+// ---- local kernels: the mutants' shape (theta and angle in double, cos/sin rounded to f32, the rotation in
+// f32, round-to-nearest-even stores, pass-through copied), with the pair computation given.
+using PairFn = std::function<void(float x0, float x1, float c, float s, float& y0, float& y1)>;
+
+int shaped_kernel(const rc_rope_args* a, bool copy_zero_angle, const PairFn& rot) {
+  const Dtype d = Dtype(a->dtype);
+  const uint32_t hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t i = 0; i < np; ++i) {
+      const double theta = a->inv_freq ? a->inv_freq[i] : std::pow(a->base, -2.0 * i / rd);
+      const double angle = double(a->positions[t]) * a->position_scale * theta;
+      const float c = float(std::cos(angle)), s = float(std::sin(angle));
+      for (uint32_t h = 0; h < a->n_heads; ++h) {
+        const size_t base = (size_t(t) * a->n_heads + h) * hd;
+        const auto [d0, d1] = pair_dims(Layout(a->layout), rd, i);
+        if (angle == 0 && copy_zero_angle) {
+          store_bits(d, a->out, base + d0, load_bits(d, a->in, base + d0));
+          store_bits(d, a->out, base + d1, load_bits(d, a->in, base + d1));
+          continue;
+        }
+        float y0, y1;
+        rot(load_f32(d, a->in, base + d0), load_f32(d, a->in, base + d1), c, s, y0, y1);
+        store_f32(d, a->out, base + d0, y0);
+        store_f32(d, a->out, base + d1, y1);
+      }
+    }
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = rd; k < hd; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
+        store_bits(d, a->out, e, load_bits(d, a->in, e));
+      }
+  return RC_OK;
+}
+
+// cos and sin swapped: y0 = x0 s - x1 c, y1 = x0 c + x1 s.
+int swapped_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, true, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = x0 * s - x1 * c;
+    y1 = x0 * c + x1 * s;
+  });
+}
+
+// Correct, but position 0 goes through the arithmetic: x0*1 - x1*0 turns (-0, 3) into (+0, 3).
+int no_identity_copy_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, false, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = x0 * c - x1 * s;
+    y1 = x0 * s + x1 * c;
+  });
+}
+
+// Rotates correctly, then scales by 1.5: no named explanation.
+int scaled_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, true, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = 1.5f * (x0 * c - x1 * s);
+    y1 = 1.5f * (x0 * s + x1 * c);
+  });
+}
+
+// The built-in conventional-fp32 kernel (the fp32 angle model's pipeline) at positions m + shift, or with
+// the position scale negated.
+int conventional_changed(const rc_rope_args* a, int64_t shift, double scale_mul) {
+  std::vector<int64_t> pos(a->positions, a->positions + a->n_tokens);
+  for (int64_t& m : pos) m += shift;
+  rc_rope_args b = *a;
+  b.positions = pos.data();
+  b.position_scale = a->position_scale * scale_mul;
+  return ropecheck_conventional_fp32_rope(&b);
+}
+int conventional_plus1(const rc_rope_args* a) { return conventional_changed(a, 1, 1.0); }
+int conventional_negated(const rc_rope_args* a) { return conventional_changed(a, 0, -1.0); }
+
+// The angle 6.3% too large: an angle drift of ~2^-4 |phi|, about 10^6 f32 ulps of |phi|.
+int stretched_angle_kernel(const rc_rope_args* a) {
+  rc_rope_args b = *a;
+  b.position_scale = a->position_scale * 1.063;
+  return ropecheck_scalar_rope(&b);
+}
+
+// Correct, but subnormal results flushed to zero (FTZ).
+int ftz_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, true, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = x0 * c - x1 * s;
+    y1 = x0 * s + x1 * c;
+    if (std::fabs(y0) < FLT_MIN) y0 = std::copysign(0.0f, y0);
+    if (std::fabs(y1) < FLT_MIN) y1 = std::copysign(0.0f, y1);
+  });
+}
+
+float bf16r(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
+
+// Hugging Face eager rotate_half on bf16 activations: the f32 angle pipeline (inv_freq = 1/base^(2i/d) in
+// f32, f32 positions and product), cosf/sinf cast to bf16, q*cos + rotate_half(q)*sin with each product and
+// the sum rounded to bf16.
+int hf_eager_bf16_kernel(const rc_rope_args* a) {
+  const Dtype d = Dtype(a->dtype);
+  const uint32_t hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t i = 0; i < np; ++i) {
+      const float e = float(2 * i) / float(rd);
+      const float inv = a->inv_freq ? float(a->inv_freq[i]) : 1.0f / std::pow(float(a->base), e);
+      const float ang = float(a->positions[t]) * inv;
+      const float c = bf16r(std::cos(ang)), s = bf16r(std::sin(ang));
+      for (uint32_t h = 0; h < a->n_heads; ++h) {
+        const size_t base = (size_t(t) * a->n_heads + h) * hd;
+        const auto [d0, d1] = pair_dims(Layout(a->layout), rd, i);
+        const float x0 = load_f32(d, a->in, base + d0), x1 = load_f32(d, a->in, base + d1);
+        store_f32(d, a->out, base + d0, bf16r(bf16r(x0 * c) + bf16r(-x1 * s)));
+        store_f32(d, a->out, base + d1, bf16r(bf16r(x1 * c) + bf16r(x0 * s)));
+      }
+    }
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = rd; k < hd; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
+        store_bits(d, a->out, e, load_bits(d, a->in, e));
+      }
+  return RC_OK;
+}
+
+// ---- the planted bugs -----------------------------------------------------------
+
+struct PlantedBug {
+  std::string kernel;  // a mutant's stem, or "local:<name>"
+  std::function<RopeCase()> make;
+  std::string under_default;  // the expected cause ("none": the output passes)
+  std::string under_loosest;
+  std::string detail_has;  // a substring the default diagnosis' detail must hold ("" none)
+};
+
+RopeCase f32_case() { return make_case(Dtype::f32, Layout::interleaved, 128, 128); }
+
+RopeCase nan_case() {
+  RopeCase c = f32_case();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t k : {size_t(5), size_t(130), size_t(700), size_t(1501)}) store_f32(c.dtype, c.input.data(), k, nan);
+  return c;
+}
+
+const std::vector<PlantedBug>& planted() {
+  static const std::vector<PlantedBug> v = {
+      {"mut_sign", f32_case, "angle negated", "angle negated", "R(-phi) x"},
+      {"mut_layout_pairing", [] { return make_case(Dtype::f32, Layout::half_split, 128, 128); }, "other layout",
+       "other layout", "pairs (2i, 2i+1)"},
+      {"mut_position_off_by_one", f32_case, "position m+1", "position m+1", ""},
+      {"mut_freq_head_dim", [] { return make_case(Dtype::f32, Layout::interleaved, 128, 96); },
+       "theta from head_dim", "theta from head_dim", "base^(-2i/128)"},
+      {"mut_wrong_exponent", f32_case, "exponent i/d", "exponent i/d", "base^(-i/128)"},
+      {"mut_positions_ignored", f32_case, "token index as position", "token index as position", "positions 0..7"},
+      {"mut_vector_tail", [] { return make_case(Dtype::f32, Layout::interleaved, 64, 40); }, "pairs left unrotated",
+       "pairs left unrotated", "pairs 16-19 of 20 equal to their input at every rotated position"},
+      {"mut_passthrough_clobbered", [] { return make_case(Dtype::f32, Layout::interleaved, 128, 64); },
+       "pass-through touched", "pass-through touched", "dims 64-127 of 128 changed in 16 of 16 heads (set to +0)"},
+      {"mut_fp32_angle", f32_case, "f32 angle drift", "none", "f32 ulps of |phi| where it fails, at position"},
+      {"mut_bf16_cache", f32_case, "cos/sin at bf16 precision", "none", ""},
+      {"mut_truncating_bf16", [] { return make_case(Dtype::bf16, Layout::interleaved, 128, 128); }, "radial bias",
+       "none", "mean radial error is -0."},
+      {"mut_nan_flushed", nan_case, "NaN inputs zeroed", "NaN inputs zeroed", "4 pair(s) holding a NaN"},
+      {"local:swapped", f32_case, "cos and sin swapped", "cos and sin swapped", ""},
+      {"ok_fast_f32", f32_case, "none", "none", ""},
+      {"ok_double", [] { return make_case(Dtype::bf16, Layout::half_split, 128, 96); }, "none", "none", ""},
+  };
+  return v;
+}
+
+Implementation kernel_of(const std::string& name) {
+  if (name == "local:swapped") return local("swapped", swapped_kernel);
+  return load(name);
+}
+
+class PlantedBugDiagnosis : public ::testing::TestWithParam<size_t> {};
+
+}  // namespace
+
+TEST_P(PlantedBugDiagnosis, NamesTheBug) {
+  const PlantedBug& b = planted()[GetParam()];
+  const Implementation k = kernel_of(b.kernel);
+  const RopeCase c = b.make();
+  for (const bool loosest : {false, true}) {
+    const Contract ct = loosest ? loosest_contract() : default_contract();
+    const std::string& want = loosest ? b.under_loosest : b.under_default;
+    SCOPED_TRACE(b.kernel + " under " + ct.short_spec());
+    const Outcome o = judge_and_diagnose(k, c, ct);
+    std::printf("%-26s %-8s %s\n", b.kernel.c_str(), loosest ? "loosest" : "default", o.dg.text().c_str());
+    EXPECT_EQ(o.passed, want == "none") << o.report;
+    EXPECT_EQ(o.dg.cause, want) << o.dg.text();
+    EXPECT_TRUE(o.dg.explained()) << o.dg.text();
+    if (!loosest && !b.detail_has.empty()) {
+      EXPECT_NE(o.dg.detail.find(b.detail_has), std::string::npos) << o.dg.text();
+    }
+    // A structural cause is never a precision one: no contract clause is suggested.
+    if (want != "none" && want.find("precision") == std::string::npos && want != "f32 angle drift") {
+      EXPECT_TRUE(o.dg.clause.empty() && o.dg.contract.empty()) << o.dg.text();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, PlantedBugDiagnosis, ::testing::Range(size_t(0), planted().size()),
+                         [](const ::testing::TestParamInfo<size_t>& i) {
+                           std::string n = planted()[i.param].kernel;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(Diagnosis, AngleDriftNamesTheSmallestKAndItsContractPasses) {
+  const RopeCase c = f32_case();
+  const Outcome o = judge_and_diagnose(load("mut_fp32_angle"), c, default_contract());
+  ASSERT_EQ(o.dg.cause, "f32 angle drift") << o.dg.text();
+  ASSERT_EQ(o.dg.clause.rfind("angles=f32:", 0), 0u) << o.dg.text();
+  const double k = std::stod(o.dg.clause.substr(11));
+  EXPECT_GE(k, 1);
+  EXPECT_LE(k, 4) << "an f32 product of f32 theta and an exact position is within ~1 ulp";
+  EXPECT_EQ(o.dg.contract, o.dg.clause);
+  // K passes, K - 1 does not.
+  Bytes out;
+  ASSERT_EQ(run_kernel(load("mut_fp32_angle"), c, out), RC_OK);
+  const ReferenceOutput ref = reference_rope(c);
+  std::string err;
+  const Contract pass = *parse_contract(o.dg.contract, &err);
+  EXPECT_TRUE(judge_output(c, ref, out.data(), criteria(pass)).ok());
+  if (k > 1) {
+    Contract less = pass;
+    less.angle_ulps = k - 1;
+    EXPECT_FALSE(judge_output(c, ref, out.data(), criteria(less)).ok());
+  }
+}
+
+TEST(Diagnosis, PrecisionContractsAcceptTheCase) {
+  // Every precision diagnosis' --contract passes the case it was made for.
+  struct K {
+    Implementation impl;
+    RopeCase c;
+  };
+  const std::vector<K> ks = {
+      {load("mut_bf16_cache"), f32_case()},
+      {load("mut_bf16_cache"), make_case(Dtype::f16, Layout::half_split, 64, 64)},
+      {load("mut_fp32_angle"), make_case(Dtype::f16, Layout::interleaved, 64, 64, {1, 2, 5, 1 << 22, 1 << 24})},
+      {local("hf-eager-bf16", hf_eager_bf16_kernel), make_case(Dtype::bf16, Layout::half_split, 128, 128)},
+      {local("hf-eager-bf16", hf_eager_bf16_kernel), make_case(Dtype::f32, Layout::half_split, 128, 128)},
+      // K near 10^6: the suggested contract must carry K exactly (Contract::short_spec keeps 6 digits).
+      {local("stretched", stretched_angle_kernel), make_case(Dtype::f32, Layout::interleaved, 16, 16, {1, 2, 3})},
+  };
+  for (const K& k : ks) {
+    SCOPED_TRACE(k.impl.name + " on " + k.c.summary());
+    const Outcome o = judge_and_diagnose(k.impl, k.c, default_contract());
+    std::printf("%-16s %s: %s\n", k.impl.name.c_str(), std::string(to_string(k.c.dtype)).c_str(),
+                o.dg.text().c_str());
+    ASSERT_FALSE(o.passed);
+    ASSERT_FALSE(o.dg.contract.empty()) << o.dg.text();
+    ASSERT_FALSE(o.dg.clause.empty()) << o.dg.text();
+    EXPECT_EQ(o.dg.contract.find("e+"), std::string::npos) << "K written exactly: " << o.dg.contract;
+    std::string err;
+    const auto w = parse_contract(o.dg.contract, &err);
+    ASSERT_TRUE(w) << err;
+    EXPECT_TRUE(judge_and_diagnose(k.impl, k.c, *w).passed) << o.dg.text();
+    EXPECT_NE(o.dg.text().find("; would pass with --contract " + o.dg.contract), std::string::npos);
+  }
+}
+
+TEST(Diagnosis, HfEagerNeedsACombination) {
+  // f32 data: bf16 cos/sin and bf16 arithmetic are both far outside the default contract; no single clause
+  // accepts the output.
+  const RopeCase c = make_case(Dtype::f32, Layout::half_split, 128, 128);
+  const Outcome o = judge_and_diagnose(local("hf-eager-bf16", hf_eager_bf16_kernel), c, default_contract());
+  EXPECT_EQ(o.dg.cause, "mixed precision") << o.dg.text();
+  EXPECT_NE(o.dg.clause.find("arith=bf16"), std::string::npos) << o.dg.text();
+  EXPECT_NE(o.dg.detail.find("no single clause suffices"), std::string::npos) << o.dg.text();
+}
+
+TEST(Diagnosis, FlushedSubnormals) {
+  // Half the tokens, or all, hold values around 2^-127: their rotated outputs are subnormal and the kernel
+  // flushes them. With values around 2^-140 every output flushes to 0 in both components: a purely radial
+  // error, which is not "radial bias" when denormals=flush explains it.
+  for (const float scale : {0x1p-128f, 0x1p-140f})
+  for (const bool all_tiny : {false, true}) {
+    RopeCase c = f32_case();
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      if (all_tiny || t % 2 == 0)
+        for (size_t k = 0; k < c.n_heads * c.head_dim; ++k) {
+          const size_t e = t * c.n_heads * c.head_dim + k;
+          store_f32(c.dtype, c.input.data(), e, load_f32(c.dtype, c.input.data(), e) * scale);
+        }
+    SCOPED_TRACE(fmt::format("{} tokens tiny (x {})", all_tiny ? "all" : "half the", scale));
+    const Outcome o = judge_and_diagnose(local("ftz", ftz_kernel), c, default_contract());
+    std::printf("ftz %s x %g: %s\n", all_tiny ? "all tiny" : "half tiny", scale, o.dg.text().c_str());
+    ASSERT_FALSE(o.passed);
+    EXPECT_EQ(o.dg.cause, "subnormals flushed") << o.dg.text();
+    EXPECT_EQ(o.dg.contract, "denormals=flush") << o.dg.text();
+  }
+}
+
+TEST(Diagnosis, SignFlipIsNeverAngleDrift) {
+  // Under a contract whose angle clause is already wide, the sign flip at small positions is still structural.
+  std::string err;
+  const Contract wide = *parse_contract("angles=f32:100000,cos-sin=bf16,arith=bf16", &err);
+  const RopeCase c = make_case(Dtype::bf16, Layout::half_split, 64, 64, {1, 2, 3, 7});
+  const Outcome o = judge_and_diagnose(load("mut_sign"), c, wide);
+  ASSERT_FALSE(o.passed);
+  EXPECT_EQ(o.dg.cause, "angle negated") << o.dg.text();
+}
+
+TEST(Diagnosis, PositionShiftsAreTellApart) {
+  // position m+1 and m-1 / m+2 / m-2 are different explanations; the planted +1 is named, not its neighbours.
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    const RopeCase c = make_case(d, Layout::half_split, 64, 64, {0, 1, 2, 3, 9, 1000});
+    const Outcome o = judge_and_diagnose(load("mut_position_off_by_one"), c, default_contract());
+    EXPECT_EQ(o.dg.cause, "position m+1") << o.dg.text();
+  }
+}
+
+TEST(Diagnosis, IdentityChangedUnderIdentityBits) {
+  RopeCase c = make_case(Dtype::f32, Layout::interleaved, 64, 64, {0, 3, 5});
+  store_f32(c.dtype, c.input.data(), 0, -0.0f);  // token 0 (position 0), dim 0
+  store_f32(c.dtype, c.input.data(), 64 + 7, -0.0f);  // token 0, head 1, dim 7
+  std::string err;
+  const Contract bits = *parse_contract("builtin", &err);
+  const Implementation k = local("no-identity-copy", no_identity_copy_kernel);
+  const Outcome o = judge_and_diagnose(k, c, bits);
+  ASSERT_FALSE(o.passed);
+  EXPECT_EQ(o.dg.cause, "identity changed") << o.dg.text();
+  EXPECT_NE(o.dg.detail.find("2 signed zero(s) flipped"), std::string::npos) << o.dg.text();
+  // identity=values accepts -0 -> +0.
+  EXPECT_EQ(judge_and_diagnose(k, c, default_contract()).dg.cause, "none");
+}
+
+TEST(Diagnosis, UnexplainedNamesTheClosest) {
+  const Outcome o = judge_and_diagnose(local("scaled", scaled_kernel), f32_case(), default_contract());
+  ASSERT_FALSE(o.passed);
+  EXPECT_EQ(o.dg.cause, "unexplained") << o.dg.text();
+  EXPECT_FALSE(o.dg.explained());
+  EXPECT_NE(o.dg.detail.find("the closest, "), std::string::npos) << o.dg.text();
+  EXPECT_TRUE(o.dg.clause.empty());
+}
+
+TEST(Diagnosis, IsDeterministicAndFormatsItsText) {
+  const RopeCase c = f32_case();
+  const Outcome a = judge_and_diagnose(load("mut_bf16_cache"), c, default_contract());
+  const Outcome b = judge_and_diagnose(load("mut_bf16_cache"), c, default_contract());
+  EXPECT_EQ(a.dg.text(), b.dg.text());
+  EXPECT_EQ(a.dg.text(), "diagnosis: cos/sin at bf16 precision (" + a.dg.detail +
+                             "); would pass with --contract cos-sin=bf16");
+  Diagnosis d;
+  d.cause = "angle negated";
+  d.detail = "x";
+  EXPECT_EQ(d.text(), "diagnosis: angle negated (x)");
+  EXPECT_TRUE(d.explained());
+  d.cause = "unexplained";
+  EXPECT_FALSE(d.explained());
+}
+
+Diagnosis diagnose_with(const Implementation& k, const RopeCase& c, const Criteria& cr, AngleModel model,
+                        bool* passed) {
+  Bytes out;
+  EXPECT_EQ(run_kernel(k, c, out), RC_OK) << k.name;
+  ReferenceOptions ro;
+  ro.angle_model = model;
+  const ReferenceOutput ref = reference_rope(c, ro);
+  *passed = judge_output(c, ref, out.data(), cr).ok();
+  return diagnose(c, out.data(), ref, cr, model);
+}
+
+TEST(Diagnosis, ScalesTablesPositionZeroTheFp32ModelAndFlatBounds) {
+  const Criteria def = criteria(default_contract());
+  bool passed = true;
+  const Implementation sign = load("mut_sign"), plus1 = load("mut_position_off_by_one");
+  {
+    RopeCase c = make_case(Dtype::f16, Layout::interleaved, 64, 64);
+    c.position_scale = 0.25;
+    EXPECT_EQ(diagnose_with(plus1, c, def, AngleModel::exact, &passed).cause, "position m+1");
+    EXPECT_EQ(diagnose_with(sign, c, def, AngleModel::exact, &passed).cause, "angle negated");
+  }
+  {
+    RopeCase c = make_case(Dtype::f32, Layout::half_split, 64, 48);
+    for (uint32_t i = 0; i < 24; ++i) c.inv_freq.push_back(0.5 * std::pow(500000.0, -2.0 * i / 48));
+    EXPECT_EQ(diagnose_with(sign, c, def, AngleModel::exact, &passed).cause, "angle negated");
+    EXPECT_EQ(diagnose_with(plus1, c, def, AngleModel::exact, &passed).cause, "position m+1");
+    // With a table the exponent bug cannot show: the kernel passes.
+    const Diagnosis d = diagnose_with(load("mut_wrong_exponent"), c, def, AngleModel::exact, &passed);
+    EXPECT_TRUE(passed);
+    EXPECT_EQ(d.cause, "none");
+  }
+  {
+    // Position 0 only: the reference's angle is 0 everywhere, the kernel rotates by theta.
+    const RopeCase c = make_case(Dtype::bf16, Layout::interleaved, 64, 64, {0, 0});
+    const Diagnosis d = diagnose_with(plus1, c, def, AngleModel::exact, &passed);
+    EXPECT_FALSE(passed);
+    EXPECT_EQ(d.cause, "position m+1") << d.text();
+  }
+  {
+    // The fp32 angle model: the candidates' rows are that model's angles (at m+1 itself, not m's plus 1's).
+    // The kernels: the conventional-fp32 pipeline at m+1 / with the scale negated.
+    const RopeCase c = make_case(Dtype::f32, Layout::interleaved, 64, 64, {1, 2, 3, 7, 100, 4096, 1 << 20});
+    const Contract dc = default_contract();
+    const Criteria conv = Criteria::of(KernelErrorModel::conventional_fp32(), dc);
+    const Implementation ok = *find_implementation("conventional-fp32");
+    EXPECT_EQ(diagnose_with(ok, c, conv, AngleModel::fp32, &passed).cause, "none");
+    EXPECT_TRUE(passed);
+    const Diagnosis d = diagnose_with(local("conv+1", conventional_plus1), c, conv, AngleModel::fp32, &passed);
+    EXPECT_FALSE(passed);
+    EXPECT_EQ(d.cause, "position m+1") << d.text();
+    EXPECT_EQ(diagnose_with(local("conv-neg", conventional_negated), c, conv, AngleModel::fp32, &passed).cause,
+              "angle negated");
+  }
+  {
+    // A flat --tolerance: structural explanations still fit; no contract can widen it.
+    const Criteria flat = Criteria::flat_bound(3.0);
+    const RopeCase c = f32_case();
+    EXPECT_EQ(diagnose_with(sign, c, flat, AngleModel::exact, &passed).cause, "angle negated");
+    const Diagnosis d = diagnose_with(load("mut_bf16_cache"), c, flat, AngleModel::exact, &passed);
+    EXPECT_FALSE(passed);
+    EXPECT_EQ(d.cause, "unexplained") << d.text();
+    EXPECT_TRUE(d.contract.empty());
+  }
+}
+
+TEST(Diagnosis, Timing) {
+  // 8 tokens x 2 heads x 128 dims: the cost of diagnose() against one reference evaluation.
+  const RopeCase c = f32_case();
+  const Criteria cr = criteria(default_contract());
+  auto ms = [](auto f) {
+    double best = 1e9;
+    for (int r = 0; r < 5; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  ReferenceOutput ref;
+  const double t_ref = ms([&] { ref = reference_rope(c); });
+  std::printf("reference_rope: %.2f ms\n", t_ref);
+  struct K {
+    const char* name;
+    Implementation impl;
+  };
+  for (const K& k : {K{"mut_sign", load("mut_sign")}, K{"mut_bf16_cache", load("mut_bf16_cache")},
+                     K{"mut_fp32_angle", load("mut_fp32_angle")}, K{"scaled", local("scaled", scaled_kernel)}}) {
+    Bytes out;
+    ASSERT_EQ(run_kernel(k.impl, c, out), RC_OK);
+    Diagnosis dg;
+    const double t = ms([&] { dg = diagnose(c, out.data(), ref, cr); });
+    std::printf("diagnose %-16s %.2f ms (%.1f reference evaluations): %s\n", k.name, t, t / t_ref,
+                dg.cause.c_str());
+    EXPECT_LT(t, 5000.0);  // a hang guard only: the machine is shared
+  }
+}
