@@ -76,7 +76,7 @@ int run() {
     if (auto it = tol.find(rec.c.dtype); it != tol.end()) rec.tolerance = it->second;
   }
   // The criteria the gate used: the kernel's error model under the recorded contract, or the flat override.
-  auto criteria = [&](const RopeCase& c) {
+  auto criteria = [&](const RopeCase&) {
     return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance) : Criteria::of(impl.error_model, rec.contract);
   };
   std::cout << "replay: " << rec.c.summary() << (rec.in_place ? " in-place" : " out-of-place") << ", angle model "

@@ -242,7 +242,12 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
       r.failed_check = true;
       const std::string msg = "case " + (e.contains("id") ? e["id"].dump() : std::to_string(k)) + " (" + out_name + "):\n" + j.report(2);
       if (!r.smallest || c.n_elements() < r.smallest->c.n_elements()) {
-        CaseRecord rec{c, false, model, cr.case_bound(c), check, msg};
+        CaseRecord rec;
+        rec.c = c;
+        rec.angle_model = model;
+        rec.bound = cr.case_bound(c);
+        rec.check = check;
+        rec.failure = msg;
         rec.contract = contract;
         rec.tolerance = cr.flat;
         rec.diagnosis = diagnose(c, out.data.data(), ref, cr, model).text();

@@ -465,7 +465,13 @@ class Gate {
 
   CaseRecord record(const CheckRow& r, const RopeCase& c, bool in_place, const Criteria& cr,
                     const std::string& msg) const {
-    CaseRecord rec{c, in_place, opt_.angle_model, cr.case_bound(c), r.name, msg};
+    CaseRecord rec;
+    rec.c = c;
+    rec.in_place = in_place;
+    rec.angle_model = opt_.angle_model;
+    rec.bound = cr.case_bound(c);
+    rec.check = r.name;
+    rec.failure = msg;
     rec.contract = opt_.contract;
     rec.tolerance = cr.flat;
     return rec;
@@ -591,12 +597,19 @@ void Gate::shrink(CheckRow& r) {
 }
 
 void Gate::diagnose_row(CheckRow& r) {
-  if (!r.smallest || aborted_) return;
-  CaseRecord& rec = *r.smallest;
+  if (!r.smallest) return;
+  if (aborted_ && r.smallest_fault.empty()) return;  // no more calls after two hangs
+  // The most evidence: the largest failing case the row kept (before shrinking), else the smallest.
+  const CaseRecord* richest = &*r.smallest;
+  for (const CaseRecord& f : r.failing)
+    if (f.property.empty() && f.c.n_elements() > richest->c.n_elements()) richest = &f;
+  const CaseRecord& rec = *richest;
   if (!rec.property.empty()) {
     r.diagnosis = "property " + rec.property + " violated (each call alone is within its allowance)";
   } else if (r.smallest_fault == "hang") {
     r.diagnosis = "hang: the kernel did not return within the timeout";
+  } else if (!r.smallest_fault.empty()) {
+    r.diagnosis = r.smallest_fault + ": " + r.smallest->failure.substr(0, r.smallest->failure.find('\n'));
   } else {
     // Rerun the smallest case once to look at its output (the rows keep no outputs).
     const Criteria cr = criteria(rec.c);
@@ -604,8 +617,17 @@ void Gate::diagnose_row(CheckRow& r) {
     const CaseVerdict v = judge_call(rec.c, rec.in_place, opt_.angle_model, cr, call);
     r.diagnosis = v.accepted && !v.pass ? diagnose_call(rec.c, opt_.angle_model, cr, v, call)
                                         : "not reproduced on a rerun (the kernel is not deterministic)";
+    if (rec.in_place && v.accepted && !v.pass) {
+      // In place only? The same call out of place.
+      const CallResult oop = call_isolated(impl_.fn, rec.c, false, opt_.call_timeout_seconds);
+      const CaseVerdict vo = judge_call(rec.c, false, opt_.angle_model, cr, oop);
+      if (vo.accepted && vo.pass)
+        r.diagnosis = "in-place aliasing: the same case passes out of place (the kernel reads what it already "
+                      "wrote when out == in)";
+    }
   }
-  rec.diagnosis = r.diagnosis;
+  r.smallest->diagnosis = r.diagnosis;
+  for (CaseRecord& f : r.failing) f.diagnosis = r.diagnosis;
 }
 
 void Gate::run_matrix() {
@@ -838,7 +860,7 @@ GateResult Gate::run() {
     std::vector<std::string> causes;
     for (const auto& r : res_.rows) {
       if (!r.failed_check) continue;
-      std::string cause = r.diagnosis.empty() ? r.name : r.diagnosis;
+      std::string cause = !r.smallest_fault.empty() ? r.smallest_fault : r.diagnosis.empty() ? r.name : r.diagnosis;
       if (const size_t cut = cause.find(" ("); cut != std::string::npos) cause.resize(cut);
       if (cause.rfind("diagnosis: ", 0) == 0) cause = cause.substr(11);
       if (std::find(causes.begin(), causes.end(), cause) == causes.end()) causes.push_back(cause);

@@ -12,7 +12,7 @@ namespace {
 std::string angles_text(const Contract& c) {
   if (c.angles == Contract::Angles::exact) return "angles=exact";
   if (c.angle_ulps == 0) return "angles=f32";
-  return fmt::format("angles=f32:{:g}", c.angle_ulps);
+  return fmt::format("angles=f32:{}", c.angle_ulps);  // shortest text that reads back exactly
 }
 
 std::string_view trim(std::string_view s) {

@@ -628,8 +628,34 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
             at_rec = &r;
         return at_rec;
       };
+      // Evidence each clause needs besides making the case pass: flushing needs an element that is 0 where
+      // the input or the exact output is subnormal; angle drift needs the radial components within their
+      // allowance without the angle clause (drift is tangential; only its second order is radial, so a
+      // huge K must not "explain" an error that is radial too, like a narrow cos/sin cache's).
+      bool any_flushed = false;
+      for (size_t e = 0; e < c.n_elements() && !any_flushed; ++e) {
+        const double xi = load_f32(d, c.input.data(), e), yi = load_f32(d, got, e), ri = load_f32(d, ref.rounded.data(), e);
+        any_flushed = yi == 0 && (is_subnormal(fmt_d, xi) || is_subnormal(fmt_d, ri));
+      }
+      // A pure rotation keeps the pair's length: |y| - |x| within the rounding's radial allowance (without
+      // the angle clause) for every pair.
+      auto radial_fits_without_angle = [&](const std::vector<int>& s) {
+        std::vector<int> rest;
+        for (int key : s)
+          if (key != 1) rest.push_back(key);
+        const Criteria w = Criteria::of(cr.model, widen(rest, 0));
+        const double u = fmt_d.unit_roundoff();
+        for (const Rec& r : recs) {
+          if (r.zero) continue;
+          const double len = (std::hypot(r.y[0], r.y[1]) - r.norm) / (std::max(r.norm, fmt_d.min_normal()) * u);
+          if (!(std::fabs(len) <= w.allowance(c, r.pair, r.norm, r.phi).radial)) return false;
+        }
+        return true;
+      };
       for (const auto& s : sets) {
         const bool angle = std::find(s.begin(), s.end(), 1) != s.end();
+        if (std::find(s.begin(), s.end(), 0) != s.end() && !any_flushed) continue;
+        if (angle && !radial_fits_without_angle(s)) continue;
         double k_ulps = 0;
         const Rec* angle_rec = nullptr;
         if (angle) {
@@ -792,18 +818,24 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           double x0 = load_f32(d, c.input.data(), k0), x1 = load_f32(d, c.input.data(), k1);
           const double y0 = load_f32(d, got, k0), y1 = load_f32(d, got, k1);
           if (!std::isnan(x0) && !std::isnan(x1)) continue;
-          if (std::isnan(y0) && std::isnan(y1)) continue;
+          if (std::isnan(y0) || std::isnan(y1)) continue;  // a NaN kept (an angle-0 copy keeps its partner)
           ++nan_pairs;
           if (std::isnan(x0)) x0 = 0;
           if (std::isnan(x1)) x1 = 0;
-          if (!std::isfinite(x0) || !std::isfinite(x1) || !std::isfinite(y0) || !std::isfinite(y1)) continue;
+          if (!std::isfinite(x0) || !std::isfinite(x1)) {
+            // An infinite partner: the zeroed pair's rotation is non-finite too (or NaN from Inf*0); a finite
+            // output would not be explained.
+            if (!std::isfinite(y0) || !std::isfinite(y1)) ++fitted;
+            continue;
+          }
+          if (!std::isfinite(y0) || !std::isfinite(y1)) continue;
           const Trig g = at(A, c.positions[t], i);
           const double e0 = x0 * g.c - x1 * g.s, e1 = x0 * g.s + x1 * g.c;
           const PairError pe = pair_error(d, x0, x1, y0, y1, e0, e1, g.phi);
           resid = std::max(resid, pe.e);
           if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1), g.phi)) <= 1.0) ++fitted;
         }
-    if (nan_pairs > 0 && fitted == nan_pairs && nan_pairs >= special) {
+    if (nan_pairs > 0 && fitted == nan_pairs) {
       dg.cause = "NaN inputs zeroed";
       dg.residual = resid;
       dg.detail = fmt::format("{} pair(s) holding a NaN give a number: each is the rotation of the pair with its "

@@ -129,8 +129,10 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   // The sum, rounded in the arithmetic type.
   const double s = n1 + e_cs + e_prod;
   const double e_sum = round_pair(ua, mna, s, flush);
-  // The store: a rounding only when the storage type is narrower than the arithmetic.
-  const double e_store = uo > ua ? round_pair(uo, mno, s + e_sum, flush) : 0.0;
+  // The store: a rounding unless every value of the arithmetic type is one of the storage type (same type,
+  // or f16/bf16 arithmetic stored as f32); bf16 arithmetic stored as f16 rounds in f16's subnormal range.
+  const bool representable = m.arith == c.dtype || (fa.precision <= fo.precision && fa.emin >= fo.emin);
+  const double e_store = representable ? 0.0 : round_pair(uo, mno, s + e_sum, flush);
   const double e = (e_in + e_cs + e_prod + e_sum + e_store) * (1.0 + 0x1p-30);
   // The angle: R(phi~)x - R(phi)x has radial part -2 n1 sin^2(d/2), tangential n1 sin d.
   const double delta = angle_allowance(m, c, pair, abs_phi) * (1.0 + 0x1p-30);

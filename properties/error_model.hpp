@@ -47,8 +47,8 @@ struct KernelErrorModel {
 };
 
 // The angle allowance of angles=f32 without K for pair i of a case, in ulps of
-// f32 at |phi| (docs/error-model.md, "angles=f32"): (2i/d)|ln base| + 7 (+1
-// when position_scale != 1); 3 (+1) with a table.
+// f32 at |phi| (docs/error-model.md, "angles=f32"): (2i/d)|ln base| + 7 (+2
+// when position_scale != 1); 3 (+2) with a table.
 double f32_angle_ulps(const RopeCase& c, uint32_t pair);
 
 // The absolute angle error a model allows for pair i at exact angle |phi|.

@@ -147,15 +147,16 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   const Format f = format_of(d);
   const double u = f.unit_roundoff();
   const bool flush = cr.flat <= 0 && cr.model.flush_denormals;
-  auto add_finding = [&](std::string check, double err, std::string msg) {
+  // The message is built only for a finding that is kept (formatting every violation of a badly wrong
+  // kernel would dominate the judge's time).
+  auto add_finding = [&](std::string check, double err, const auto& message) {
     ++j.violations;
-    Finding fd{std::move(check), err, std::move(msg)};
     if (j.findings.size() < opt.max_findings) {
-      j.findings.push_back(std::move(fd));
-    } else if (fd.check == "accuracy") {  // keep the worst accuracy findings
+      j.findings.push_back(Finding{std::move(check), err, message()});
+    } else if (check == "accuracy") {  // keep the worst accuracy findings
       auto worst = std::min_element(j.findings.begin(), j.findings.end(),
                                     [](const Finding& a, const Finding& b) { return a.error < b.error; });
-      if (worst->check == "accuracy" && worst->error < fd.error) *worst = std::move(fd);
+      if (worst->check == "accuracy" && worst->error < err) *worst = Finding{std::move(check), err, message()};
     }
   };
   const uint32_t npairs = c.rotary_dim / 2;
@@ -232,7 +233,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (!why.empty()) {
           special_ok = false;
           add_finding(std::isnan(r0) || std::isnan(r1) ? "nan" : finite_in ? "finite" : "non-finite", 0,
-                      "special values: " + why + "\n" + site_text(c, ref, got, s));
+                      [&] { return "special values: " + why + "\n" + site_text(c, ref, got, s); });
         }
         if (!special_ok || !finite_in) continue;
         if (!std::isfinite(y0) || !std::isfinite(y1) || !std::isfinite(es[0]) || !std::isfinite(es[1]))
@@ -253,10 +254,11 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                                                  load_bits(d, got, ks[k]));
           }
           if (!bad.empty())
-            add_finding("identity", 0,
-                        std::string("identity: an angle of 0 must give the input's ") +
-                            (cr.identity_bits ? "bits (identity=bits)" : "values (identity=values)") + ":" + bad +
-                            "\n" + site_text(c, ref, got, s));
+            add_finding("identity", 0, [&] {
+              return std::string("identity: an angle of 0 must give the input's ") +
+                     (cr.identity_bits ? "bits (identity=bits)" : "values (identity=values)") + ":" + bad + "\n" +
+                     site_text(c, ref, got, s);
+            });
         }
         // The rounding noise's share of the angle: its tangential allowance without the angle, in radians.
         const double noise_rad = cr.flat > 0 ? cr.flat * u * std::max(norm, f.min_normal()) / norm
@@ -305,19 +307,22 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           j.bias.sum_systematic += allow.radial_angle;
         }
         if (!within) {
-          char head[400];
-          if (cr.flat > 0) {
-            std::snprintf(head, sizeof head,
-                          "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)\n", pe.e,
-                          cr.flat, pe.radial, pe.tangential);
-          } else {
-            std::snprintf(head, sizeof head,
-                          "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
-                          "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad = %.3g f32 ulps of |angle|\n",
-                          pe.e, allow.total, pe.radial, allow.radial, pe.tangential, allow.tangential, phi,
-                          pe.angle, pe.angle_ulps);
-          }
-          add_finding("accuracy", pe.e, head + site_text(c, ref, got, s));
+          add_finding("accuracy", pe.e, [&] {
+            char head[400];
+            if (cr.flat > 0) {
+              std::snprintf(head, sizeof head,
+                            "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)\n", pe.e,
+                            cr.flat, pe.radial, pe.tangential);
+            } else {
+              std::snprintf(head, sizeof head,
+                            "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
+                            "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad (%.3g f32 ulps of |angle| "
+                            "beyond the rounding noise)\n",
+                            pe.e, allow.total, pe.radial, allow.radial, pe.tangential, allow.tangential, phi, pe.angle,
+                            pe.angle_ulps);
+            }
+            return head + site_text(c, ref, got, s);
+          });
         }
       }
       // Pass-through dims are bit-exact.
@@ -328,7 +333,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           std::ostringstream o;
           o << "pass-through: dim " << k << " of token " << t << " head " << h << " changed from "
             << describe_element(d, in) << " to " << describe_element(d, g) << "\n  case: " << c.summary() << "\n";
-          add_finding("pass-through", 0, o.str());
+          add_finding("pass-through", 0, [&] { return o.str(); });
         }
       }
     }
