@@ -105,7 +105,11 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   // docs/error-model.md, "The per-pair allowance". Absolute error norms of the
   // pair first, then in u of the storage type relative to max(norm, mn).
   const Format fo = format_of(c.dtype), fa = format_of(m.arith), fc = format_of(m.cos_sin);
-  const double uo = fo.unit_roundoff(), ua = fa.unit_roundoff(), uc = fc.unit_roundoff();
+  // An f16/bf16 operation is an f32 operation rounded to the narrow type (CPU libraries, PyTorch): the
+  // double rounding adds the f32 rounding, ua + u32 (1 + ua). Likewise a narrow cache of f32 cos/sin.
+  const double uo = fo.unit_roundoff();
+  const double ua = m.arith == Dtype::f32 ? kU32 : fa.unit_roundoff() + kU32 * (1 + fa.unit_roundoff());
+  const double uc = fc.unit_roundoff();
   const double mno = fo.min_normal(), mna = fa.min_normal(), mnc = fc.min_normal();
   const bool flush = m.flush_denormals;
   const double r2 = std::sqrt(2.0);

@@ -1,0 +1,333 @@
+// Contracts (properties/contract.hpp) and the per-pair allowances derived from
+// them (docs/error-model.md, "Contracts"):
+//  - the SPEC grammar: every clause, presets, errors, exact round trips;
+//  - widening a clause never shrinks an allowance;
+//  - simulated pipelines that do exactly what a clause allows (f32 angles off by
+//    K ulps, a cos/sin cache rounded to f16/bf16, products and sums rounded in
+//    f16/bf16 through f32, flushed subnormals) pass under that clause, and
+//    reach a sizeable share of the derived allowance (the bound is not vacuous);
+//  - the identity clause (values vs bits) and denormals=flush in the judge;
+//  - power: at small positions a sign flip, a swapped cos/sin and an
+//    off-by-one position are far outside even the loosest contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "core/rope_case.hpp"
+#include "properties/contract.hpp"
+#include "properties/error_model.hpp"
+#include "properties/judge.hpp"
+#include "reference/reference.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+Contract parse(const std::string& s) {
+  std::string err;
+  auto c = parse_contract(s, &err);
+  EXPECT_TRUE(c.has_value()) << s << ": " << err;
+  return c.value_or(Contract{});
+}
+
+std::string parse_error(const std::string& s) {
+  std::string err;
+  EXPECT_FALSE(parse_contract(s, &err).has_value()) << s;
+  return err;
+}
+
+Criteria criteria(const Contract& c) { return Criteria::of(KernelErrorModel::for_contract(c), c); }
+
+double round_to(Dtype t, double v) {
+  unsigned char b[4];
+  store_f32(t, b, 0, float(v));
+  return load_f32(t, b, 0);
+}
+
+// One operation of a narrow type as CPU libraries do it: in f32, rounded to the type.
+double op(Dtype t, double v) { return round_to(t, double(float(v))); }
+
+double flush(const Format& f, double v, bool on) { return on && std::fabs(v) < f.min_normal() ? 0.0 * v : v; }
+
+// A case with random inputs of moderate magnitude (some tiny) at the given positions.
+RopeCase random_case(Dtype d, Layout l, std::vector<int64_t> positions, uint32_t hd, double base, std::mt19937_64& rng,
+                     bool tiny = false) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = hd;
+  c.rotary_dim = hd;
+  c.n_heads = 2;
+  c.positions = std::move(positions);
+  c.base = base;
+  c.input.assign(c.n_bytes(), 0);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  const Format f = format_of(d);
+  for (size_t k = 0; k < c.n_elements(); ++k) {
+    const int e = tiny ? f.emin - int(rng() % 6) + 2 : int(rng() % 13) - 6;
+    store_f32(d, c.input.data(), k, float(std::ldexp(mant(rng), e) * ((rng() & 1) ? -1 : 1)));
+  }
+  return c;
+}
+
+// A kernel that does exactly what a contract allows, as badly as it allows: the angle off by up to K ulps of
+// f32 (K drawn per pair, the sign at random), cos/sin of that angle rounded to the cache type, the input
+// rounded to a narrower arithmetic type, each product and the sum rounded in it (through f32), subnormal
+// inputs and results flushed, the result stored to nearest even.
+Bytes simulate(const RopeCase& c, const Contract& k, double angle_ulps, std::mt19937_64& rng) {
+  Bytes out = c.input;
+  const Dtype d = c.dtype;
+  const Format fo = format_of(d), fa = format_of(k.arith), fc = format_of(k.cos_sin);
+  const bool fl = k.flush_denormals;
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
+      const double theta = std::pow(c.base, -2.0 * i / c.rotary_dim);
+      const double phi = double(c.positions[t]) * theta;
+      const double dphi = phi == 0 ? 0 : angle_ulps * ulp32(phi) * unit(rng);
+      double cs = std::cos(phi + dphi), sn = std::sin(phi + dphi);
+      cs = flush(fc, op(k.cos_sin, cs), fl);
+      sn = flush(fc, op(k.cos_sin, sn), fl);
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const size_t b = head_offset(c, t, h);
+        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        double x0 = flush(fo, load_f32(d, c.input.data(), b + d0), fl);
+        double x1 = flush(fo, load_f32(d, c.input.data(), b + d1), fl);
+        if (fa.precision < fo.precision) {
+          x0 = round_to(k.arith, x0);
+          x1 = round_to(k.arith, x1);
+        }
+        auto mul = [&](double a, double b) { return flush(fa, op(k.arith, a * b), fl); };
+        auto sum = [&](double a, double b) { return flush(fa, op(k.arith, a + b), fl); };
+        const double y0 = sum(mul(x0, cs), -mul(x1, sn)), y1 = sum(mul(x0, sn), mul(x1, cs));
+        store_f32(d, out.data(), b + d0, float(flush(fo, round_to(d, y0), fl)));
+        store_f32(d, out.data(), b + d1, float(flush(fo, round_to(d, y1), fl)));
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST(ContractGrammar, EveryClauseAndItsValues) {
+  const Contract c = parse("angles=f32:64,cos-sin=bf16,arith=f16,denormals=flush,identity=bits");
+  EXPECT_EQ(c.angles, Contract::Angles::f32);
+  EXPECT_EQ(c.angle_ulps, 64);
+  EXPECT_EQ(c.cos_sin, Dtype::bf16);
+  EXPECT_EQ(c.arith, Dtype::f16);
+  EXPECT_TRUE(c.flush_denormals);
+  EXPECT_TRUE(c.identity_bits);
+  EXPECT_EQ(parse("angles=exact"), Contract{});
+  EXPECT_EQ(parse(" angles = f32 , identity=values ").angles, Contract::Angles::f32);
+  EXPECT_EQ(parse("angles=f32").angle_ulps, 0);  // derived per pair
+  EXPECT_EQ(parse("denormals=keep,cos-sin=f32,arith=f32"), Contract{});
+  EXPECT_EQ(loosest_contract(), parse("angles=f32:64,cos-sin=bf16,arith=bf16,denormals=flush"));
+}
+
+TEST(ContractGrammar, PresetsExpandAndEveryPresetParses) {
+  for (const auto& p : contract_presets()) EXPECT_EQ(parse(p.name), parse(p.spec)) << p.name;
+  EXPECT_EQ(parse("hf-eager-bf16"), parse("angles=f32,cos-sin=bf16,arith=bf16"));
+  EXPECT_EQ(parse("loosest"), loosest_contract());
+  EXPECT_TRUE(parse("builtin").identity_bits);
+}
+
+TEST(ContractGrammar, ClearErrors) {
+  EXPECT_NE(parse_error("").find("empty"), std::string::npos);
+  EXPECT_NE(parse_error("nosuchpreset").find("preset"), std::string::npos);
+  EXPECT_NE(parse_error("angles=f64").find("angles"), std::string::npos);
+  EXPECT_NE(parse_error("angles=f32:0").find("K"), std::string::npos);
+  EXPECT_NE(parse_error("angles=f32:-3").find("K"), std::string::npos);
+  EXPECT_NE(parse_error("angles=f32:nan").find("K"), std::string::npos);
+  EXPECT_NE(parse_error("angles=f32:1e300").find("K"), std::string::npos);
+  EXPECT_NE(parse_error("cos-sin=f8").find("cos-sin"), std::string::npos);
+  EXPECT_NE(parse_error("arith=").find("arith"), std::string::npos);
+  EXPECT_NE(parse_error("denormals=daz").find("denormals"), std::string::npos);
+  EXPECT_NE(parse_error("identity=maybe").find("identity"), std::string::npos);
+  EXPECT_NE(parse_error("angles=exact,angles=f32").find("twice"), std::string::npos);
+  EXPECT_NE(parse_error("colour=red").find("unknown clause"), std::string::npos);
+  EXPECT_NE(parse_error("angles=exact,,arith=f32").find("KEY=VALUE"), std::string::npos);
+}
+
+TEST(ContractGrammar, SpecRoundTripsExactly) {
+  std::mt19937_64 rng(5);
+  const Dtype ds[] = {Dtype::f32, Dtype::f16, Dtype::bf16};
+  for (int k = 0; k < 500; ++k) {
+    Contract c;
+    if (rng() % 2) {
+      c.angles = Contract::Angles::f32;
+      c.angle_ulps = rng() % 3 == 0 ? 0 : std::ldexp(double(rng() % 1000001) + 1, int(rng() % 30) - 15);
+    }
+    c.cos_sin = ds[rng() % 3];
+    c.arith = ds[rng() % 3];
+    c.flush_denormals = rng() % 2;
+    c.identity_bits = rng() % 2;
+    EXPECT_EQ(parse(c.spec()), c) << c.spec();
+    EXPECT_EQ(parse(c.short_spec() == "default" ? "angles=exact" : c.short_spec()), c) << c.short_spec();
+  }
+}
+
+// Widening any clause never shrinks any part of any pair's allowance.
+TEST(ContractAllowance, WideningNeverShrinks) {
+  std::mt19937_64 rng(11);
+  const Dtype ds[] = {Dtype::f32, Dtype::f16, Dtype::bf16};
+  for (int k = 0; k < 3000; ++k) {
+    RopeCase c;
+    c.dtype = ds[rng() % 3];
+    c.rotary_dim = c.head_dim = 2 * uint32_t(1 + rng() % 64);
+    c.base = std::exp(std::uniform_real_distribution<double>(0.5, 14)(rng));
+    c.positions = {1};
+    const uint32_t i = uint32_t(rng() % (c.rotary_dim / 2));
+    const double norm = std::ldexp(1.0, int(rng() % 300) - 150);
+    const double phi = std::ldexp(1.0, int(rng() % 60) - 30) * std::uniform_real_distribution<double>(1, 2)(rng);
+    Contract a;
+    a.cos_sin = ds[rng() % 3];
+    a.arith = ds[rng() % 3];
+    if (rng() % 2) {
+      a.angles = Contract::Angles::f32;
+      a.angle_ulps = double(1 + rng() % 100);
+    }
+    Contract b = a;
+    switch (rng() % 5) {
+      case 0:
+        b.angles = Contract::Angles::f32;
+        b.angle_ulps = a.angles == Contract::Angles::f32 ? a.angle_ulps * 2 : 1e6;
+        break;
+      // f16 and bf16 are not ordered (bf16 is coarser, f16's range narrower): widening starts from f32.
+      case 1:
+        if (a.cos_sin == Dtype::f32) b.cos_sin = rng() % 2 ? Dtype::f16 : Dtype::bf16;
+        break;
+      case 2:
+        if (a.arith == Dtype::f32) b.arith = rng() % 2 ? Dtype::f16 : Dtype::bf16;
+        break;
+      case 3: b.flush_denormals = true; break;
+      default: b.identity_bits = true; break;  // no effect on the allowance
+    }
+    const PairAllowance pa = criteria(a).allowance(c, i, norm, phi), pb = criteria(b).allowance(c, i, norm, phi);
+    ASSERT_GE(pb.radial, pa.radial) << a.spec() << " -> " << b.spec();
+    ASSERT_GE(pb.tangential, pa.tangential) << a.spec() << " -> " << b.spec();
+    ASSERT_GE(pb.total, pa.total) << a.spec() << " -> " << b.spec();
+    ASSERT_LE(pa.total, std::hypot(pa.radial, pa.tangential) * (1 + 1e-12));
+  }
+}
+
+// The derived allowances hold for pipelines that do exactly what each clause allows, and are not vacuous:
+// the simulated worst case reaches a sizeable share of them.
+TEST(ContractAllowance, SimulatedPipelinesPassAndComeClose) {
+  struct Row {
+    const char* spec;
+    Dtype d;
+    double angle_ulps;  // the simulated angle error (0: none)
+    bool tiny;          // inputs near the smallest normal
+  };
+  const Row rows[] = {
+      {"angles=exact", Dtype::f32, 0, false},
+      {"angles=exact", Dtype::bf16, 0, false},
+      {"angles=f32:64", Dtype::f32, 64, false},
+      {"angles=f32:8", Dtype::f16, 8, false},
+      {"cos-sin=bf16", Dtype::f32, 0, false},
+      {"cos-sin=f16", Dtype::f32, 0, false},
+      {"cos-sin=bf16", Dtype::bf16, 0, false},
+      {"arith=bf16", Dtype::bf16, 0, false},
+      {"arith=f16", Dtype::f16, 0, false},
+      {"angles=f32:16,cos-sin=bf16,arith=bf16", Dtype::bf16, 16, false},
+      {"angles=f32:16,cos-sin=f16,arith=f16", Dtype::f16, 16, false},
+      {"arith=bf16", Dtype::f16, 0, false},
+      {"denormals=flush", Dtype::f32, 0, true},
+      {"denormals=flush", Dtype::f16, 0, true},
+      {"angles=f32:64,cos-sin=bf16,arith=bf16,denormals=flush", Dtype::bf16, 64, false},
+  };
+  std::mt19937_64 rng(2026);
+  for (const Row& row : rows) {
+    const Contract k = parse(row.spec);
+    double worst = 0;
+    for (int rep = 0; rep < 6; ++rep) {
+      for (Layout l : {Layout::interleaved, Layout::half_split}) {
+        const RopeCase c = random_case(row.d, l, {0, 1, 2, 3, 7, 1000, 77777, 1 << 20}, 64,
+                                       rep % 2 ? 10000.0 : 500000.0, rng, row.tiny);
+        const ReferenceOutput ref = reference_rope(c);
+        const Bytes got = simulate(c, k, row.angle_ulps, rng);
+        const Judgement j = judge_output(c, ref, got.data(), criteria(k));
+        ASSERT_TRUE(j.ok()) << row.spec << " on " << c.summary() << "\n" << j.report(2);
+        worst = std::max(worst, j.worst_ratio);
+      }
+    }
+    // Not vacuous: random inputs reach a sizeable share of the worst case.
+    EXPECT_GT(worst, 0.2) << row.spec << " " << to_string(row.d) << ": worst ratio " << worst;
+    std::printf("%-58s %-5s worst pair at %.3f of its allowance\n", row.spec, std::string(to_string(row.d)).c_str(),
+                worst);
+  }
+}
+
+TEST(ContractJudge, IdentityValuesAcceptsSignedZeroAndBitsDoesNot) {
+  RopeCase c;
+  c.dtype = Dtype::f32;
+  c.head_dim = c.rotary_dim = 2;
+  c.positions = {0};
+  c.input.assign(c.n_bytes(), 0);
+  store_f32(c.dtype, c.input.data(), 0, -0.0f);
+  store_f32(c.dtype, c.input.data(), 1, -3.0f);
+  const ReferenceOutput ref = reference_rope(c);
+  Bytes got = c.input;
+  store_f32(c.dtype, got.data(), 0, +0.0f);  // x0*1 - x1*0 turns -0 into +0
+  EXPECT_TRUE(judge_output(c, ref, got.data(), criteria(parse("identity=values"))).ok());
+  const Judgement bits = judge_output(c, ref, got.data(), criteria(parse("identity=bits")));
+  ASSERT_FALSE(bits.ok());
+  EXPECT_EQ(bits.findings[0].check, "identity");
+  // A changed value fails under either.
+  store_f32(c.dtype, got.data(), 1, -3.0000002f);
+  EXPECT_FALSE(judge_output(c, ref, got.data(), criteria(parse("identity=values"))).ok());
+}
+
+TEST(ContractJudge, FlushedSubnormalsOnlyUnderDenormalsFlush) {
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    const Format f = format_of(d);
+    for (int64_t m : {0, 3}) {
+      RopeCase c;
+      c.dtype = d;
+      c.head_dim = c.rotary_dim = 2;
+      c.positions = {m};
+      c.input.assign(c.n_bytes(), 0);
+      store_f32(d, c.input.data(), 0, float(std::ldexp(1.0, f.emin - 2)));  // subnormal
+      store_f32(d, c.input.data(), 1, float(-std::ldexp(1.5, f.emin - 3)));
+      const ReferenceOutput ref = reference_rope(c);
+      Bytes got(c.n_bytes(), 0);  // both flushed to +0
+      EXPECT_FALSE(judge_output(c, ref, got.data(), criteria(Contract{})).ok()) << to_string(d) << " m=" << m;
+      EXPECT_TRUE(judge_output(c, ref, got.data(), criteria(parse("denormals=flush"))).ok()) << to_string(d) << " m=" << m;
+    }
+  }
+}
+
+// At positions 1, 2, 3, 7 every structural bug is far outside even the loosest contract.
+TEST(ContractPower, SmallPositionsCatchStructuralBugsUnderTheLoosest) {
+  std::mt19937_64 rng(3);
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    const RopeCase c = random_case(d, Layout::interleaved, {1, 2, 3, 7}, 64, 10000.0, rng);
+    const ReferenceOutput ref = reference_rope(c);
+    struct Bug {
+      const char* name;
+      int64_t shift;
+      double sign;
+      bool swap;
+    };
+    for (const Bug& bug : {Bug{"sign", 0, -1, false}, Bug{"m+1", 1, 1, false}, Bug{"cos/sin swapped", 0, 1, true}}) {
+      Bytes got = c.input;
+      for (size_t t = 0; t < c.n_tokens(); ++t)
+        for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
+          const double phi = bug.sign * double(c.positions[t] + bug.shift) * std::pow(c.base, -2.0 * i / c.rotary_dim);
+          const double cs = bug.swap ? std::sin(phi) : std::cos(phi), sn = bug.swap ? std::cos(phi) : std::sin(phi);
+          for (size_t h = 0; h < c.n_heads; ++h) {
+            const size_t b = head_offset(c, t, h) + 2 * i;
+            const double x0 = load_f32(d, c.input.data(), b), x1 = load_f32(d, c.input.data(), b + 1);
+            store_f32(d, got.data(), b, float(x0 * cs - x1 * sn));
+            store_f32(d, got.data(), b + 1, float(x0 * sn + x1 * cs));
+          }
+        }
+      const Judgement j = judge_output(c, ref, got.data(), criteria(loosest_contract()));
+      EXPECT_FALSE(j.ok()) << bug.name << " " << to_string(d);
+      EXPECT_GT(j.worst_ratio, 10.0) << bug.name << " " << to_string(d) << ": only " << j.worst_ratio
+                                     << "x the loosest allowance";
+    }
+  }
+}
