@@ -918,6 +918,13 @@ TEST(ReportBaseline, CommittedBaselineCoversTheBuiltInKernels) {
       for (const char* l : {"interleaved", "half-split"})
         EXPECT_NE(b.find(std::string(k) + " / " + dt + " / " + l), nullptr) << k << " " << dt << " " << l;
   EXPECT_TRUE(b.all_checks_pass());
+  // Written with the decomposition and the contracts: the compare has both sides of every note.
+  for (const Series& s : b.series) {
+    EXPECT_TRUE(s.contract.has_value()) << s.key();
+    EXPECT_TRUE(s.all.decomposition.has_value()) << s.key();
+    for (const BucketStats& x : s.buckets) EXPECT_TRUE(x.decomposition.has_value()) << s.key() << " " << x.label;
+  }
+  EXPECT_EQ(b.parameters.at("contract"), "each kernel's own");
   // Made with the default sweep parameters (what the CTest baseline compare runs).
   const SweepOptions d;
   EXPECT_EQ(b.seed, d.seed);
