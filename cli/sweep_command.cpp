@@ -13,6 +13,7 @@ namespace {
 CLI::App* g_sweep = nullptr;
 SweepOptions g_opt;
 std::string g_report_dir, g_baseline;  // reports
+std::string g_contract;                 // --contract SPEC (empty: each kernel's own)
 report::Slack g_slack;                  // reports
 }  // namespace
 
@@ -28,6 +29,10 @@ CLI::App* add_sweep_command(CLI::App& app) {
   g_sweep->add_option("--head-dim", g_opt.head_dim)->check(CLI::Range(2, 4096));
   g_sweep->add_option("--rotary-dim", g_opt.rotary_dim)->check(CLI::Range(2, 4096));
   g_sweep->add_option("--base", g_opt.base)->check(CLI::PositiveNumber);
+  g_sweep->add_option("--contract", g_contract,
+                      "judge every kernel under this contract (SPEC or preset, e.g. angles=f32 or pytorch-f32; "
+                      "docs/reports.md); its series under the exact angle model become checks too. Default: each "
+                      "kernel's own (built-ins: identity=bits)");
   g_sweep->add_option("--report-dir", g_report_dir, "write report.json, report.md and report.html here");
   g_sweep->add_option("--baseline", g_baseline,
                       "compare against this report.json (exit 1 on a regression, 2 if it is unreadable)");
@@ -49,6 +54,15 @@ int run_sweep_command() {
   if (g_opt.rotary_dim % 2 || g_opt.rotary_dim > g_opt.head_dim) {
     std::cerr << "error: --rotary-dim must be even and <= --head-dim\n";
     return 2;
+  }
+  if (!g_contract.empty()) {
+    std::string err;
+    const auto c = parse_contract(g_contract, &err);
+    if (!c) {
+      std::cerr << "error: " << err << "\n";
+      return 2;
+    }
+    g_opt.contract = *c;
   }
   try {
     std::optional<report::Report> baseline;
@@ -78,8 +92,9 @@ int run_sweep_command() {
     for (const auto& r : rows)
       if (r.expected_to_pass && r.violations) {
         ++failed;
-        std::cerr << "\nFAIL " << r.impl << " " << to_string(r.dtype) << " " << to_string(r.layout) << ": "
-                  << r.violations << " violation(s)\n"
+        std::cerr << "\nFAIL " << r.impl << " " << to_string(r.model) << " " << to_string(r.dtype) << " "
+                  << to_string(r.layout) << " (contract " << r.contract.short_spec() << "): " << r.violations
+                  << " violation(s)\n"
                   << r.first_finding;
       }
     return failed || compare_rc ? 1 : 0;

@@ -209,6 +209,35 @@ Plot bucket_plot(const Report& r, const Groups& g, const std::string& dt, const 
   return p;
 }
 
+// The kernel's angle error against position: per bucket, the largest |angle error| in f32 ulps of |phi| over
+// the pairs where rounding cannot mask it (Decomposition::max_resolved_angle_ulps); buckets without such a pair,
+// or reports without the decomposition, leave a gap.
+Plot angle_plot(const Report& r, const Groups& g, const std::string& dt, const std::string& lay) {
+  Plot p;
+  p.id = "plot-angle-" + group_id(dt, lay);
+  p.cls = "plot plot-angle";
+  p.title = "Angle error, " + dt + " " + lay;
+  p.xlabel = "position (log2 bucket: [2^k, 2^(k+1)))";
+  p.ylabel = "max angle error (f32 ulps of |phi|, log)";
+  p.xtick = pow2_label;
+  p.hlines = {{1.0, "1 ulp of f32 at |phi|"}};
+  for (const auto& s : r.series) {
+    if (s.dtype != dt || s.layout != lay) continue;
+    Line l;
+    l.label = line_key(s) + (s.judged_under_own_model ? "" : " [not its own model]");
+    l.color = g.color(line_key(s));
+    l.dashed = !s.judged_under_own_model;
+    l.cls = "series-" + s.kernel + "-" + s.angle_model;
+    for (const auto& b : s.buckets)
+      if (b.bucket > 0)
+        l.pts.emplace_back(bucket_x(b.bucket), b.decomposition && b.decomposition->resolved_angle_count
+                                                   ? b.decomposition->max_resolved_angle_ulps
+                                                   : 0.0);  // 0: a gap
+    p.lines.push_back(std::move(l));
+  }
+  return p;
+}
+
 Plot hist_plot(const Report& r, const Groups& g, const std::string& dt, const std::string& lay) {
   Plot p;
   p.id = "plot-hist-" + group_id(dt, lay);
@@ -266,7 +295,10 @@ std::string render_html(const Report& r) {
   o += "<h1 id=\"title\">ropecheck " + esc(r.kind) + " report</h1>\n";
   o += "<p class=\"note\">Errors are pair errors in u of the output dtype (u = 2<sup>-24</sup> f32, 2<sup>-11</sup> "
        "f16, 2<sup>-8</sup> bf16): e = &#8214;y &#8722; &#375;&#8214; / (max(&#8214;x&#8214;, min_normal) u). Dashed "
-       "lines: a kernel judged under an angle model other than its own (its drift; not a check).</p>\n";
+       "lines: a kernel judged under an angle model other than its own (its drift; &#8224;: not a check unless a contract "
+       "was given for it). Verdicts are per pair: each pair's radial and tangential error within the allowance its "
+       "kernel's error model and contract derive (docs/error-model.md); the bound shown is the flat bound of those "
+       "criteria.</p>\n";
   o += "<section id=\"environment\"><h2>Run</h2>\n<table id=\"environment-table\" class=\"kv\">\n";
   auto kv = [&](const std::string& k, const std::string& v) { o += "<tr><th>" + esc(k) + "</th>" + td(v) + "</tr>\n"; };
   kv("schema version", std::to_string(r.schema_version));
@@ -291,8 +323,9 @@ std::string render_html(const Report& r) {
     const std::string gid = group_id(dt, lay);
     o += "<section class=\"group\" id=\"group-" + gid + "\" data-dtype=\"" + esc(dt) + "\" data-layout=\"" + esc(lay) +
          "\">\n<h2>" + esc(dt) + " " + esc(lay) + "</h2>\n<div class=\"plots\">\n";
-    Plot pm = bucket_plot(r, g, dt, lay, true), pa = bucket_plot(r, g, dt, lay, false), ph = hist_plot(r, g, dt, lay);
-    for (Plot* p : {&pm, &pa, &ph}) {
+    Plot pm = bucket_plot(r, g, dt, lay, true), pa = bucket_plot(r, g, dt, lay, false),
+         pg = angle_plot(r, g, dt, lay), ph = hist_plot(r, g, dt, lay);
+    for (Plot* p : {&pm, &pa, &pg, &ph}) {
       p->w = 440;
       p->h = 300;
       p->standalone = true;
@@ -309,7 +342,7 @@ std::string render_html(const Report& r) {
       }
     o += "<table id=\"table-" + gid + "\" class=\"error-table\">\n<tr><th>position</th>";
     for (const Series* s : cols)
-      o += "<th>" + esc(line_key(*s)) + (s->judged_under_own_model ? "" : " &#8224;") + "<br><span class=\"note\">bound " +
+      o += "<th>" + esc(line_key(*s)) + (r.check_of(*s) ? "" : " &#8224;") + "<br><span class=\"note\">bound " +
            fmt::format("{:.3g}", s->bound) + " u</span></th>";
     o += "</tr>\n";
     auto cell = [](const BucketStats& b) {
@@ -329,17 +362,58 @@ std::string render_html(const Report& r) {
     }
     o += "<tr><th>all</th>";
     for (const Series* s : cols) o += cell(s->all);
+    o += "</tr>\n</table>\n";
+    // The error's components and the angle error, per bucket.
+    o += "<p class=\"note\">Components and angle error: R, T = max |radial|, max |tangential| component (u); the "
+         "largest |angle error| from the exact output to the kernel's (rad) and, over the pairs where rounding can "
+         "explain at most 1/8 ulp, in ulps of f32 at |&#966;| (&#8211;: no such pair). Hover for the mean angle error "
+         "and the counts.</p>\n";
+    o += "<table id=\"table-components-" + gid + "\" class=\"components-table\">\n<tr><th>position</th>";
+    for (const Series* s : cols) o += "<th>" + esc(line_key(*s)) + (r.check_of(*s) ? "" : " &#8224;") + "</th>";
+    o += "</tr>\n";
+    auto comp = [](const BucketStats& b) {
+      if (!b.decomposition) return std::string("<td class=\"num\">not recorded</td>");
+      const Decomposition& d = *b.decomposition;
+      return fmt::format("<td class=\"num\" title=\"{} pairs; angle measured on {}, mean {:+.3g} rad, largest over all "
+                         "of them {:.3g} f32 ulps; resolved on {}\">R = {:.3g}u / T = {:.3g}u<br>angle {:.3g} rad, {}"
+                         "</td>",
+                         b.count, d.angle_count, d.mean_angle_rad, d.max_angle_ulps, d.resolved_angle_count,
+                         d.max_radial, d.max_tangential, d.max_angle_rad,
+                         d.resolved_angle_count ? fmt::format("{:.3g} ulp", d.max_resolved_angle_ulps)
+                                                : std::string("&#8211; ulp"));
+    };
+    for (int b : buckets) {
+      o += "<tr><th>" + esc(bucket_label(b)) + "</th>";
+      for (const Series* s : cols) {
+        const BucketStats* f = nullptr;
+        for (const auto& x : s->buckets)
+          if (x.bucket == b) f = &x;
+        o += f ? comp(*f) : "<td>-</td>";
+      }
+      o += "</tr>\n";
+    }
+    o += "<tr><th>all</th>";
+    for (const Series* s : cols) o += comp(s->all);
     o += "</tr>\n</table>\n</section>\n";
   }
 
   o += "<section id=\"summary-section\"><h2>Summary</h2>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th>"
-       "<th>angle model</th><th>dtype</th><th>layout</th><th>pairs</th><th>max</th><th>p99</th><th>mean</th>"
-       "<th>bias (radial)</th><th>bias (tangential)</th><th>bound</th><th>violations</th></tr>\n";
-  for (const auto& s : r.series)
-    o += "<tr" + std::string(s.violations && s.judged_under_own_model ? " class=\"fail\"" : "") + ">" + td(s.kernel) +
-         td(s.angle_model) + td(s.dtype) + td(s.layout) + tdn(double(s.all.count), "{:.0f}") + tdn(s.all.max) +
-         tdn(s.all.p99) + tdn(s.all.mean) + tdn(s.all.bias, "{:+.2e}") + tdn(s.all.tangential_bias, "{:+.2e}") +
-         tdn(s.bound) + tdn(double(s.violations), "{:.0f}") + "</tr>\n";
+       "<th>angle model</th><th>dtype</th><th>layout</th><th>contract</th><th>pairs</th><th>max</th><th>p99</th>"
+       "<th>mean</th><th>max radial</th><th>max tangential</th><th>bias (radial)</th><th>bias (tangential)</th>"
+       "<th>max angle (rad)</th><th>mean angle (rad)</th><th>max angle (f32 ulps, resolved)</th><th>bound</th>"
+       "<th>worst / allowance</th><th>violations</th></tr>\n";
+  for (const auto& s : r.series) {
+    const auto& d = s.all.decomposition;
+    const std::string none = "<td>-</td>";
+    o += "<tr" + std::string(s.violations && r.check_of(s) ? " class=\"fail\"" : "") + ">" + td(s.kernel) +
+         td(s.angle_model) + td(s.dtype) + td(s.layout) + td(s.contract ? short_contract(*s.contract) : "-") +
+         tdn(double(s.all.count), "{:.0f}") + tdn(s.all.max) + tdn(s.all.p99) + tdn(s.all.mean) +
+         (d ? tdn(d->max_radial) + tdn(d->max_tangential) : none + none) + tdn(s.all.bias, "{:+.2e}") +
+         tdn(s.all.tangential_bias, "{:+.2e}") +
+         (d ? tdn(d->max_angle_rad) + tdn(d->mean_angle_rad, "{:+.2e}") : none + none) +
+         (d && d->resolved_angle_count ? tdn(d->max_resolved_angle_ulps) : none) + tdn(s.bound) +
+         (s.worst_ratio ? tdn(*s.worst_ratio) : none) + tdn(double(s.violations), "{:.0f}") + "</tr>\n";
+  }
   o += "</table></section>\n";
 
   o += "<section id=\"worst-section\"><h2>Worst cases</h2>\n<table id=\"worst-cases\" class=\"worst\">\n<tr><th>kernel"

@@ -39,6 +39,10 @@ const Check* Report::find_check(const std::string& name) const {
   return nullptr;
 }
 
+const Check* Report::check_of(const Series& s) const {
+  return find_check("accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout);
+}
+
 bool Report::all_checks_pass() const {
   for (const auto& c : checks)
     if (c.status == "fail") return false;
@@ -73,7 +77,7 @@ std::string bits_hex(Dtype d, uint32_t bits) {
   return d == Dtype::f32 ? fmt::format("0x{:08x}", bits) : fmt::format("0x{:04x}", bits);
 }
 
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
+BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d, const ResolvedAngle& ra) {
   BucketStats b;
   b.bucket = bucket;
   b.label = bucket < 0 ? "all" : bucket_label(bucket);
@@ -88,6 +92,16 @@ BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dt
     for (float v : s.values) e2 += double(v) * double(v);
     b.rms = s.count ? std::sqrt(e2 / double(s.count)) : 0.0;
   }
+  Decomposition dc;
+  dc.max_radial = s.max_radial;
+  dc.max_tangential = s.max_tangential;
+  dc.angle_count = s.angle_count;
+  dc.max_angle_rad = s.max_angle;
+  dc.mean_angle_rad = s.mean_angle();
+  dc.max_angle_ulps = s.max_angle_ulps;
+  dc.resolved_angle_count = ra.count;
+  dc.max_resolved_angle_ulps = ra.max_ulps;
+  b.decomposition = dc;
   if (w && w->valid()) {
     WorstCase c;
     c.error = w->e;
@@ -140,6 +154,7 @@ Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& row
   for (Dtype d : o.dtypes) dtypes.push_back(std::string(to_string(d)));
   for (Layout l : o.layouts) layouts.push_back(std::string(to_string(l)));
   r.parameters = {{"impls", impls},
+                  {"contract", o.contract ? o.contract->spec() : std::string("each kernel's own")},
                   {"seed", o.seed},
                   {"max_log2_position", o.max_log2_position},
                   {"bucket_step", o.bucket_step},
@@ -160,16 +175,20 @@ Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& row
     s.dtype = std::string(to_string(row.dtype));
     s.layout = std::string(to_string(row.layout));
     s.bound = row.bound;
-    s.judged_under_own_model = row.expected_to_pass;
+    s.judged_under_own_model = row.own_model;
+    s.contract = row.contract.spec();
+    s.worst_ratio = row.worst_ratio;
     s.violations = row.violations;
     s.first_finding = row.first_finding;
     const WorstPair* overall = nullptr;
     for (const auto& [b, w] : row.worst_by_bucket)
       if (w.valid() && (!overall || w.e > overall->e)) overall = &w;
-    s.all = bucket_stats(-1, row.all, overall, row.dtype);
+    s.all = bucket_stats(-1, row.all, overall, row.dtype, row.resolved_all);
     for (const auto& [b, st] : row.by_bucket) {
       auto it = row.worst_by_bucket.find(b);
-      s.buckets.push_back(bucket_stats(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
+      auto ra = row.resolved_by_bucket.find(b);
+      s.buckets.push_back(bucket_stats(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype,
+                                       ra == row.resolved_by_bucket.end() ? ResolvedAngle{} : ra->second));
     }
     s.histogram.assign(r.histogram_edges.size(), 0);
     for (float v : row.all.values) {
@@ -177,13 +196,18 @@ Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& row
       while (i > 0 && !(double(v) >= r.histogram_edges[i])) --i;
       ++s.histogram[i];
     }
-    if (s.judged_under_own_model) {
+    if (row.expected_to_pass) {
       Check c;
       c.name = "accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
       c.status = s.violations == 0 ? "pass" : "fail";
+      const std::string contract = row.contract.short_spec();
       c.detail = s.violations == 0
-                     ? fmt::format("{} pairs, max {:.3g} u <= bound {:.3g} u", s.all.count, s.all.max, s.bound)
-                     : fmt::format("{} violation(s); bound {:.3g} u; max {:.3g} u", s.violations, s.bound, s.all.max);
+                     ? fmt::format("{} pairs within their allowances under contract {} (the closest at {:.3g} of its "
+                                   "allowance); max {:.3g} u, flat bound {:.3g} u",
+                                   s.all.count, contract, row.worst_ratio, s.all.max, s.bound)
+                     : fmt::format("{} violation(s) under contract {} (the worst pair at {:.3g} of its allowance); "
+                                   "max {:.3g} u, flat bound {:.3g} u",
+                                   s.violations, contract, row.worst_ratio, s.all.max, s.bound);
       r.checks.push_back(c);
     }
     r.series.push_back(std::move(s));
@@ -311,6 +335,16 @@ json bucket_json(const BucketStats& b) {
             {"max", num(b.max)},         {"p99", num(b.p99)}, {"mean", num(b.mean)},
             {"bias", num(b.bias)},       {"tangential_bias", num(b.tangential_bias)}};
   if (b.rms) j["rms"] = num(*b.rms);  // absent in reports written before it was recorded
+  if (const auto& d = b.decomposition) {  // absent in reports written before it was recorded
+    j["max_radial"] = num(d->max_radial);
+    j["max_tangential"] = num(d->max_tangential);
+    j["angle_count"] = d->angle_count;
+    j["max_angle_rad"] = num(d->max_angle_rad);
+    j["mean_angle_rad"] = num(d->mean_angle_rad);
+    j["max_angle_ulps"] = num(d->max_angle_ulps);
+    j["resolved_angle_count"] = d->resolved_angle_count;
+    j["max_resolved_angle_ulps"] = num(d->max_resolved_angle_ulps);
+  }
   j["worst"] = b.worst ? worst_json(*b.worst) : json(nullptr);
   return j;
 }
@@ -329,6 +363,30 @@ BucketStats bucket_from(const json& j, const std::string& where) {
     const double rms = get_num(j, "rms", where);
     if (rms < 0) bad(where + ".rms", "expected a non-negative number");
     b.rms = rms;
+  }
+  // Optional, all together: older reports have none of them.
+  if (j.contains("max_radial")) {
+    Decomposition d;
+    auto nonneg = [&](const char* name) {
+      const double v = get_num(j, name, where);
+      if (v < 0) bad(where + "." + name, "expected a non-negative number");
+      return v;
+    };
+    d.max_radial = nonneg("max_radial");
+    d.max_tangential = nonneg("max_tangential");
+    d.angle_count = get_int<uint64_t>(j, "angle_count", where);
+    d.max_angle_rad = nonneg("max_angle_rad");
+    d.mean_angle_rad = get_num(j, "mean_angle_rad", where);
+    d.max_angle_ulps = nonneg("max_angle_ulps");
+    d.resolved_angle_count = get_int<uint64_t>(j, "resolved_angle_count", where);
+    d.max_resolved_angle_ulps = nonneg("max_resolved_angle_ulps");
+    if (d.angle_count > b.count) bad(where + ".angle_count", "exceeds the bucket's count");
+    if (d.resolved_angle_count > d.angle_count) bad(where + ".resolved_angle_count", "exceeds angle_count");
+    b.decomposition = d;
+  } else {
+    for (const char* k : {"max_tangential", "angle_count", "max_angle_rad", "mean_angle_rad", "max_angle_ulps",
+                          "resolved_angle_count", "max_resolved_angle_ulps"})
+      if (j.contains(k)) bad(where, std::string("has '") + k + "' but no 'max_radial' (the decomposition comes whole)");
   }
   const json& w = field(j, "worst", where);
   if (!w.is_null()) b.worst = worst_from(w, where + ".worst");
@@ -360,17 +418,20 @@ json to_json(const Report& r) {
   for (const auto& s : r.series) {
     json b = json::array();
     for (const auto& x : s.buckets) b.push_back(bucket_json(x));
-    series.push_back({{"kernel", s.kernel},
-                      {"angle_model", s.angle_model},
-                      {"dtype", s.dtype},
-                      {"layout", s.layout},
-                      {"bound", num(s.bound)},
-                      {"judged_under_own_model", s.judged_under_own_model},
-                      {"violations", s.violations},
-                      {"first_finding", s.first_finding},
-                      {"all", bucket_json(s.all)},
-                      {"buckets", b},
-                      {"histogram", s.histogram}});
+    json x = {{"kernel", s.kernel},
+              {"angle_model", s.angle_model},
+              {"dtype", s.dtype},
+              {"layout", s.layout},
+              {"bound", num(s.bound)},
+              {"judged_under_own_model", s.judged_under_own_model}};
+    if (s.contract) x["contract"] = *s.contract;  // absent in reports written before contracts
+    if (s.worst_ratio) x["worst_ratio"] = num(*s.worst_ratio);
+    x["violations"] = s.violations;
+    x["first_finding"] = s.first_finding;
+    x["all"] = bucket_json(s.all);
+    x["buckets"] = b;
+    x["histogram"] = s.histogram;
+    series.push_back(std::move(x));
   }
   j["series"] = series;
   return j;
@@ -424,6 +485,16 @@ Report from_json(const json& j) {
     const std::string where = "series '" + x.key() + "'";
     x.bound = get_num(s, "bound", where);
     x.judged_under_own_model = get_bool(s, "judged_under_own_model", where);
+    if (s.contains("contract")) {  // optional: older reports do not have it
+      std::string err;
+      x.contract = get_str(s, "contract", where);
+      if (!parse_contract(*x.contract, &err)) bad(where + ".contract", err);
+    }
+    if (s.contains("worst_ratio")) {
+      const double v = get_num(s, "worst_ratio", where);
+      if (v < 0) bad(where + ".worst_ratio", "expected a non-negative number");
+      x.worst_ratio = v;
+    }
     x.violations = get_int<uint64_t>(s, "violations", where);
     x.first_finding = get_str(s, "first_finding", where);
     x.all = bucket_from(field(s, "all", where), where + ".all");
@@ -500,6 +571,12 @@ std::string md_escape(const std::string& s) {
 
 }  // namespace
 
+std::string short_contract(const std::string& spec) {
+  std::string err;
+  const auto c = parse_contract(spec, &err);
+  return c ? c->short_spec() : spec;
+}
+
 std::string render_markdown(const Report& r) {
   std::string o = "# ropecheck " + r.kind + " report\n\n";
   const auto& e = r.environment;
@@ -530,8 +607,7 @@ std::string render_markdown(const Report& r) {
         for (const auto& b : s.buckets) buckets.insert(b.bucket);
       }
     o += fmt::format("\n## {} {}\n\n| position |", dt, lay);
-    for (const Series* s : cols)
-      o += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, s->judged_under_own_model ? "" : " †");
+    for (const Series* s : cols) o += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, r.check_of(*s) ? "" : " †");
     o += "\n|---|";
     for (size_t i = 0; i < cols.size(); ++i) o += "---|";
     o += "\n";
@@ -549,16 +625,60 @@ std::string render_markdown(const Report& r) {
     o += "| **all** |";
     for (const Series* s : cols) o += " " + cell(s->all) + " |";
     o += "\n";
-  }
-  if (std::any_of(r.series.begin(), r.series.end(), [](const Series& s) { return !s.judged_under_own_model; }))
-    o += "\n† judged under a model other than the kernel's own (shows the drift of its angles; not a check).\n";
 
-  o += "\n## Summary\n\n| kernel | angle model | dtype | layout | pairs | max | p99 | mean | bias (radial) | "
-       "bias (tangential) | bound | violations |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& s : r.series)
-    o += fmt::format("| {} | {} | {} | {} | {} | {:.3g} | {:.3g} | {:.3g} | {:+.2e} | {:+.2e} | {:.3g} | {} |\n",
-                     s.kernel, s.angle_model, s.dtype, s.layout, s.all.count, s.all.max, s.all.p99, s.all.mean,
-                     s.all.bias, s.all.tangential_bias, s.bound, s.violations);
+    // The same buckets: the error's components and the kernel's angle error.
+    o += fmt::format("\n### {} {}: components and angle error\n\nR, T: max |radial|, max |tangential| component "
+                     "(u); angle: max |angle error| (rad) and, where rounding cannot mask it, in f32 ulps of |phi| "
+                     "(-: no such pair).\n\n| position |",
+                     dt, lay);
+    for (const Series* s : cols) o += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, r.check_of(*s) ? "" : " †");
+    o += "\n|---|";
+    for (size_t i = 0; i < cols.size(); ++i) o += "---|";
+    o += "\n";
+    auto comp = [](const BucketStats& b) {
+      if (!b.decomposition) return std::string("- (not recorded)");
+      const Decomposition& d = *b.decomposition;
+      return fmt::format("R = {:.3g}u, T = {:.3g}u, angle = {:.3g} rad ({})", d.max_radial, d.max_tangential,
+                         d.max_angle_rad,
+                         d.resolved_angle_count ? fmt::format("{:.3g} ulp", d.max_resolved_angle_ulps) : "- ulp");
+    };
+    for (int b : buckets) {
+      o += "| " + bucket_label(b) + " |";
+      for (const Series* s : cols) {
+        const BucketStats* found = nullptr;
+        for (const auto& x : s->buckets)
+          if (x.bucket == b) found = &x;
+        o += found ? " " + comp(*found) + " |" : " - |";
+      }
+      o += "\n";
+    }
+    o += "| **all** |";
+    for (const Series* s : cols) o += " " + comp(s->all) + " |";
+    o += "\n";
+  }
+  if (std::any_of(r.series.begin(), r.series.end(), [&](const Series& s) { return !r.check_of(s); }))
+    o += "\n† not a check: judged under a model other than the kernel's own without a contract for it (shows the "
+         "drift of its angles).\n";
+
+  o += "\n## Summary\n\n| kernel | angle model | dtype | layout | contract | pairs | max | p99 | mean | max radial | "
+       "max tangential | bias (radial) | bias (tangential) | max angle (rad) | mean angle (rad) | max angle (f32 ulps, "
+       "resolved) | bound | worst/allowance | violations |\n"
+       "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& s : r.series) {
+    const auto& d = s.all.decomposition;
+    auto opt = [](bool have, double v, const char* f = "{:.3g}") {
+      return have ? fmt::format(fmt::runtime(f), v) : std::string("-");
+    };
+    o += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {:.3g} | {:.3g} | {:.3g} | {} | {} | {:+.2e} | {:+.2e} | {} | {} | {} | {:.3g} "
+        "| {} | {} |\n",
+        s.kernel, s.angle_model, s.dtype, s.layout, s.contract ? short_contract(*s.contract) : "-", s.all.count,
+        s.all.max, s.all.p99, s.all.mean, opt(d.has_value(), d ? d->max_radial : 0),
+        opt(d.has_value(), d ? d->max_tangential : 0), s.all.bias, s.all.tangential_bias,
+        opt(d.has_value(), d ? d->max_angle_rad : 0), opt(d.has_value(), d ? d->mean_angle_rad : 0, "{:+.2e}"),
+        opt(d && d->resolved_angle_count, d ? d->max_resolved_angle_ulps : 0), s.bound,
+        opt(s.worst_ratio.has_value(), s.worst_ratio.value_or(0)), s.violations);
+  }
 
   o += "\n## Worst cases\n\n| kernel | angle model | dtype | layout | error (u) | position | token/head/pair | "
        "input bits | got bits | correctly rounded bits |\n|---|---|---|---|---:|---:|---|---|---|---|\n";
@@ -638,6 +758,14 @@ std::string CompareResult::table() const {
                      "sharper test\n",
                      who, std::max(bias_fallback_baseline, bias_fallback_current));
   }
+  if (decomposition_missing_baseline || decomposition_missing_current) {
+    const char* who = decomposition_missing_baseline && decomposition_missing_current ? "baseline and current reports have"
+                      : decomposition_missing_baseline                                ? "baseline report has"
+                                                                                      : "current report has";
+    o += fmt::format("note: the {} no error decomposition (max radial/tangential, angle error; written before "
+                     "ropecheck recorded it): {} bucket(s) compared without it (it never fails a compare)\n",
+                     who, std::max(decomposition_missing_baseline, decomposition_missing_current));
+  }
   if (fails)
     o += fmt::format("compare: FAIL: {} regression(s) ({} of them bias), {} coverage loss(es), {} check(s) newly "
                      "failing ({} series, {} buckets, {} checks compared)\n",
@@ -679,6 +807,8 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     }
     ++res.series_compared;
     if (!same(cs->bound, bs.bound)) add(false, "bound", bs.key(), "", "bound", g(bs.bound), g(cs->bound));
+    if (bs.contract && cs->contract && *bs.contract != *cs->contract)
+      add(false, "contract", bs.key(), "", "contract", *bs.contract, *cs->contract);
     for (const auto& bb : bs.buckets) {
       const BucketStats* cb = nullptr;
       for (const auto& x : cs->buckets)
@@ -721,6 +851,29 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
                 side(bb.bias, bb.count, sb, !bb.rms), side(cb->bias, cb->count, sc, !cb->rms),
                 fmt::format("+-{:.4f} (moved {:+.4f})", allowed, moved));
           }
+        }
+      }
+      // The components and the angle error: notes only, never a failure. |radial|, |tangential| <= e and the
+      // angle error is the tangential component in radians (times u), so whatever grows there beyond the
+      // slack in a way that matters grows the max above too (docs/reports.md, "No rule for the components").
+      res.decomposition_missing_baseline += !bb.decomposition;
+      res.decomposition_missing_current += !cb->decomposition;
+      if (bb.decomposition && cb->decomposition) {
+        const Decomposition &db = *bb.decomposition, &dc = *cb->decomposition;
+        const bool angles = db.resolved_angle_count > 0 && dc.resolved_angle_count > 0;
+        const std::pair<const char*, std::pair<double, double>> info[] = {
+            {"max_radial", {db.max_radial, dc.max_radial}},
+            {"max_tangential", {db.max_tangential, dc.max_tangential}},
+            {"max_angle_rad", {db.max_angle_rad, dc.max_angle_rad}},
+            {"max_resolved_angle_ulps",
+             {angles ? db.max_resolved_angle_ulps : 0.0, angles ? dc.max_resolved_angle_ulps : 0.0}}};
+        for (const auto& [name, v] : info) {
+          if (same(v.first, v.second)) continue;
+          const double lim = slack.limit(v.first);
+          if (!(v.second <= lim))
+            add(false, "info", bs.key(), bb.label, name, g(v.first), g(v.second), "<= " + g(lim) + " (informational)");
+          else if (v.second * (1.0 + slack.relative) + slack.absolute < v.first)
+            add(false, "info", bs.key(), bb.label, name, g(v.first), g(v.second), "(informational: smaller)");
         }
       }
     }

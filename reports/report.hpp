@@ -34,6 +34,23 @@ struct WorstCase {
   std::string exact[2];                      // C99 hex float of the exact output (double)
 };
 
+// A bucket's error split into its components and the kernel's angle error
+// (docs/reports.md, "The error's components and the angle error"). Reports
+// written before they were recorded lack them (same schema version).
+struct Decomposition {
+  double max_radial = 0, max_tangential = 0;  // largest |radial|, |tangential| component (u)
+  uint64_t angle_count = 0;                   // pairs whose angle error was measured
+  double max_angle_rad = 0;                   // largest |angle error| (rad; atan2, so at most pi)
+  double mean_angle_rad = 0;                  // signed mean angle error (rad; > 0: rotated too far)
+  // Largest |angle error| / ulp32(|phi|) over every measured pair: where |phi| is
+  // small this measures the output's rounding, not the angle.
+  double max_angle_ulps = 0;
+  // The same over the pairs where rounding can explain at most 1/8 ulp of f32
+  // at |phi| (ResolvedAngle): the kernel's angle error to within 1/8 ulp.
+  uint64_t resolved_angle_count = 0;
+  double max_resolved_angle_ulps = 0;
+};
+
 struct BucketStats {
   int bucket = 0;  // position_bucket(): 0 for position 0, b for [2^(b-1), 2^b)
   std::string label;
@@ -43,14 +60,19 @@ struct BucketStats {
   // from above (|radial| <= e); the bias compare's spread. Absent in reports
   // written before it was recorded (the compare then falls back to `max`).
   std::optional<double> rms;
+  std::optional<Decomposition> decomposition;
   std::optional<WorstCase> worst;
 };
 
 // One kernel judged under one angle model on one dtype and layout.
 struct Series {
   std::string kernel, angle_model, dtype, layout;
-  double bound = 0;                   // u
-  bool judged_under_own_model = true;  // false: informational (e.g. fp32 pipeline under exact)
+  double bound = 0;                   // u: the flat case bound of its criteria (display; the verdict is per pair)
+  bool judged_under_own_model = true;  // false: under another angle model (e.g. fp32 pipeline under exact)
+  // The contract it was judged under (Contract::spec()) and the largest
+  // fraction of its allowance any pair used. Absent in older reports.
+  std::optional<std::string> contract;
+  std::optional<double> worst_ratio;
   uint64_t violations = 0;
   std::string first_finding;
   BucketStats all;                    // every bucket together (bucket = -1)
@@ -87,6 +109,9 @@ struct Report {
 
   const Series* find(const std::string& key) const;
   const Check* find_check(const std::string& name) const;
+  // The sweep's check of a series ("accuracy/<kernel>/<model>/<dtype>/<layout>"), or null: a series
+  // without one is informational.
+  const Check* check_of(const Series& s) const;
   bool all_checks_pass() const;
 };
 
@@ -104,6 +129,8 @@ Report from_json(const nlohmann::json& j);  // throws ReportError
 Report load_report(const std::string& path);  // throws ReportError
 
 std::string render_markdown(const Report& r);
+// A recorded contract SPEC in its short form ("identity=bits"; the SPEC itself if it does not parse).
+std::string short_contract(const std::string& spec);
 std::string render_html(const Report& r);
 
 // Writes DIR/report.json, DIR/report.md, DIR/report.html (creates DIR).
@@ -142,7 +169,8 @@ std::string describe(const Slack& slack);
 
 struct Difference {
   bool failing = false;
-  std::string kind;    // "regression", "coverage", "check", "improved", "new", "parameter", "bound"
+  std::string kind;    // "regression", "coverage", "check", "improved", "new", "parameter", "bound",
+                       // "contract", "info" (a component or angle error moved beyond the slack: never fails)
   std::string what;    // series key or check name
   std::string bucket;  // bucket label, or "" when not per bucket
   std::string metric;  // "max", "mean", "bias", "count", "status", ...
@@ -156,6 +184,9 @@ struct CompareResult {
   // (current's) side bounded by its max, for want of an rms (a report written
   // before rms was recorded): a wider, still sound allowance.
   size_t bias_fallback_baseline = 0, bias_fallback_current = 0;
+  // Buckets compared whose baseline (current) report has no error decomposition
+  // (written before it was recorded): their components and angle errors were not compared.
+  size_t decomposition_missing_baseline = 0, decomposition_missing_current = 0;
   bool failed() const;
   // The differences as an aligned table and a one-line verdict.
   std::string table() const;

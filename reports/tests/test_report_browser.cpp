@@ -91,7 +91,7 @@ TEST(ReportBrowser, ChromiumRendersEveryPlotAndTable) {
       ASSERT_GT(n_series, 0u) << dt << " " << lay;
       ++groups;
       const std::string g = std::string(dt) + "-" + lay;
-      for (const char* kind : {"plot-max-", "plot-mean-", "plot-hist-"}) {
+      for (const char* kind : {"plot-max-", "plot-mean-", "plot-angle-", "plot-hist-"}) {
         const std::string svg = element_by_id(dom, "svg", kind + g);
         ASSERT_FALSE(svg.empty()) << kind << g << " missing from the rendered DOM";
         EXPECT_EQ(count(svg, "class=\"series"), n_series) << kind << g;
@@ -101,9 +101,23 @@ TEST(ReportBrowser, ChromiumRendersEveryPlotAndTable) {
       ASSERT_FALSE(table.empty()) << "table-" << g;
       EXPECT_EQ(count(table, "<tr"), n_buckets + 2) << "table-" << g;  // header, buckets, all
       EXPECT_EQ(count(table, "Max = "), n_series * (n_buckets + 1)) << "table-" << g;
+      // The angle error against position, and the components and angle error per bucket.
+      const std::string angle = element_by_id(dom, "svg", "plot-angle-" + g);
+      EXPECT_NE(angle.find("1 ulp of f32 at |"), std::string::npos) << "plot-angle-" << g << ": no 1-ulp line";
+      EXPECT_GE(count(angle, "<circle"), n_series * 2) << "plot-angle-" << g << ": too few resolved buckets";
+      const std::string comp = element_by_id(dom, "table", "table-components-" + g);
+      ASSERT_FALSE(comp.empty()) << "table-components-" << g;
+      EXPECT_EQ(count(comp, "<tr"), n_buckets + 2) << "table-components-" << g;
+      EXPECT_EQ(count(comp, "R = "), n_series * (n_buckets + 1)) << "table-components-" << g;
+      EXPECT_EQ(count(comp, "<br>angle "), n_series * (n_buckets + 1)) << "table-components-" << g;
     }
   EXPECT_EQ(groups, 6u);
-  EXPECT_EQ(count(dom, "class=\"plot "), 3 * groups);
+  EXPECT_EQ(count(dom, "class=\"plot "), 4 * groups);
+  EXPECT_EQ(count(dom, "class=\"plot plot-angle\""), groups);
+  // The summary shows each series' contract and how close its worst pair came to its allowance.
+  const std::string summary = element_by_id(dom, "table", "summary");
+  EXPECT_NE(summary.find("worst / allowance"), std::string::npos);
+  EXPECT_GE(count(summary, "<td>identity=bits</td>"), r.series.size());
 
   // The screenshot, for people (and a check that the page paints).
   const std::string png = std::string(ROPECHECK_REPORT_TEST_DIR) + "/report-screenshot.png";

@@ -123,6 +123,33 @@ Report without_rms(const Report& r) {
   return from_json(j);
 }
 
+// The report as one written before the error decomposition, the contract and
+// worst_ratio were recorded (schema version 1 still).
+Report without_decomposition(const Report& r) {
+  nlohmann::json j = to_json(r);
+  for (auto& s : j["series"]) {
+    s.erase("contract");
+    s.erase("worst_ratio");
+    for (auto* b : {&s["all"]})
+      for (const char* k : {"max_radial", "max_tangential", "angle_count", "max_angle_rad", "mean_angle_rad",
+                            "max_angle_ulps", "resolved_angle_count", "max_resolved_angle_ulps"})
+        b->erase(k);
+    for (auto& b : s["buckets"])
+      for (const char* k : {"max_radial", "max_tangential", "angle_count", "max_angle_rad", "mean_angle_rad",
+                            "max_angle_ulps", "resolved_angle_count", "max_resolved_angle_ulps"})
+        b.erase(k);
+  }
+  return from_json(j);
+}
+
+const BucketStats* bucket_of(const Series& s, int b) {
+  for (const BucketStats& x : s.buckets)
+    if (x.bucket == b) return &x;
+  return nullptr;
+}
+
+double unit_of(const std::string& dtype) { return dtype == "f32" ? 0x1p-24 : dtype == "f16" ? 0x1p-11 : 0x1p-8; }
+
 // ---- JSON ------------------------------------------------------------------------
 
 TEST(ReportJson, RoundTripsAndKeepsEveryField) {
@@ -201,7 +228,209 @@ TEST(ReportJson, RmsIsRecordedAndOptional) {
   EXPECT_THROW(from_json(neg), ReportError);
 }
 
+// Every bucket holds its error's components and the kernel's angle error, and
+// they agree with each other and with the bucket's e: per pair e^2 = radial^2 +
+// tangential^2, so max(|radial|), max(|tangential|) <= max e <=
+// hypot(max |radial|, max |tangential|); the angle error is the tangential
+// component turned into radians (|angle| ~ |tangential| u).
+TEST(ReportJson, DecompositionIsRecordedAndConsistent) {
+  const Report r = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  size_t resolved_buckets = 0;
+  for (const Series& s : r.series) {
+    ASSERT_TRUE(s.contract.has_value()) << s.key();
+    EXPECT_EQ(*s.contract, "angles=exact,cos-sin=f32,arith=f32,denormals=keep,identity=bits") << s.key();
+    ASSERT_TRUE(s.worst_ratio.has_value()) << s.key();
+    EXPECT_EQ(*s.worst_ratio > 1.0, s.violations > 0) << s.key();  // the verdict is the per-pair allowance
+    const double u = unit_of(s.dtype);
+    Decomposition all_max;
+    for (const BucketStats* b : [&] {
+           std::vector<const BucketStats*> v{&s.all};
+           for (const auto& x : s.buckets) v.push_back(&x);
+           return v;
+         }()) {
+      const std::string where = s.key() + " " + b->label;
+      ASSERT_TRUE(b->decomposition.has_value()) << where;
+      const Decomposition& d = *b->decomposition;
+      EXPECT_LE(d.max_radial, b->max * (1 + 1e-12)) << where;
+      EXPECT_LE(d.max_tangential, b->max * (1 + 1e-12)) << where;
+      EXPECT_LE(b->max, std::hypot(d.max_radial, d.max_tangential) * (1 + 1e-12)) << where;
+      EXPECT_LE(d.angle_count, b->count) << where;
+      EXPECT_LE(d.resolved_angle_count, d.angle_count) << where;
+      EXPECT_LE(d.max_angle_rad, M_PI) << where;
+      EXPECT_LE(std::fabs(d.mean_angle_rad), d.max_angle_rad) << where;
+      if (b->bucket == 0) {  // position 0: the identity, nothing to measure in ulps of |phi| = 0
+        EXPECT_EQ(d.max_radial + d.max_tangential + d.max_angle_rad, 0.0) << where;
+        EXPECT_EQ(d.resolved_angle_count, 0u) << where;
+      }
+      if (b->max * u < 1e-3) {  // small errors: the angle is the tangential component in radians (atan(t u) ~ t u)
+        EXPECT_LE(d.max_angle_rad, d.max_tangential * u * 1.001) << where;
+        EXPECT_GE(d.max_angle_rad, d.max_tangential * u * 0.999) << where;
+      }
+      if (b->bucket >= 0) {
+        all_max.max_radial = std::max(all_max.max_radial, d.max_radial);
+        all_max.max_tangential = std::max(all_max.max_tangential, d.max_tangential);
+        all_max.max_angle_rad = std::max(all_max.max_angle_rad, d.max_angle_rad);
+        all_max.max_resolved_angle_ulps = std::max(all_max.max_resolved_angle_ulps, d.max_resolved_angle_ulps);
+        all_max.resolved_angle_count += d.resolved_angle_count;
+        resolved_buckets += d.resolved_angle_count > 0;
+      }
+    }
+    const Decomposition& a = *s.all.decomposition;  // "all" is every bucket together
+    EXPECT_EQ(a.max_radial, all_max.max_radial) << s.key();
+    EXPECT_EQ(a.max_tangential, all_max.max_tangential) << s.key();
+    EXPECT_EQ(a.max_angle_rad, all_max.max_angle_rad) << s.key();
+    EXPECT_EQ(a.max_resolved_angle_ulps, all_max.max_resolved_angle_ulps) << s.key();
+    EXPECT_EQ(a.resolved_angle_count, all_max.resolved_angle_count) << s.key();
+  }
+  EXPECT_GT(resolved_buckets, 20u);
+  const nlohmann::json j = to_json(r);
+  for (const char* k : {"max_radial", "max_tangential", "angle_count", "max_angle_rad", "mean_angle_rad",
+                        "max_angle_ulps", "resolved_angle_count", "max_resolved_angle_ulps"})
+    EXPECT_TRUE(j["series"][0]["buckets"][1].contains(k)) << k;
+  EXPECT_TRUE(j["series"][0].contains("contract"));
+  EXPECT_EQ(to_json(from_json(j)), j);
+}
+
+// The accurate scalar kernel: its angle error is the output's rounding, a few u
+// of the storage type in radians, at every position; where rounding cannot mask
+// it (ResolvedAngle) it is far below an ulp of f32 at |phi|. The conventional
+// fp32 pipeline judged against the exact rotation: its angle error grows with
+// the position (x16 every 4 octaves) in radians, but in f32 ulps of |phi| it
+// stays near 1 in every bucket where it can be resolved: an f32 angle off by
+// about an ulp, the contract angles=f32's design. (A bucket's maximum over few
+// resolved pairs is a small sample: the ulp range is checked on buckets with at
+// least 64 of them.)
+TEST(ReportSweep, AngleErrorOfAccurateAnglesIsTinyAndOfF32AnglesNearOneUlpAtEveryPosition) {
+  SweepOptions o = small_options();
+  o.tokens_per_bucket = 8;
+  const Report r = sweep_report(o, {impl("scalar"), impl("conventional-fp32")});
+  for (const char* dt : {"f32", "f16", "bf16"})
+    for (const char* lay : {"interleaved", "half-split"}) {
+      const std::string tail = std::string(" / ") + dt + " / " + lay;
+      const Series* acc = r.find("scalar / exact" + tail);
+      const Series* drift = r.find("conventional-fp32 / exact" + tail);
+      const Series* own = r.find("conventional-fp32 / fp32" + tail);
+      ASSERT_TRUE(acc && drift && own) << tail;
+      const double u = unit_of(dt);
+      size_t resolved = 0;
+      double lo = INFINITY, hi = 0;
+      double prev_rad = 0;
+      for (const BucketStats& b : drift->buckets) {
+        const Decomposition& d = *b.decomposition;
+        const Decomposition& a = *bucket_of(*acc, b.bucket)->decomposition;
+        const Decomposition& o = *bucket_of(*own, b.bucket)->decomposition;
+        const std::string where = std::string(dt) + " " + lay + " " + b.label;
+        EXPECT_LE(a.max_angle_rad, 4 * u) << where;  // the rounding of the output, nothing more
+        EXPECT_LE(o.max_angle_rad, 4 * u) << where;  // the fp32 pipeline against its own angle
+        if (a.resolved_angle_count) {
+          EXPECT_LT(a.max_resolved_angle_ulps, 0.25) << where;
+        }
+        if (o.resolved_angle_count) {
+          EXPECT_LT(o.max_resolved_angle_ulps, 0.25) << where;
+        }
+        // Radians: x16 per bucket (4 octaves) once above the rounding and below pi.
+        if (b.bucket >= 6 && d.max_angle_rad < 1.0 && prev_rad > 4 * u) {
+          EXPECT_GT(d.max_angle_rad, 6 * prev_rad) << where;
+          EXPECT_LT(d.max_angle_rad, 40 * prev_rad) << where;
+        }
+        prev_rad = d.max_angle_rad;
+        if (d.resolved_angle_count >= 64) {
+          ++resolved;
+          lo = std::min(lo, d.max_resolved_angle_ulps);
+          hi = std::max(hi, d.max_resolved_angle_ulps);
+        }
+      }
+      // f32 resolves the angle from position 2^8 on, f16 from 2^16, bf16 from 2^20.
+      EXPECT_GE(resolved, std::string(dt) == "f32" ? 6u : std::string(dt) == "f16" ? 3u : 2u) << tail;
+      EXPECT_GE(lo, 0.5) << tail;
+      EXPECT_LE(hi, 4.0) << tail;
+      EXPECT_LE(hi, 4 * lo) << tail << ": roughly constant in ulps";
+      std::printf("%s %s: conventional-fp32 under exact, max angle error %.3g..%.3g f32 ulps over %zu buckets; "
+                  "scalar %.3g ulps\n",
+                  dt, lay, lo, hi, resolved, acc->all.decomposition->max_resolved_angle_ulps);
+    }
+}
+
+// Reports written before the decomposition, the contract and worst_ratio
+// (schema version 1 all the same) still read, render and compare, both ways,
+// without failing on their absence: a real one (the committed baseline of
+// a63c109, cut to three series) and one stripped here.
+TEST(ReportJson, AReportWithoutTheDecompositionStillReads) {
+  const Report old = load_report(std::string(ROPECHECK_SOURCE_DIR) + "/reports/tests/data/report-before-decomposition.json");
+  ASSERT_EQ(old.series.size(), 3u);
+  for (const Series& s : old.series) {
+    EXPECT_FALSE(s.contract.has_value());
+    EXPECT_FALSE(s.worst_ratio.has_value());
+    EXPECT_FALSE(s.all.decomposition.has_value());
+    for (const BucketStats& b : s.buckets) EXPECT_FALSE(b.decomposition.has_value()) << s.key() << " " << b.label;
+  }
+  const nlohmann::json back = to_json(old);
+  EXPECT_FALSE(back["series"][0]["buckets"][1].contains("max_radial"));
+  EXPECT_FALSE(back["series"][0].contains("contract"));
+  const std::string md = render_markdown(old), html = render_html(old);
+  EXPECT_NE(md.find("not recorded"), std::string::npos);
+  EXPECT_NE(html.find("id=\"plot-angle-f32-interleaved\""), std::string::npos);
+
+  // Against today's sweep with the default parameters' shape: the same series, the decomposition only on one side.
+  SweepOptions o;  // the baseline's parameters, cut to what the file holds
+  o.impls = {"scalar", "conventional-fp32"};
+  o.dtypes = {Dtype::f32};
+  o.layouts = {Layout::interleaved};
+  const Report cur = make_sweep_report(o, run_sweep(o));
+  for (const auto& [b, c] : {std::pair{&old, &cur}, std::pair{&cur, &old}}) {
+    const CompareResult res = compare_reports(*b, *c);
+    EXPECT_FALSE(res.failed()) << res.table();
+    EXPECT_EQ(res.series_compared, 3u);
+    EXPECT_NE(res.table().find("no error decomposition"), std::string::npos) << res.table();
+  }
+  const CompareResult res = compare_reports(old, cur);
+  EXPECT_EQ(res.decomposition_missing_baseline, res.buckets_compared);
+  EXPECT_EQ(res.decomposition_missing_current, 0u);
+
+  const Report fresh = sweep_report(small_options(), {impl("scalar")});
+  const Report stripped = without_decomposition(fresh);
+  EXPECT_FALSE(stripped.series[0].buckets[1].decomposition.has_value());
+  EXPECT_FALSE(compare_reports(stripped, fresh).failed());
+  EXPECT_FALSE(compare_reports(fresh, stripped).failed());
+  // The decomposition comes whole: a bucket with part of it is malformed, and so is a negative maximum.
+  nlohmann::json part = to_json(fresh);
+  part["series"][0]["buckets"][1].erase("max_radial");
+  EXPECT_THROW(from_json(part), ReportError);
+  part = to_json(fresh);
+  part["series"][0]["buckets"][1].erase("resolved_angle_count");
+  EXPECT_THROW(from_json(part), ReportError);
+  part = to_json(fresh);
+  part["series"][0]["buckets"][1]["max_tangential"] = -1.0;
+  EXPECT_THROW(from_json(part), ReportError);
+  part = to_json(fresh);
+  part["series"][0]["contract"] = "angles=sloppy";
+  EXPECT_THROW(from_json(part), ReportError);
+}
+
 // ---- compare ---------------------------------------------------------------------
+
+// The components and the angle error are compared for information only: a
+// grown max |tangential| or angle error is a note, never a failure (they are
+// bounded by e, whose max has the rule); so is a changed contract.
+TEST(ReportCompare, ComponentsAnglesAndContractsAreInformational) {
+  const Report base = sweep_report(small_options(), {impl("scalar")});
+  Report cur = base;
+  const size_t k = 3;
+  Decomposition& d = *cur.series[0].buckets[k].decomposition;
+  d.max_tangential *= 10;
+  d.max_angle_rad *= 10;
+  d.max_resolved_angle_ulps = 5;
+  d.resolved_angle_count = std::max<uint64_t>(d.resolved_angle_count, 1);
+  cur.series[1].contract = "angles=f32,cos-sin=f32,arith=f32,denormals=keep,identity=values";
+  const CompareResult res = compare_reports(base, cur);
+  EXPECT_FALSE(res.failed()) << res.table();
+  size_t info = 0;
+  for (const auto& x : res.diffs) info += x.kind == "info" && x.what == base.series[0].key() && !x.failing;
+  EXPECT_GE(info, 2u) << res.table();
+  EXPECT_TRUE(has_diff(res, "contract", base.series[1].key(), false)) << res.table();
+  EXPECT_NE(res.table().find("(informational)"), std::string::npos) << res.table();
+  EXPECT_TRUE(compare_reports(base, base).diffs.empty());
+}
 
 TEST(ReportCompare, PassesOnItself) {
   const Report r = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
@@ -560,6 +789,82 @@ TEST(ReportCli, CompareExitCodes) {
   EXPECT_EQ(check.exit_code, 1) << check.output;
 }
 
+// sweep --contract: the conventional fp32 pipeline judged against the exact
+// rotation fails under a declared angles=exact (its series under the exact
+// model become checks), passes under angles=f32 (what it is designed with),
+// and without --contract stays informational there, as before; the contract
+// is recorded per series and as a parameter.
+TEST(ReportCli, SweepContractJudgesTheFp32PipelineUnderItsDeclaredContract) {
+  const std::string dir = scratch_dir("contract");
+  const std::string cli = ROPECHECK_CLI;
+  const std::string sweep = cli + " sweep --impl conventional-fp32 --tokens-per-bucket 2 --heads 1";
+  const std::vector<std::string> exact_keys = {
+      "conventional-fp32 / exact / f32 / interleaved", "conventional-fp32 / exact / f32 / half-split",
+      "conventional-fp32 / exact / f16 / interleaved", "conventional-fp32 / exact / f16 / half-split",
+      "conventional-fp32 / exact / bf16 / interleaved", "conventional-fp32 / exact / bf16 / half-split"};
+  auto check_name = [](const std::string& key) {
+    std::string n = "accuracy/" + key;
+    for (size_t p; (p = n.find(" / ")) != std::string::npos;) n.replace(p, 3, "/");
+    return n;
+  };
+
+  auto own = run_command(sweep + " --report-dir " + dir + "/own", dir + "/own.txt");
+  EXPECT_EQ(own.exit_code, 0) << own.output;
+  const Report ro = load_report(dir + "/own/report.json");
+  EXPECT_EQ(ro.parameters.at("contract"), "each kernel's own");
+  for (const std::string& k : exact_keys) {
+    ASSERT_NE(ro.find(k), nullptr) << k;
+    EXPECT_GT(ro.find(k)->violations, 0u) << k;  // drifts beyond exact angles...
+    EXPECT_EQ(ro.find_check(check_name(k)), nullptr) << k;  // ...but is not a check there
+    EXPECT_EQ(ro.find(k)->contract.value_or(""), "angles=exact,cos-sin=f32,arith=f32,denormals=keep,identity=bits");
+  }
+
+  auto exact = run_command(sweep + " --contract angles=exact --report-dir " + dir + "/exact", dir + "/exact.txt");
+  EXPECT_EQ(exact.exit_code, 1) << exact.output;
+  EXPECT_NE(exact.output.find("FAIL conventional-fp32 exact f32 interleaved (contract default)"), std::string::npos)
+      << exact.output;
+  const Report re = load_report(dir + "/exact/report.json");
+  for (const std::string& k : exact_keys) {
+    const Check* c = re.find_check(check_name(k));
+    ASSERT_NE(c, nullptr) << k;
+    EXPECT_EQ(c->status, "fail") << k;
+    EXPECT_GT(re.find(k)->worst_ratio.value_or(0), 1.0) << k;
+  }
+
+  auto f32 = run_command(sweep + " --contract angles=f32 --report-dir " + dir + "/f32", dir + "/f32.txt");
+  EXPECT_EQ(f32.exit_code, 0) << f32.output;
+  const Report rf = load_report(dir + "/f32/report.json");
+  const std::string spec = "angles=f32,cos-sin=f32,arith=f32,denormals=keep,identity=values";
+  EXPECT_EQ(rf.parameters.at("contract"), spec);
+  for (const Series& s : rf.series) {
+    EXPECT_EQ(s.contract.value_or(""), spec) << s.key();
+    EXPECT_EQ(s.violations, 0u) << s.key() << "\n" << s.first_finding;
+    EXPECT_LE(s.worst_ratio.value_or(2), 1.0) << s.key();
+  }
+  for (const std::string& k : exact_keys) {
+    const Check* c = rf.find_check(check_name(k));
+    ASSERT_NE(c, nullptr) << k;
+    EXPECT_EQ(c->status, "pass") << k << ": " << c->detail;
+    EXPECT_NE(c->detail.find("under contract angles=f32"), std::string::npos) << c->detail;
+  }
+  EXPECT_NE(f32.output.find("| conventional-fp32 | exact | f32 | interleaved | angles=f32 |"), std::string::npos)
+      << f32.output;
+
+  auto preset = run_command(sweep + " --contract pytorch-f32", dir + "/preset.txt");
+  EXPECT_EQ(preset.exit_code, 0) << preset.output;
+  auto bad = run_command(sweep + " --contract angles=sloppy", dir + "/bad.txt");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--contract: angles: expected exact, f32 or f32:K"), std::string::npos) << bad.output;
+}
+
+TEST(ReportSweep, TableShowsComponentsAnglesAndContract) {
+  const std::string t = format_sweep_table(run_sweep(small_options(), {impl("scalar")}));
+  for (const char* part : {"Max pair error (u) by position bucket", "Error components by position bucket",
+                           "Max angle error by position bucket, in f32 ulps of |phi|", "| contract |",
+                           "| worst/allowance |", "| scalar | exact | f32 | interleaved | identity=bits |"})
+    EXPECT_NE(t.find(part), std::string::npos) << part << "\n" << t;
+}
+
 TEST(ReportCli, CorruptOrIncompatibleReportsExitTwo) {
   const std::string dir = scratch_dir("corrupt");
   const Report good = sweep_report(small_options(), {impl("scalar")});
@@ -613,6 +918,13 @@ TEST(ReportBaseline, CommittedBaselineCoversTheBuiltInKernels) {
       for (const char* l : {"interleaved", "half-split"})
         EXPECT_NE(b.find(std::string(k) + " / " + dt + " / " + l), nullptr) << k << " " << dt << " " << l;
   EXPECT_TRUE(b.all_checks_pass());
+  // Written with the decomposition and the contracts: the compare has both sides of every note.
+  for (const Series& s : b.series) {
+    EXPECT_TRUE(s.contract.has_value()) << s.key();
+    EXPECT_TRUE(s.all.decomposition.has_value()) << s.key();
+    for (const BucketStats& x : s.buckets) EXPECT_TRUE(x.decomposition.has_value()) << s.key() << " " << x.label;
+  }
+  EXPECT_EQ(b.parameters.at("contract"), "each kernel's own");
   // Made with the default sweep parameters (what the CTest baseline compare runs).
   const SweepOptions d;
   EXPECT_EQ(b.seed, d.seed);
