@@ -226,7 +226,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     ++res.accepted;
     bias[c.dtype].merge(j.bias);
     for (const auto& [b, st] : j.by_bucket) res.by_bucket[c.dtype][b].merge(st);
-    r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_angle_ulps);
+    r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_resolved_angle_ulps);
     if (j.stats.count && (r.worst_bound == 0 || j.worst_ratio > r.worst_ratio)) {
       r.worst_ratio = j.worst_ratio;
       r.worst_error = j.worst_pe.e;

@@ -496,7 +496,7 @@ class Gate {
       const Judgement& j = o.v.judgement;
       bias_[c.dtype].merge(j.bias);
       for (const auto& [b, st] : j.by_bucket) res_.by_bucket[c.dtype][b].merge(st);
-      r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_angle_ulps);
+      r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_resolved_angle_ulps);
       if (j.stats.count && (r.worst_bound == 0 || j.worst_ratio > r.worst_ratio)) {
         r.worst_ratio = j.worst_ratio;
         r.worst_error = j.worst_pe.e;
@@ -898,12 +898,13 @@ std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>&
     o += fmt::format("\nerror by position ({}; every accepted call's finite pairs; u = 2^-{}):\n\n", to_string(d),
                      format_of(d).precision);
     o += "| position | pairs | max e (u) | max abs radial (u) | max abs tangential (u) | mean radial (u) | max angle "
-         "error (rad) | (f32 ulps of angle) |\n";
+         "error (rad) | (f32 ulps of angle, resolved pairs) |\n";
     o += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& [b, st] : buckets)
       o += fmt::format("| {} | {} | {} | {} | {} | {:+.3g} | {} | {} |\n", bucket_label(b), st.count, num(st.max),
                        num(st.max_radial), num(st.max_tangential), st.bias(),
-                       st.angle_count ? num(st.max_angle) : "-", st.angle_count ? num(st.max_angle_ulps) : "-");
+                       st.angle_count ? num(st.max_angle) : "-",
+                       st.resolved_angle_count ? num(st.max_resolved_angle_ulps) : "-");
   }
   return o;
 }

@@ -193,7 +193,10 @@ PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double
     p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;
     if (norm >= 64 * f.min_normal() && (y0 != 0 || y1 != 0)) {
       p.angle = std::atan2(ex0 * y1 - ex1 * y0, ex0 * y0 + ex1 * y1);
-      if (abs_phi > 0) p.angle_ulps = std::max(0.0, std::fabs(p.angle) - noise_rad) / ulp32(abs_phi);
+      if (abs_phi > 0) {
+        p.angle_ulps = std::fabs(p.angle) / ulp32(abs_phi);
+        p.resolved = noise_rad <= kAngleResolution * ulp32(abs_phi);
+      }
     }
   }
   return p;
@@ -216,6 +219,10 @@ void ErrorStats::add_components(const PairError& p) {
     ++angle_count;
     max_angle = std::max(max_angle, std::fabs(p.angle));
     if (!std::isnan(p.angle_ulps)) max_angle_ulps = std::max(max_angle_ulps, p.angle_ulps);
+    if (p.resolved) {
+      ++resolved_angle_count;
+      max_resolved_angle_ulps = std::max(max_resolved_angle_ulps, p.angle_ulps);
+    }
     sum_angle += p.angle;
   }
 }
@@ -232,6 +239,8 @@ void ErrorStats::merge(const ErrorStats& o) {
   max_angle = std::max(max_angle, o.max_angle);
   max_angle_ulps = std::max(max_angle_ulps, o.max_angle_ulps);
   sum_angle += o.sum_angle;
+  resolved_angle_count += o.resolved_angle_count;
+  max_resolved_angle_ulps = std::max(max_resolved_angle_ulps, o.max_resolved_angle_ulps);
   values.insert(values.end(), o.values.begin(), o.values.end());
 }
 

@@ -260,7 +260,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                      site_text(c, ref, got, s);
             });
         }
-        // The rounding noise's share of the angle: its tangential allowance without the angle, in radians.
+        // The rounding noise's share of the angle: the allowance without the angle clause, as an angle.
         const double noise_rad = cr.flat > 0 ? cr.flat * u * std::max(norm, f.min_normal()) / norm
                                              : allow.rounding * u * std::max(norm, f.min_normal()) / norm;
         const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1], phi, noise_rad);
@@ -316,10 +316,9 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
             } else {
               std::snprintf(head, sizeof head,
                             "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
-                            "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad (%.3g f32 ulps of |angle| "
-                            "beyond the rounding noise)\n",
+                            "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad = %.3g f32 ulps of |angle|%s\n",
                             pe.e, allow.total, pe.radial, allow.radial, pe.tangential, allow.tangential, phi, pe.angle,
-                            pe.angle_ulps);
+                            pe.angle_ulps, pe.resolved ? "" : " (within the rounding noise's reach)");
             }
             return head + site_text(c, ref, got, s);
           });

@@ -77,7 +77,7 @@ std::string bits_hex(Dtype d, uint32_t bits) {
   return d == Dtype::f32 ? fmt::format("0x{:08x}", bits) : fmt::format("0x{:04x}", bits);
 }
 
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d, const ResolvedAngle& ra) {
+BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
   BucketStats b;
   b.bucket = bucket;
   b.label = bucket < 0 ? "all" : bucket_label(bucket);
@@ -99,8 +99,8 @@ BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dt
   dc.max_angle_rad = s.max_angle;
   dc.mean_angle_rad = s.mean_angle();
   dc.max_angle_ulps = s.max_angle_ulps;
-  dc.resolved_angle_count = ra.count;
-  dc.max_resolved_angle_ulps = ra.max_ulps;
+  dc.resolved_angle_count = s.resolved_angle_count;
+  dc.max_resolved_angle_ulps = s.max_resolved_angle_ulps;
   b.decomposition = dc;
   if (w && w->valid()) {
     WorstCase c;
@@ -183,12 +183,10 @@ Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& row
     const WorstPair* overall = nullptr;
     for (const auto& [b, w] : row.worst_by_bucket)
       if (w.valid() && (!overall || w.e > overall->e)) overall = &w;
-    s.all = bucket_stats(-1, row.all, overall, row.dtype, row.resolved_all);
+    s.all = bucket_stats(-1, row.all, overall, row.dtype);
     for (const auto& [b, st] : row.by_bucket) {
       auto it = row.worst_by_bucket.find(b);
-      auto ra = row.resolved_by_bucket.find(b);
-      s.buckets.push_back(bucket_stats(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype,
-                                       ra == row.resolved_by_bucket.end() ? ResolvedAngle{} : ra->second));
+      s.buckets.push_back(bucket_stats(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
     }
     s.histogram.assign(r.histogram_edges.size(), 0);
     for (float v : row.all.values) {

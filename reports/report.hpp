@@ -46,7 +46,7 @@ struct Decomposition {
   // small this measures the output's rounding, not the angle.
   double max_angle_ulps = 0;
   // The same over the pairs where rounding can explain at most 1/8 ulp of f32
-  // at |phi| (ResolvedAngle): the kernel's angle error to within 1/8 ulp.
+  // at |phi| (PairError::resolved): the kernel's angle error to within 1/8 ulp.
   uint64_t resolved_angle_count = 0;
   double max_resolved_angle_ulps = 0;
 };

@@ -50,55 +50,6 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o) {
   return run_sweep(o, impls);
 }
 
-void ResolvedAngle::add(double ulps) {
-  ++count;
-  max_ulps = std::max(max_ulps, ulps);
-}
-
-void ResolvedAngle::merge(const ResolvedAngle& o) {
-  count += o.count;
-  max_ulps = std::max(max_ulps, o.max_ulps);
-}
-
-std::map<int, ResolvedAngle> resolved_angle_errors(const RopeCase& c, const ReferenceOutput& ref, const void* got,
-                                                   const Criteria& cr) {
-  std::map<int, ResolvedAngle> out;
-  const Dtype d = c.dtype;
-  const Format f = format_of(d);
-  const double u = f.unit_roundoff(), mn = f.min_normal();
-  const uint32_t npairs = c.rotary_dim / 2;
-  if (ref.angle.size() != c.n_tokens() * npairs) return out;
-  for (size_t t = 0; t < c.n_tokens(); ++t) {
-    ResolvedAngle& bucket = out[position_bucket(c.positions[t])];
-    for (uint32_t i = 0; i < npairs; ++i) {
-      const double phi = ref.angle[t * npairs + i];
-      if (!(phi > 0) || !std::isfinite(phi)) continue;
-      const double quantum = ulp32(phi) * kAngleResolution;
-      // Rounding the output alone moves a pair by up to about u radians (the
-      // tangential allowance is >= 1 u): most small angles end here, cheaply.
-      if (quantum < 0.5 * u) continue;
-      for (size_t h = 0; h < c.n_heads; ++h) {
-        const size_t base = head_offset(c, t, h);
-        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
-        const double x0 = load_f32(d, c.input.data(), base + d0), x1 = load_f32(d, c.input.data(), base + d1);
-        const double y0 = load_f32(d, got, base + d0), y1 = load_f32(d, got, base + d1);
-        const double e0 = ref.exact[base + d0], e1 = ref.exact[base + d1];
-        if (!std::isfinite(x0) || !std::isfinite(x1) || !std::isfinite(y0) || !std::isfinite(y1) ||
-            !std::isfinite(e0) || !std::isfinite(e1))
-          continue;
-        const double norm = std::hypot(x0, x1), en = std::hypot(e0, e1);
-        if (!(en > 0)) continue;
-        // What rounding can explain, as an angle: the tangential allowance without the angle clause.
-        const double noise = cr.allowance(c, i, norm, 0.0).tangential * u * std::max(norm, mn) / en;
-        if (!(noise <= quantum)) continue;
-        const PairError pe = pair_error(d, x0, x1, y0, y1, e0, e1, phi);
-        if (std::isnan(pe.angle_ulps)) continue;
-        bucket.add(pe.angle_ulps);
-      }
-    }
-  }
-  return out;
-}
 
 Contract default_contract(const Implementation& impl) {
   Contract c;
@@ -151,8 +102,6 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const I
             row.worst_ratio = j.worst_ratio;
             if (!j.findings.empty()) row.first_finding = j.findings.front().message;
             row.worst_by_bucket = std::move(j.worst_by_bucket);
-            row.resolved_by_bucket = resolved_angle_errors(c, refs[m], out.data(), criteria);
-            for (const auto& [b, ra] : row.resolved_by_bucket) row.resolved_all.merge(ra);
           }
           rows.push_back(std::move(row));
         }
@@ -195,11 +144,8 @@ std::string format_sweep_table(const std::vector<SweepRow>& rows) {
           case 0: out += fmt::format(" {:.3g} |", st.max); break;
           case 1: out += fmt::format(" {:.3g} |", st.mean()); break;
           case 2: out += fmt::format(" {:.3g} / {:.3g} |", st.max_radial, st.max_tangential); break;
-          default: {
-            auto ra = r.resolved_by_bucket.find(b);
-            out += ra != r.resolved_by_bucket.end() && ra->second.count ? fmt::format(" {:.3g} |", ra->second.max_ulps)
-                                                                          : " - |";
-          }
+          default:
+            out += st.resolved_angle_count ? fmt::format(" {:.3g} |", st.max_resolved_angle_ulps) : " - |";
         }
       }
       out += "\n";
@@ -218,7 +164,7 @@ std::string format_sweep_table(const std::vector<SweepRow>& rows) {
         r.impl, to_string(r.model), to_string(r.dtype), to_string(r.layout), r.contract.short_spec(), r.all.count,
         r.all.max, r.all.percentile(0.99), r.all.mean(), r.all.max_radial, r.all.max_tangential, r.all.bias(),
         r.all.tangential_bias(), r.all.max_angle,
-        r.resolved_all.count ? fmt::format("{:.3g}", r.resolved_all.max_ulps) : std::string("-"), r.bound,
+        r.all.resolved_angle_count ? fmt::format("{:.3g}", r.all.max_resolved_angle_ulps) : std::string("-"), r.bound,
         r.worst_ratio, verdict);
   }
   return out;

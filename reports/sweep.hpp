@@ -45,29 +45,6 @@ struct SweepOptions {
 // other kernel (plugins, test kernels) Contract{}.
 Contract default_contract(const Implementation& impl);
 
-// The kernel's angle error where the output's rounding cannot mask it. The
-// judge's ErrorStats::max_angle_ulps is the largest |angle error| / ulp32(|phi|)
-// over every pair; where |phi| is small, ulp32(|phi|) is far below the angle
-// the output's rounding alone moves a pair by (about u of the storage type, in
-// radians), so that maximum measures the rounding, not the angle (5e3 f32 ulps
-// for the accurate scalar kernel at position 1 in f32, 1.6e7 in bf16). This
-// keeps only the pairs where what rounding can explain, the criteria's
-// tangential allowance without the angle clause taken as an angle, is at most
-// 1/8 ulp of f32 at |phi|: there the measured error is the kernel's angle error
-// to within 1/8 ulp. (docs/reports.md, "Angle error")
-struct ResolvedAngle {
-  uint64_t count = 0;   // pairs resolved
-  double max_ulps = 0;  // the largest |angle error| among them, in f32 ulps of |phi|
-  void add(double ulps);
-  void merge(const ResolvedAngle& o);
-};
-inline constexpr double kAngleResolution = 1.0 / 8;  // the rounding's share, in f32 ulps of |phi|
-
-// Resolved angle errors of one judged output, by log2 position bucket (every
-// bucket with a finite pair has an entry, possibly with count 0).
-std::map<int, ResolvedAngle> resolved_angle_errors(const RopeCase& c, const ReferenceOutput& ref, const void* got,
-                                                   const Criteria& cr);
-
 struct SweepRow {
   std::string impl;
   AngleModel model = AngleModel::exact;
@@ -86,8 +63,6 @@ struct SweepRow {
   bool own_model = true;         // judged under the kernel's own angle model
   bool expected_to_pass = true;  // a check: own model, or the exact model under an explicit --contract
   std::map<int, WorstPair> worst_by_bucket;  // reports: the worst pair of each bucket, with its bits
-  std::map<int, ResolvedAngle> resolved_by_bucket;  // the angle error where rounding cannot mask it
-  ResolvedAngle resolved_all;
 };
 
 std::vector<SweepRow> run_sweep(const SweepOptions& opt);

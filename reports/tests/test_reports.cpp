@@ -293,7 +293,7 @@ TEST(ReportJson, DecompositionIsRecordedAndConsistent) {
 
 // The accurate scalar kernel: its angle error is the output's rounding, a few u
 // of the storage type in radians, at every position; where rounding cannot mask
-// it (ResolvedAngle) it is far below an ulp of f32 at |phi|. The conventional
+// it (PairError::resolved) it is far below an ulp of f32 at |phi|. The conventional
 // fp32 pipeline judged against the exact rotation: its angle error grows with
 // the position (x16 every 4 octaves) in radians, but in f32 ulps of |phi| it
 // stays near 1 in every bucket where it can be resolved: an f32 angle off by
