@@ -101,12 +101,11 @@ double Criteria::case_bound(const RopeCase& c) const { return flat > 0 ? flat : 
 void BiasSums::merge(const BiasSums& o) {
   n += o.n;
   clusters += o.clusters;
-  for (auto [a, b] : {std::pair{&raw, &o.raw}, std::pair{&cached, &o.cached}}) {
-    a->sum_r += b->sum_r;
-    a->sum_s2 += b->sum_s2;
-    a->sum_ns += b->sum_ns;
+  for (int k = 0; k < 3; ++k) {
+    by_cache[k].sum_r += o.by_cache[k].sum_r;
+    by_cache[k].sum_s2 += o.by_cache[k].sum_s2;
+    by_cache[k].sum_ns += o.by_cache[k].sum_ns;
   }
-  has_cached |= o.has_cached;
   sum_n2 += o.sum_n2;
   sum_systematic += o.sum_systematic;
 }
@@ -164,14 +163,19 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   // Bias clusters of this call: (position, pair) -> (pairs, sum of radial).
   struct Cluster {
     uint64_t n = 0;
-    double raw = 0, cached = 0;
+    double sum[3] = {0, 0, 0};  // by cache hypothesis (BiasSums::by_cache)
   };
   std::map<std::pair<int64_t, uint32_t>, Cluster> clusters;
-  j.bias.has_cached = cr.flat <= 0 && cr.model.cos_sin != Dtype::f32;
+  std::vector<double> cache_share(2 * npairs);  // per token: each pair's radial factor - 1 of an f16, a bf16 cache
   const double systematic_cap = 1.0 / 16;  // pairs whose angle clause allows more radial drift stay out of the bias
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.positions[t]);
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
+    if (have_angles && cr.flat <= 0)
+      for (uint32_t i = 0; i < npairs; ++i) {
+        cache_share[2 * i] = cache_radial_factor(Dtype::f16, ref.angle[t * npairs + i]) - 1.0;
+        cache_share[2 * i + 1] = cache_radial_factor(Dtype::bf16, ref.angle[t * npairs + i]) - 1.0;
+      }
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < npairs; ++i) {
@@ -293,17 +297,17 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         }
         const bool within = zero_ok || !(ratio > 1.0);
         if (within && allow.radial_angle <= systematic_cap) {
-          // Also less what a correct cache of the contract's type does to this pair's radial component.
-          const double rc = j.bias.has_cached ? pe.radial - (cache_radial_factor(cr.model.cos_sin, phi) - 1.0) *
-                                                                norm / (std::max(norm, f.min_normal()) * u)
-                                              : pe.radial;
+          // Also less what a correct f16 / bf16 cache does to this pair's radial component.
+          const double scale = norm / (std::max(norm, f.min_normal()) * u);
+          const double rs[3] = {pe.radial, pe.radial - cache_share[2 * i] * scale,
+                                pe.radial - cache_share[2 * i + 1] * scale};
           Cluster& cl = clusters[{c.positions[t], i}];
           ++cl.n;
-          cl.raw += pe.radial;
-          cl.cached += rc;
           ++j.bias.n;
-          j.bias.raw.sum_r += pe.radial;
-          j.bias.cached.sum_r += rc;
+          for (int k = 0; k < 3; ++k) {
+            cl.sum[k] += rs[k];
+            j.bias.by_cache[k].sum_r += rs[k];
+          }
           j.bias.sum_systematic += allow.radial_angle;
         }
         if (!within) {
@@ -339,10 +343,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   }
   for (const auto& [key, cl] : clusters) {
     ++j.bias.clusters;
-    j.bias.raw.sum_s2 += cl.raw * cl.raw;
-    j.bias.raw.sum_ns += double(cl.n) * cl.raw;
-    j.bias.cached.sum_s2 += cl.cached * cl.cached;
-    j.bias.cached.sum_ns += double(cl.n) * cl.cached;
+    for (int k = 0; k < 3; ++k) {
+      j.bias.by_cache[k].sum_s2 += cl.sum[k] * cl.sum[k];
+      j.bias.by_cache[k].sum_ns += double(cl.n) * cl.sum[k];
+    }
     j.bias.sum_n2 += double(cl.n) * double(cl.n);
   }
   std::stable_sort(j.findings.begin(), j.findings.end(),

@@ -54,9 +54,11 @@ struct Criteria {
 // The radial components of the judged pairs, for the bias check (docs/gate.md):
 // pairs sharing a position and a pair index in one call share cos and sin, so
 // they form one cluster of the cluster-robust standard error.
-// Under a cos-sin clause narrower than f32 the sums are kept twice: of the radial components as they are
-// (a kernel may be more accurate than its contract), and less the share a correct cache of that type gives
-// each pair (`cached`); the bias check passes when either mean is within its allowance.
+// The sums are kept under three hypotheses about the kernel's cos/sin (indexed by Dtype): f32 (the radial
+// components as they are), an f16 cache and a bf16 cache (less the share a correct cache of that type gives
+// each pair). The bias check passes when the mean under a hypothesis the contract allows is within its
+// allowance (a contract allows a cache, it does not require one); a hypothesis it does not allow that fits
+// names the clause in the diagnosis.
 struct BiasSums {
   struct Moments {
     double sum_r = 0;   // sum of radial components (u)
@@ -65,8 +67,7 @@ struct BiasSums {
   };
   uint64_t n = 0;           // pairs
   uint64_t clusters = 0;
-  Moments raw, cached;
-  bool has_cached = false;  // a narrower cache was modelled
+  Moments by_cache[3];      // [Dtype]: f32 = as measured, f16 / bf16 = less that cache's share
   double sum_n2 = 0;        // sum over clusters of n_g^2
   double sum_systematic = 0;  // sum of each pair's systematic radial allowance (the angle clause's share)
   void merge(const BiasSums& o);
