@@ -155,8 +155,8 @@ def main():
     torch.set_num_threads(1)
     with open(os.path.join(args.dir, "manifest.json")) as f:
         m = json.load(f)
-    if m.get("format") != "ropecheck-case-set" or m.get("version") != 1:
-        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1)")
+    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2):
+        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 or 2)")
     layout = PIPELINES[args.pipeline]
     n = 0
     for e in m["cases"]:
