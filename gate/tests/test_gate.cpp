@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -261,8 +262,31 @@ TEST(GateCli, BuiltinScalarPasses) {
       << slurp(d + "/out.log");
 }
 
-// The mutation suite: each planted bug must make the gate exit 1, each correct
-// kernel exit 0. At most two gates run at once.
+namespace {
+
+// The contracts a correct kernel declares in its source's top comment: lines
+// "Contract: SPEC" (the whole kernel) or "Contract (DTYPE data): SPEC" (the gate
+// run on that dtype only). {dtype or "", SPEC}; none declared: {"", "default"}.
+std::vector<std::pair<std::string, std::string>> declared_contracts(const std::string& stem) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* ext : {".c", ".cpp"}) {
+    std::ifstream f(std::string(ROPECHECK_SOURCE_DIR) + "/impls/mutants/" + stem + ext);
+    if (!f) continue;
+    static const std::regex re(R"(^\s*\*?\s*Contract(?: \((f32|f16|bf16) data\))?: (\S+)\s*$)");
+    std::string line;
+    std::smatch mt;
+    while (std::getline(f, line))
+      if (std::regex_match(line, mt, re)) out.emplace_back(mt[1].str(), mt[2].str());
+  }
+  if (out.empty()) out.emplace_back("", "default");
+  return out;
+}
+
+}  // namespace
+
+// The mutation suite: each planted bug must make the gate exit 1 under the default
+// contract, each correct kernel exit 0 under the contract it declares (once per
+// dtype when it declares one per dtype). At most two gates run at once.
 TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
   std::vector<std::string> stems;
   for (const auto& e : fs::directory_iterator(ROPECHECK_MUTANT_DIR))
@@ -272,6 +296,21 @@ TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
   const size_t n_ok = std::count_if(stems.begin(), stems.end(), [](auto& s) { return s.rfind("ok_", 0) == 0; });
   ASSERT_GE(n_mut, 15u);
   ASSERT_GE(n_ok, 2u);
+  struct Run {
+    std::string stem, name, args;
+    bool is_mut;
+  };
+  std::vector<Run> runs;
+  for (const auto& s : stems) {
+    if (s.rfind("mut_", 0) == 0) {
+      runs.push_back({s, s, "", true});
+      continue;
+    }
+    for (const auto& [dtype, spec] : declared_contracts(s)) {
+      std::string name = s + (dtype.empty() ? "" : "-" + dtype);
+      runs.push_back({s, name, "--contract " + spec + (dtype.empty() ? "" : " --dtype " + dtype), false});
+    }
+  }
   const std::string d = tmpdir("mutants");
   std::map<pid_t, std::string> running;
   std::map<std::string, int> status;
@@ -283,30 +322,30 @@ TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
     status[running[p]] = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     running.erase(p);
   };
-  while (next < stems.size() || !running.empty()) {
-    if (next < stems.size() && running.size() < 2) {
-      const std::string& s = stems[next++];
-      const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + mutant(s) +
-                              " --budget-seconds 2 --call-timeout 3 --quiet --report-dir " + d + "/" + s + " > " + d +
-                              "/" + s + ".log 2>&1";
+  while (next < runs.size() || !running.empty()) {
+    if (next < runs.size() && running.size() < 2) {
+      const Run& r = runs[next++];
+      const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + mutant(r.stem) + " " + r.args +
+                              " --budget-seconds 2 --call-timeout 3 --quiet --report-dir " + d + "/" + r.name + " > " +
+                              d + "/" + r.name + ".log 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
       pid_t pid;
       ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
-      running[pid] = s;
+      running[pid] = r.name;
     } else {
       reap();
     }
   }
   size_t caught = 0, passed = 0;
-  for (const auto& s : stems) {
-    const bool is_mut = s.rfind("mut_", 0) == 0;
-    const int want = is_mut ? 1 : 0;
-    EXPECT_EQ(status[s], want) << s << ":\n" << slurp(d + "/" + s + ".log");
-    if (is_mut && status[s] == 1) ++caught;
-    if (!is_mut && status[s] == 0) ++passed;
+  for (const auto& r : runs) {
+    const int want = r.is_mut ? 1 : 0;
+    EXPECT_EQ(status[r.name], want) << r.name << " (" << (r.args.empty() ? "default contract" : r.args) << "):\n"
+                                    << slurp(d + "/" + r.name + ".log");
+    if (r.is_mut && status[r.name] == 1) ++caught;
+    if (!r.is_mut && status[r.name] == 0) ++passed;
   }
-  std::printf("mutation suite: %zu of %zu planted bugs caught; %zu of %zu correct kernels passed\n", caught, n_mut,
-              passed, n_ok);
+  std::printf("mutation suite: %zu of %zu planted bugs caught; %zu of %zu correct-kernel runs passed (%zu kernels)\n",
+              caught, n_mut, passed, runs.size() - n_mut, n_ok);
 }
 
 namespace {

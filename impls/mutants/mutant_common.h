@@ -5,6 +5,17 @@
  * (token, pair) rounded to f32 and reused across heads, the rotation in f32
  * arithmetic, round-to-nearest-even stores; pass-through dims copied bit for
  * bit; an angle of exactly 0 copies the pair.
+ *
+ * Switches of correct kernels written the usual ways (impls/mutants/ok_*.c;
+ * each file's top comment states the --contract it declares):
+ *   MK_NO_IDENTITY      no special case at angle 0: x0*1 - x1*0 is computed
+ *   MK_ANGLE_POWF_F32   the PyTorch/HF f32 angle: inv = 1/powf(f32(base), f32(2i)/f32(rd))
+ *                       (or f32(table[i])), ang = f32(f32(m) [* f32(scale)]) * inv, cosf/sinf
+ *   MK_ANGLE_GGML       ggml's recurrence: theta = f32(m), then theta *= powf(base, -2/rd)
+ *                       after each pair, ang = f32(scale) * theta, cosf/sinf
+ *   MK_CACHE_F16        cos/sin rounded to f16 (RNE) before use
+ *   MK_FLUSH_DENORMALS  subnormal inputs and outputs (of the storage type) flushed to
+ *                       signed zero, the f32 arithmetic under FTZ/DAZ (a fast-math build)
  */
 #ifndef ROPECHECK_MUTANT_COMMON_H
 #define ROPECHECK_MUTANT_COMMON_H
@@ -15,6 +26,11 @@
 #include <string.h>
 
 #include "ropecheck/kernel_abi.h"
+
+#if defined(MK_FLUSH_DENORMALS) && (defined(__x86_64__) || defined(__i386__))
+#include <xmmintrin.h>
+#define MK_HAVE_MXCSR 1
+#endif
 
 #define RC_EXPORT __attribute__((visibility("default")))
 
@@ -74,6 +90,21 @@ static void mk_copy(uint32_t dt, void* out, const void* in, size_t i, size_t n) 
   if (out != in) memmove((char*)out + i * mk_esize(dt), (const char*)in + i * mk_esize(dt), n * mk_esize(dt));
 }
 
+#ifdef MK_FLUSH_DENORMALS
+/* A subnormal of the storage type becomes a zero of its sign. */
+static float mk_flush_value(uint32_t dt, float v) {
+  const float mn = dt == RC_F16 ? 0x1p-14f : 0x1p-126f;
+  return fabsf(v) < mn && v != 0 ? copysignf(0.0f, v) : v;
+}
+static float mk_load_flushed(uint32_t dt, const void* p, size_t i) { return mk_flush_value(dt, mk_load(dt, p, i)); }
+/* Rounds to the storage type first, so that a value that rounds up to the
+ * smallest normal is kept and one that rounds to a subnormal is flushed. */
+static void mk_store_flushed(uint32_t dt, void* p, size_t i, float v) {
+  mk_store(dt, p, i, v);
+  mk_store(dt, p, i, mk_flush_value(dt, mk_load(dt, p, i)));
+}
+#endif
+
 static int mk_check(const rc_rope_args* a) {
   if (!a || a->abi_version != ROPECHECK_ABI_VERSION) return 2;
   if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
@@ -111,6 +142,14 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
   double* theta = (double*)malloc(np * sizeof(double));
   mk_cs* row = (mk_cs*)malloc(np * sizeof(mk_cs));
   if (!theta || !row) { free(theta); free(row); return 3; }
+#if defined(MK_ANGLE_POWF_F32)
+  float* inv_f32 = (float*)malloc(np * sizeof(float));
+  if (!inv_f32) { free(theta); free(row); return 3; }
+  for (uint32_t i = 0; i < np; ++i)
+    inv_f32[i] = a->inv_freq ? (float)a->inv_freq[i] : 1.0f / powf((float)a->base, (float)(2 * i) / (float)rd);
+#elif defined(MK_ANGLE_GGML)
+  const float theta_scale = powf((float)a->base, -2.0f / (float)rd);
+#endif
   for (uint32_t i = 0; i < np; ++i) {
 #if defined(MUT_FREQ_HEAD_DIM)
     theta[i] = a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / hd); /* BUG: head_dim, not rotary_dim */
@@ -125,6 +164,10 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
 #ifdef MUT_INPUT_MODIFIED
   out = in; /* BUG: works in place on the caller's input, then copies it out */
 #endif
+#ifdef MK_HAVE_MXCSR
+  const unsigned int mk_saved_csr = _mm_getcsr();
+  _mm_setcsr(mk_saved_csr | 0x8040u); /* FTZ (bit 15) and DAZ (bit 6), as -ffast-math's startup code sets */
+#endif
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
 #if defined(MUT_POS_OFF_BY_ONE)
     const double m = (double)(a->positions[t] + 1); /* BUG: position + 1 */
@@ -133,7 +176,26 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
 #else
     const double m = (double)a->positions[t];
 #endif
+#if defined(MK_ANGLE_POWF_F32)
+    float mf = (float)a->positions[t];
+    if (a->position_scale != 1.0) mf = mf * (float)a->position_scale;
+    (void)m;
+#elif defined(MK_ANGLE_GGML)
+    float theta_g = (float)a->positions[t];
+    (void)m;
+#endif
     for (uint32_t i = 0; i < np; ++i) {
+#if defined(MK_ANGLE_POWF_F32)
+      const float ang = mf * inv_f32[i];
+      const double angle = ang;
+      float c = cosf(ang), s = sinf(ang);
+#elif defined(MK_ANGLE_GGML)
+      float ang = a->inv_freq ? (float)a->positions[t] * (float)a->inv_freq[i] : theta_g;
+      if (a->position_scale != 1.0) ang = (float)a->position_scale * ang;
+      theta_g *= theta_scale;
+      const double angle = ang;
+      float c = cosf(ang), s = sinf(ang);
+#else
 #ifdef MUT_FP32_ANGLE
       const float ang = (float)m * (float)a->position_scale * (float)theta[i]; /* BUG: f32 angle */
       const double angle = ang;
@@ -141,6 +203,11 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
       const double angle = m * a->position_scale * theta[i];
 #endif
       float c = (float)cos(angle), s = (float)sin(angle);
+#endif
+#ifdef MK_CACHE_F16
+      c = mk_f16_to_f32(mk_f32_to_f16(c)); /* cos/sin cache stored in f16 */
+      s = mk_f16_to_f32(mk_f32_to_f16(s));
+#endif
 #ifdef MUT_BF16_CACHE
       c = mk_bits_f32(mk_f32_to_bf16(c) << 16); /* BUG: cos/sin cache stored in bf16 */
       s = mk_bits_f32(mk_f32_to_bf16(s) << 16);
@@ -162,18 +229,30 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
           continue;
         }
 #endif
+#ifndef MK_NO_IDENTITY
         if (row[i].identity) {
           mk_copy(dt, out, in, k0, 1);
           mk_copy(dt, out, in, k1, 1);
           continue;
         }
+#endif
+#ifdef MK_FLUSH_DENORMALS
+        float x0 = mk_load_flushed(dt, in, k0), x1 = mk_load_flushed(dt, in, k1);
+#else
         float x0 = mk_load(dt, in, k0), x1 = mk_load(dt, in, k1);
+#endif
 #ifdef MUT_NAN_FLUSH
         if (isnan(x0)) x0 = 0; /* BUG: NaN inputs flushed to zero */
         if (isnan(x1)) x1 = 0;
 #endif
         const float c = row[i].c, s = row[i].s;
-#ifdef MUT_SIGN
+#if defined(MK_FLUSH_DENORMALS)
+        mk_store_flushed(dt, out, k0, x0 * c - x1 * s);
+        mk_store_flushed(dt, out, k1, x0 * s + x1 * c);
+#elif defined(MUT_COS_SIN_SWAPPED)
+        mk_store(dt, out, k0, x0 * s - x1 * c); /* BUG: cos and sin swapped */
+        mk_store(dt, out, k1, x0 * c + x1 * s);
+#elif defined(MUT_SIGN)
         mk_store(dt, out, k0, x0 * c + x1 * s); /* BUG: rotates by -angle */
         mk_store(dt, out, k1, -x0 * s + x1 * c);
 #elif defined(MUT_INPLACE_ALIAS)
@@ -201,6 +280,12 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
   }
 #ifdef MUT_INPUT_MODIFIED
   mk_copy(dt, a->out, in, 0, (size_t)a->n_tokens * a->n_heads * hd);
+#endif
+#ifdef MK_ANGLE_POWF_F32
+  free(inv_f32);
+#endif
+#ifdef MK_HAVE_MXCSR
+  _mm_setcsr(mk_saved_csr);
 #endif
   free(theta);
   free(row);
