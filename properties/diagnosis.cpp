@@ -597,8 +597,14 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         const auto n_ar = std::count_if(s.begin(), s.end(), [](int k) { return k == 3 || k == 5; });
         if (n_cs <= 1 && n_ar <= 1) sets.push_back(std::move(s));
       }
+      // Smallest sets first; among sets of one size, those without the angle clause first: an angle K can
+      // always be made large enough to cover a narrow type's error, a cache or arithmetic clause cannot cover
+      // an angle error that grows with the position.
       std::stable_sort(sets.begin(), sets.end(), [](const std::vector<int>& a, const std::vector<int>& b) {
-        return a.size() != b.size() ? a.size() < b.size() : a < b;
+        const bool aa = std::find(a.begin(), a.end(), 1) != a.end(), ba = std::find(b.begin(), b.end(), 1) != b.end();
+        if (a.size() != b.size()) return a.size() < b.size();
+        if (aa != ba) return !aa;
+        return a < b;
       });
       size_t hint = SIZE_MAX;
       auto widen = [&](const std::vector<int>& s, double k_ulps) {
