@@ -183,7 +183,8 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1)) continue;
         const double phi = k.phi[t * x.np + i];
         const PairError pe = light_error(fmt_d, x0, x1, y0, y1, e0, e1);
-        const double r = ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1), phi));
+        const double r =
+            ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1), phi, pair_hint(fmt_d, x0, x1, e0, e1)));
         f.residual = std::max(f.residual, pe.e);
         f.worst_ratio = std::max(f.worst_ratio, r);
         if (r > 1.0) {
@@ -206,6 +207,7 @@ struct Rec {
   double norm, phi;
   bool zero;  // exact angle 0 (judged by the identity rule, not the metric)
   PairError pe;
+  PairHint hint;  // what tightens denormals=flush (properties/error_model.hpp)
 };
 
 bool is_subnormal(const Format& f, double v) { return v != 0 && std::fabs(v) < f.min_normal(); }
@@ -230,7 +232,7 @@ bool identity_ok(const Ctx& x, const Criteria& w, const Rec& r) {
 }
 
 bool metric_ok(const Ctx& x, const Criteria& w, const Rec& r) {
-  return !(ratio_of(r.pe, w.allowance(x.c, r.pair, r.norm, r.phi)) > 1.0);  // as the judge compares
+  return !(ratio_of(r.pe, w.allowance(x.c, r.pair, r.norm, r.phi, r.hint)) > 1.0);  // as the judge compares
 }
 
 // Would the finite pairs pass under w? (The rules a contract changes: the metric and the identity rule.)
@@ -311,7 +313,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < np; ++i) {
         const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
-        Rec r{t, h, i, base + d0, base + d1, {}, {}, 0, x.ref_phi(t, i), false, {}};
+        Rec r{t, h, i, base + d0, base + d1, {}, {}, 0, x.ref_phi(t, i), false, {}, {}};
         r.x[0] = load_f32(d, c.input.data(), r.k0);
         r.x[1] = load_f32(d, c.input.data(), r.k1);
         r.y[0] = load_f32(d, got, r.k0);
@@ -325,6 +327,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                : (load_f32(d, ref.rounded.data(), r.k0) == r.x[0] &&
                                   load_f32(d, ref.rounded.data(), r.k1) == r.x[1]);
         r.pe = pair_error(d, r.x[0], r.x[1], r.y[0], r.y[1], e0, e1, r.phi);
+        r.hint = pair_hint(fmt_d, r.x[0], r.x[1], e0, e1);
         ref_residual = std::max(ref_residual, r.pe.e);
         if (r.zero && cr.flat <= 0) {
           if (!identity_ok(x, cr, r)) {
@@ -558,7 +561,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       bool tangential_ok = true;
       for (const Rec& r : recs) {
         if (r.zero) continue;
-        const PairAllowance a = cr.allowance(c, r.pair, r.norm, r.phi);
+        const PairAllowance a = cr.allowance(c, r.pair, r.norm, r.phi, r.hint);
         if (!(std::fabs(r.pe.tangential) <= a.tangential)) {
           tangential_ok = false;
           break;
@@ -654,7 +657,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         for (const Rec& r : recs) {
           if (r.zero) continue;
           const double len = (std::hypot(r.y[0], r.y[1]) - r.norm) / (std::max(r.norm, fmt_d.min_normal()) * u);
-          if (!(std::fabs(len) <= w.allowance(c, r.pair, r.norm, r.phi).radial)) return false;
+          if (!(std::fabs(len) <= w.allowance(c, r.pair, r.norm, r.phi, r.hint).radial)) return false;
         }
         return true;
       };
@@ -739,8 +742,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           double rc = 0, rw = 0;
           for (const Rec& r : recs) {
             if (r.zero) continue;
-            rc = std::max(rc, ratio_of(r.pe, cr.allowance(c, r.pair, r.norm, r.phi)));
-            rw = std::max(rw, ratio_of(r.pe, wc.allowance(c, r.pair, r.norm, r.phi)));
+            rc = std::max(rc, ratio_of(r.pe, cr.allowance(c, r.pair, r.norm, r.phi, r.hint)));
+            rw = std::max(rw, ratio_of(r.pe, wc.allowance(c, r.pair, r.norm, r.phi, r.hint)));
           }
           ev += fmt::format("{}{} pair(s) beyond the {} allowance, the worst at {}x it (largest error {} u); at "
                             "most {}x the allowance with {}",
@@ -839,7 +842,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           const double e0 = x0 * g.c - x1 * g.s, e1 = x0 * g.s + x1 * g.c;
           const PairError pe = pair_error(d, x0, x1, y0, y1, e0, e1, g.phi);
           resid = std::max(resid, pe.e);
-          if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1), g.phi)) <= 1.0) ++fitted;
+          if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1), g.phi, pair_hint(fmt_d, x0, x1, e0, e1))) <= 1.0)
+            ++fitted;
         }
     if (nan_pairs > 0 && fitted == nan_pairs) {
       dg.cause = "NaN inputs zeroed";

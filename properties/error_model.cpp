@@ -100,8 +100,16 @@ double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pa
   return abs_phi * rel;
 }
 
+PairHint pair_hint(const Format& f, double x0, double x1, double e0, double e1) {
+  auto sub = [&](double v) { return v != 0 && std::fabs(v) < f.min_normal() ? v : 0.0; };
+  PairHint h;
+  h.flushed_input_norm = std::hypot(sub(x0), sub(x1));
+  if (std::isfinite(e0) && std::isfinite(e1)) h.min_abs_output = std::min(std::fabs(e0), std::fabs(e1));
+  return h;
+}
+
 PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double norm,
-                             double abs_phi) {
+                             double abs_phi, const PairHint& hint) {
   // docs/error-model.md, "The per-pair allowance". Absolute error norms of the
   // pair first, then in u of the storage type relative to max(norm, mn).
   const Format fo = format_of(c.dtype), fa = format_of(m.arith), fc = format_of(m.cos_sin);
@@ -116,7 +124,7 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   // Inputs: rounded to the arithmetic type when it is narrower; subnormal inputs flushed.
   double e_in = 0;
   if (ua > uo) e_in += round_pair(ua, mna, norm, flush);
-  if (flush) e_in += r2 * mno;
+  if (flush) e_in += hint.flushed_input_norm >= 0 ? hint.flushed_input_norm : r2 * mno;
   const double n1 = norm + e_in;
   // cos, sin against those of the kernel's angle: relative rho, absolute alpha.
   double rho = m.trig_rel_u32 * kU32;
@@ -132,14 +140,18 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   const double e_prod = ua * prods + 2.0 * r2 * eta_a;
   // The sum, rounded in the arithmetic type.
   const double s = n1 + e_cs + e_prod;
-  const double e_sum = round_pair(ua, mna, s, flush);
+  // An output can be flushed only if some component can come within reach of the subnormal range: not when
+  // every exact output component exceeds the smallest normal by more than the whole non-flush error.
+  const double delta = angle_allowance(m, c, pair, abs_phi) * (1.0 + 0x1p-30);
+  const double reach = e_in + (s - n1) + (n1 + s) * (ua + uo) * 2 + n1 * std::min(delta, 2.0);
+  const bool out_flush = flush && !(hint.min_abs_output >= 0 && hint.min_abs_output > reach + 2 * std::max(mno, mna));
+  const double e_sum = round_pair(ua, mna, s, m.arith == c.dtype ? out_flush : flush);
   // The store: a rounding unless every value of the arithmetic type is one of the storage type (same type,
   // or f16/bf16 arithmetic stored as f32); bf16 arithmetic stored as f16 rounds in f16's subnormal range.
   const bool representable = m.arith == c.dtype || (fa.precision <= fo.precision && fa.emin >= fo.emin);
-  const double e_store = representable ? 0.0 : round_pair(uo, mno, s + e_sum, flush);
+  const double e_store = representable ? 0.0 : round_pair(uo, mno, s + e_sum, out_flush);
   const double e = (e_in + e_cs + e_prod + e_sum + e_store) * (1.0 + 0x1p-30);
   // The angle: R(phi~)x - R(phi)x has radial part -2 n1 sin^2(d/2), tangential n1 sin d.
-  const double delta = angle_allowance(m, c, pair, abs_phi) * (1.0 + 0x1p-30);
   const double dd = std::min(delta, M_PI);
   const double sh = std::sin(dd / 2);
   const double radial_angle = 2.0 * n1 * sh * sh + std::min(delta, 2.0) * e_in;

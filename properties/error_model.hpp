@@ -62,9 +62,18 @@ struct PairAllowance {
   double radial_angle = 0;  // the angle clause's share of radial: second order, systematic (<= 0 side)
   double rounding = 0;      // everything but the angle (cos/sin, products, sum, store): the rounding noise
 };
+// What the judge knows of one pair that tightens denormals=flush: the norm of its subnormal input elements
+// (what flushing the input can remove) and the smallest |exact output| (no output can be flushed when it is
+// far from the subnormal range). Unknown (< 0): the worst case.
+struct PairHint {
+  double flushed_input_norm = -1;
+  double min_abs_output = -1;
+};
+// The hint of a pair of storage format f: input (x0, x1), exact output (e0, e1).
+PairHint pair_hint(const Format& f, double x0, double x1, double e0, double e1);
 // norm: ||x|| of the input pair; abs_phi: |exact angle|.
 PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double norm,
-                             double abs_phi);
+                             double abs_phi, const PairHint& hint = {});
 
 // The bound, in u of the storage type, on every pair's error e of a case: the
 // largest total allowance over its pairs at their largest

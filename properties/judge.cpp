@@ -91,9 +91,10 @@ Criteria Criteria::flat_bound(double bound) {
   return cr;
 }
 
-PairAllowance Criteria::allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi) const {
+PairAllowance Criteria::allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi,
+                                  const PairHint& hint) const {
   if (flat > 0) return {flat, flat, flat, 0, flat};
-  return pair_allowance(model, c, pair, norm, abs_phi);
+  return pair_allowance(model, c, pair, norm, abs_phi, hint);
 }
 
 double Criteria::case_bound(const RopeCase& c) const { return flat > 0 ? flat : error_bound(model, c); }
@@ -188,7 +189,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         const double r0 = load_f32(d, ref.rounded.data(), s.k0), r1 = load_f32(d, ref.rounded.data(), s.k1);
         const bool finite_in = std::isfinite(x0) && std::isfinite(x1);
         const double norm = finite_in ? std::hypot(x0, x1) : 0.0;
-        const PairAllowance allow = cr.allowance(c, i, norm, phi);
+        const PairAllowance allow =
+            cr.allowance(c, i, norm, phi, finite_in ? pair_hint(f, x0, x1, ref.exact[s.k0], ref.exact[s.k1]) : PairHint{});
         // The overflow rules take the pair's whole allowance.
         const double overflow_edge = f.max_finite() * (1.0 - allow.total * u);
         const bool sign_free = allow.total * u >= 1.0;  // the output's direction is unconstrained

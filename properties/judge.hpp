@@ -46,7 +46,8 @@ struct Criteria {
   static Criteria of(const KernelErrorModel& m, const Contract& c);
   static Criteria flat_bound(double bound);
   // The allowance of one pair (flat: radial = tangential = total = flat, no angle share).
-  PairAllowance allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi) const;
+  PairAllowance allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi,
+                          const PairHint& hint = {}) const;
   // A flat bound on e for a whole case (the flat value, or error_bound()).
   double case_bound(const RopeCase& c) const;
 };
