@@ -1,5 +1,7 @@
 #include "gate/case_json.hpp"
 
+#include "gate/npy.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -179,11 +181,10 @@ void write_record(const std::string& path, const CaseRecord& r) {
 }
 
 CaseRecord read_record(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("cannot read " + path);
+  const std::string text = read_bounded_file(path, kMaxReplayFileBytes, "replay file");
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     fail(path + ": not valid JSON: " + e.what());
   }

@@ -36,7 +36,12 @@ void case_params_from_json(const nlohmann::json& j, RopeCase& c);
 nlohmann::json record_to_json(const CaseRecord& r);
 CaseRecord record_from_json(const nlohmann::json& j);  // throws std::runtime_error
 
+// A replay file is at most this large (the gate writes well under 1 MiB): a larger one is refused before it is
+// read, so reading one costs at most ~25x this in parsed JSON.
+inline constexpr uint64_t kMaxReplayFileBytes = uint64_t(16) << 20;
+
 void write_record(const std::string& path, const CaseRecord& r);  // throws std::runtime_error
+// Reads a replay file: a regular file (no symlink, FIFO or device) of at most kMaxReplayFileBytes.
 CaseRecord read_record(const std::string& path);                  // throws std::runtime_error
 
 // Exact double <-> hex float string (also accepts decimal).
