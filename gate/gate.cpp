@@ -680,7 +680,7 @@ void Gate::run_specials() {
     const auto cases = special_value_cases(d, l, opt_.seed, opt_.max_position);
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
   }
-  if (!r.ran && !aborted_) r.note = "no accepted dtype/layout";
+  if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
 void Gate::run_properties() {
@@ -708,7 +708,7 @@ void Gate::run_properties() {
         run_case(r, c, ip == 1);
       }
     }
-    if (!r.ran && !aborted_) r.note = "no accepted dtype/layout";
+    if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
   }
   // Layout equivalence: interleaved(x) and half-split(P x) agree within both bounds.
   {
@@ -742,7 +742,8 @@ void Gate::run_properties() {
         }
       }
     }
-    if (!r.ran && !aborted_) r.note = "no dtype with both layouts accepted";
+    if (!r.ran && !aborted_)
+      r.note = budget_reached_ ? "not run: the budget was reached" : "no dtype with both layouts accepted";
   }
   // Relative position: <R_m q, R_n k> = <R_{m+s} q, R_{n+s} k>.
   {
@@ -762,7 +763,7 @@ void Gate::run_properties() {
           record_failure(r, std::move(rec));
         }
       }
-      if (!r.ran && !aborted_) r.note = "no accepted dtype/layout";
+      if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
     }
   }
 }
@@ -782,7 +783,7 @@ void Gate::run_random() {
   uint64_t n = 0;
   for (uint64_t k = 0; k < opt_.random_cases && !aborted_ && !budget_reached_; ++k) {
     if (seconds_since(t0_) >= stop_at) {
-      budget_reached_ = true;
+      progress(fmt::format("85 % of the budget ({:g} s) used: the random phase stops", opt_.budget_seconds));
       break;
     }
     const auto [d, l] = accepted_combos_[rng() % accepted_combos_.size()];
@@ -808,7 +809,7 @@ void Gate::run_random() {
   }
   if (n < opt_.random_cases && !aborted_) {
     const std::string what = fmt::format("{} of {} random cases ran", n, opt_.random_cases);
-    r.note = what + " (the budget was reached)";
+    r.note = what + " (the random phase stops at 85 % of the budget)";
     budget_cuts_.push_back("random: " + what);
   }
 }
@@ -897,9 +898,6 @@ GateResult Gate::run() {
       r.note = r.ran ? fmt::format("{} call(s) not made: the budget was reached", it->second)
                      : "not run: the budget was reached";
     }
-  if (budget_reached_ && !aborted_)  // rows that made no call at all because an earlier one was cut
-    for (auto& r : res_.rows)
-      if (!r.ran && !r.failed_check && r.note.rfind("no ", 0) == 0) r.note = "not run: the budget was reached";
   if (budget_reached_ && accepted_combos_.empty() && !aborted_) systematic_cut = true;
   for (const auto& c : budget_cuts_) res_.budget_cuts.push_back(c);
   if (aborted_)
