@@ -121,9 +121,7 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
     cases.push_back(e);
   }
   m["cases"] = cases;
-  std::ofstream f(fs::path(dir) / "manifest.json");
-  f << m.dump(1) << "\n";
-  if (!f) throw std::runtime_error("cannot write " + (fs::path(dir) / "manifest.json").string());
+  write_regular_file((fs::path(dir) / "manifest.json").string(), m.dump(1) + "\n");
   return items.size();
 }
 

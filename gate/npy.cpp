@@ -192,11 +192,31 @@ NpyArray npy_decode(const std::string& b, const std::string& what) {
   return a;
 }
 
-void npy_write(const std::string& path, const NpyArray& a) {
-  std::ofstream f(path, std::ios::binary);
-  const std::string s = npy_encode(a);
-  f.write(s.data(), long(s.size()));
-  if (!f) throw std::runtime_error("cannot write " + path);
+void npy_write(const std::string& path, const NpyArray& a) { write_regular_file(path, npy_encode(a)); }
+
+void write_regular_file(const std::string& path, const std::string& bytes) {
+  // O_NOFOLLOW: a symlink is not followed; O_NONBLOCK: opening a FIFO does not wait for a reader; fstat: only a
+  // regular file is written (and truncated only then).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
+  if (fd < 0) {
+    if (errno == ELOOP) throw std::runtime_error("cannot write " + path + ": a symbolic link (refused)");
+    if (errno == ENXIO) throw std::runtime_error("cannot write " + path + ": a FIFO (refused)");
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  }
+  const Fd f{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw std::runtime_error("cannot write " + path + ": not a regular file (refused)");
+  if (::ftruncate(fd, 0) != 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  const char* p = bytes.data();
+  size_t n = bytes.size();
+  while (n) {
+    const ssize_t k = ::write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    p += k;
+    n -= size_t(k);
+  }
 }
 
 NpyArray npy_read(const std::string& path, const std::function<void(const NpyArray&)>& check_header,

@@ -22,7 +22,10 @@ size_t npy_item_size(const std::string& descr);  // 0 if unsupported
 std::string npy_encode(const NpyArray& a);
 NpyArray npy_decode(const std::string& bytes, const std::string& what);  // throws std::runtime_error
 
-void npy_write(const std::string& path, const NpyArray& a);  // throws std::runtime_error
+// Writes only a regular file: an existing symlink, FIFO or device at path is refused, never followed, opened
+// for writing or waited on. Throws std::runtime_error.
+void npy_write(const std::string& path, const NpyArray& a);
+void write_regular_file(const std::string& path, const std::string& bytes);
 
 // Reads a .npy file without trusting it: the path must name a regular file (a symlink, FIFO, device or
 // directory is an error, never followed or opened for reading: lstat, then O_NOFOLLOW|O_NONBLOCK and fstat);

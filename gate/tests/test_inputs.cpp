@@ -274,6 +274,23 @@ TEST(CaseSetInputs, OversizedManifestIsRefusedBeforeReading) {
   EXPECT_NE(slurp(d + "/c.log").find("larger than"), std::string::npos) << slurp(d + "/c.log");
 }
 
+// The export writes regular files only: a FIFO named like an input does not hang it, a symlink is not followed.
+TEST(CaseSetInputs, ExportRefusesFifoAndSymlinkTargets) {
+  const std::string d = tmpdir("export");
+  fs::create_directories(d + "/set");
+  ASSERT_EQ(mkfifo((d + "/set/0000.in.npy").c_str(), 0644), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_cli("cases export --dir " + d + "/set --random-cases 0", d + "/e1.log"), 2) << slurp(d + "/e1.log");
+  EXPECT_LT(seconds_since(t0), 60);
+  EXPECT_NE(slurp(d + "/e1.log").find("0000.in.npy: a FIFO"), std::string::npos) << slurp(d + "/e1.log");
+  fs::remove(d + "/set/0000.in.npy");
+  std::ofstream(d + "/victim") << "keep";
+  fs::create_symlink(d + "/victim", d + "/set/0000.in.npy");
+  EXPECT_EQ(run_cli("cases export --dir " + d + "/set --random-cases 0", d + "/e2.log"), 2) << slurp(d + "/e2.log");
+  EXPECT_NE(slurp(d + "/e2.log").find("a symbolic link"), std::string::npos) << slurp(d + "/e2.log");
+  EXPECT_EQ(slurp(d + "/victim"), "keep");
+}
+
 TEST(ReplayInputs, OversizedReplayFileIsRefusedBeforeReading) {
   const std::string d = tmpdir("replay");
   const std::string p = d + "/big.json";
