@@ -130,12 +130,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
   const auto t0 = std::chrono::steady_clock::now();
   const std::string mpath = (fs::path(dir) / "manifest.json").string();
   const std::string mtext = read_bounded_file(mpath, kMaxManifestBytes, "manifest");
-  json m;
-  try {
-    m = json::parse(mtext);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(mpath + ": not valid JSON: " + e.what());
-  }
+  json m = parse_json_bounded(mtext, kMaxManifestValues, mpath);
   auto fail = [&](const std::string& why) { throw std::runtime_error(mpath + ": " + why); };
   if (!m.is_object() || !m.contains("format") || m["format"] != "ropecheck-case-set")
     fail("not a ropecheck case-set manifest (format field)");

@@ -298,6 +298,14 @@ TEST(ReplayInputs, OversizedReplayFileIsRefusedBeforeReading) {
   ASSERT_EQ(truncate(p.c_str(), off_t(128) << 20), 0);
   EXPECT_EQ(run_cli("replay " + p + " --impl scalar", d + "/r.log", "ulimit -v 524288;"), 2);
   EXPECT_NE(slurp(d + "/r.log").find("larger than the 16 MiB allowed"), std::string::npos) << slurp(d + "/r.log");
+  // Under the size cap but holding millions of tiny values: refused by the SAX count before a document is built.
+  {
+    std::string many = "{\"format\": \"ropecheck-case\", \"input_bits\": [0";
+    for (size_t k = 0; k < (size_t(3) << 20); ++k) many += ",0";
+    std::ofstream(d + "/many.json") << many << "]}";
+  }
+  EXPECT_EQ(run_cli("replay " + d + "/many.json --impl scalar", d + "/m.log", "ulimit -v 524288;"), 2);
+  EXPECT_NE(slurp(d + "/m.log").find("JSON values"), std::string::npos) << slurp(d + "/m.log");
   ASSERT_EQ(mkfifo((d + "/fifo.json").c_str(), 0644), 0);
   EXPECT_EQ(run_cli("replay " + d + "/fifo.json --impl scalar", d + "/f.log"), 2);
   EXPECT_NE(slurp(d + "/f.log").find("a FIFO"), std::string::npos) << slurp(d + "/f.log");
