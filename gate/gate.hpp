@@ -19,7 +19,7 @@ namespace ropecheck::gate {
 // The number of random cases after the systematic part follows from --cases (default below), not from the
 // clock: one seed gives one report on any machine. The budget is a cap: when it cuts the run, the verdict
 // says what did not run (docs/gate.md, "The budget").
-inline constexpr uint64_t kDefaultRandomCases = 5000;
+inline constexpr uint64_t kDefaultRandomCases = 4000;
 inline constexpr uint64_t kMaxRandomCases = 10'000'000;
 inline constexpr double kMaxBudgetSeconds = 7 * 24 * 3600;    // --budget-seconds at most a week
 inline constexpr double kMaxCallTimeoutSeconds = 24 * 3600;   // --call-timeout at most a day
