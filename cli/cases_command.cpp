@@ -15,7 +15,7 @@ struct CasesArgs {
   std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit, contract;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
-  size_t random_cases = 32;
+  uint64_t random_cases = 32;
   CLI::App* exp = nullptr;
   CLI::App* chk = nullptr;
 } g;
@@ -27,13 +27,14 @@ CLI::App* add(CLI::App& app) {
   g.exp->add_option("--dir", g.dir, "output directory")->required();
   g.exp->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
   g.exp->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
-  g.exp->add_option("--max-position", g.max_position, "largest position (default 2^24)")->capture_default_str();
+  cli::add_int_option<int64_t>(g.exp, "--max-position", g.max_position, 1, int64_t(1) << 62,
+                               "largest position (default 2^24)");
   g.exp->add_option("--angle-model", g.angle_model, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));
   g.exp->add_option("--contract", g.contract, "what the external kernel promises (recorded in the manifest; docs/gate.md)");
   g.exp->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
-  g.exp->add_option("--seed", g.seed, "seed of the generated cases")->capture_default_str();
-  g.exp->add_option("--random-cases", g.random_cases, "random cases added to the systematic ones")
-      ->capture_default_str();
+  cli::add_int_option<uint64_t>(g.exp, "--seed", g.seed, 0, UINT64_MAX, "seed of the generated cases");
+  cli::add_int_option<uint64_t>(g.exp, "--random-cases", g.random_cases, 0, gate::kMaxExportRandomCases,
+                                "random cases added to the systematic ones");
   g.chk = s->add_subcommand("check", "judge the outputs (.npy) an external program wrote: exit 0 pass, 1 fail, 2 error");
   g.chk->add_option("--dir", g.dir, "the exported directory, with the outputs written")->required();
   g.chk->add_option("--contract", g.contract, "judge under this contract instead of the manifest's");
@@ -67,10 +68,6 @@ int run() {
       }
       if (!parse_layout_list(g.layout, opt.layouts)) {
         std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all\n";
-        return 2;
-      }
-      if (g.max_position < 1 || g.max_position > (int64_t(1) << 62)) {
-        std::cerr << "error: --max-position must be in [1, 2^62]\n";
         return 2;
       }
       opt.max_position = g.max_position;

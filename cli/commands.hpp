@@ -9,8 +9,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ropecheck::cli {
@@ -26,5 +32,57 @@ std::vector<Command>& commands();
 struct Registration {
   explicit Registration(Command c) { commands().push_back(std::move(c)); }
 };
+
+// An integer option parsed from its text: decimal digits with an optional '-' (signed types only), within
+// [lo, hi]. Anything else ("-1" for a count, "1e30", "12abc", a value beyond the type) is a usage error
+// naming the option and its range (exit 2), never a silently wrapped or saturated value.
+template <class T>
+CLI::Option* add_int_option(CLI::App* app, const std::string& name, T& var, T lo, T hi, const std::string& desc) {
+  static_assert(std::is_integral_v<T>);
+  auto* o = app->add_option_function<std::string>(
+      name,
+      [&var, name, lo, hi](const std::string& s) {
+        const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        T v{};
+        const char* b = s.data();
+        const char* e = s.data() + s.size();
+        if (s.empty() || (std::is_unsigned_v<T> && s[0] == '-'))
+          throw CLI::ValidationError(name, "'" + s + "' is not " + range);
+        const auto [p, ec] = std::from_chars(b, e, v, 10);
+        if (ec == std::errc::result_out_of_range)
+          throw CLI::ValidationError(name, "'" + s + "' is out of range: expected " + range);
+        if (ec != std::errc() || p != e) throw CLI::ValidationError(name, "'" + s + "' is not " + range);
+        if (v < lo || v > hi) throw CLI::ValidationError(name, "'" + s + "' is out of range: expected " + range);
+        var = v;
+      },
+      desc);
+  o->type_name("INT")->default_str(std::to_string(var));
+  return o;
+}
+
+// A number of seconds: finite and > 0, at most hi (inf, nan, 0 and negative values are usage errors).
+inline CLI::Option* add_seconds_option(CLI::App* app, const std::string& name, double& var, double hi,
+                                       const std::string& desc) {
+  auto* o = app->add_option_function<std::string>(
+      name,
+      [&var, name, hi](const std::string& s) {
+        const std::string want = "a finite number of seconds in (0, " + std::to_string(int64_t(hi)) + "]";
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(s, &used);
+        } catch (const std::exception&) {
+          throw CLI::ValidationError(name, "'" + s + "' is not " + want);
+        }
+        if (used != s.size() || !std::isfinite(v) || !(v > 0) || v > hi)
+          throw CLI::ValidationError(name, "'" + s + "' is not " + want);
+        var = v;
+      },
+      desc);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", var);
+  o->type_name("SECONDS")->default_str(buf);
+  return o;
+}
 
 }  // namespace ropecheck::cli

@@ -25,7 +25,7 @@ CLI::App* add(CLI::App& app) {
   s->add_option("spec", g.spec, "a comma list of clauses, or a preset name");
   s->add_flag("--list", g.list, "list the presets and what each expands to");
   s->add_option("--base", g.base, "base of the example pairs' frequencies")->capture_default_str();
-  s->add_option("--rotary-dim", g.rotary_dim, "rotary_dim of the example pairs")->capture_default_str();
+  cli::add_int_option<uint32_t>(s, "--rotary-dim", g.rotary_dim, 2, 1u << 20, "rotary_dim of the example pairs");
   return s;
 }
 

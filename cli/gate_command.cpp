@@ -20,6 +20,7 @@ struct GateArgs {
                                 junit, contract;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
+  uint64_t cases = gate::kDefaultRandomCases;
   double budget = 60, call_timeout = 10;
   bool quiet = false;
 } g;
@@ -31,7 +32,8 @@ CLI::App* add(CLI::App& app) {
   k->excludes(i);
   s->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
   s->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
-  s->add_option("--max-position", g.max_position, "largest position tried (default 2^24)")->capture_default_str();
+  cli::add_int_option<int64_t>(s, "--max-position", g.max_position, 1, int64_t(1) << 62,
+                               "largest position tried (default 2^24)");
   s->add_option("--angle-model", g.angle_model, "exact (default for --kernel) or fp32")
       ->check(CLI::IsMember({"exact", "fp32"}));
   s->add_option("--contract", g.contract,
@@ -40,9 +42,13 @@ CLI::App* add(CLI::App& app) {
   s->add_option("--tolerance", g.tolerance,
                 "override the contract's derived allowances with one flat bound on every pair's error (u): one "
                 "number, or per dtype like f32=8,bf16=1.5");
-  s->add_option("--seed", g.seed, "seed of the generated cases")->capture_default_str();
-  s->add_option("--budget-seconds", g.budget, "wall-time budget; random cases fill it")->capture_default_str();
-  s->add_option("--call-timeout", g.call_timeout, "seconds before a kernel call counts as hung")->capture_default_str();
+  cli::add_int_option<uint64_t>(s, "--seed", g.seed, 0, UINT64_MAX, "seed of the generated cases");
+  cli::add_int_option<uint64_t>(s, "--cases", g.cases, 1, gate::kMaxRandomCases,
+                                "random cases after the systematic part (their number follows from this, not the clock)");
+  cli::add_seconds_option(s, "--budget-seconds", g.budget, gate::kMaxBudgetSeconds,
+                          "wall-time cap on the whole run (systematic part, random cases, shrinking)");
+  cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
+                          "seconds before a kernel call counts as hung");
   s->add_option("--report-dir", g.report_dir, "where failing cases are saved as replay files")->capture_default_str();
   s->add_option("--junit", g.junit, "write JUnit XML here");
   s->add_flag("--quiet", g.quiet, "no progress lines");
@@ -64,14 +70,6 @@ int run() {
     std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all; got '" << g.layout << "'\n";
     return 2;
   }
-  if (g.max_position < 1 || g.max_position > (int64_t(1) << 62)) {
-    std::cerr << "error: --max-position must be in [1, 2^62]\n";
-    return 2;
-  }
-  if (!(g.budget > 0) || !(g.call_timeout > 0)) {
-    std::cerr << "error: --budget-seconds and --call-timeout must be > 0\n";
-    return 2;
-  }
   if (!g.tolerance.empty()) {
     if (std::string e = gate::parse_tolerance(g.tolerance, opt.tolerance); !e.empty()) {
       std::cerr << "error: " << e << "\n";
@@ -90,6 +88,7 @@ int run() {
   opt.max_position = g.max_position;
   opt.seed = g.seed;
   opt.budget_seconds = g.budget;
+  opt.random_cases = g.cases;
   opt.call_timeout_seconds = g.call_timeout;
   opt.report_dir = g.report_dir;
   opt.quiet = g.quiet;

@@ -57,9 +57,11 @@ CLI::App* add_reference(CLI::App& app) {
   ref->add_option("--dtype", a.dtype_s, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   ref->add_option("--layout", a.layout_s, "interleaved or half-split")
       ->check(CLI::IsMember({"interleaved", "half-split"}));
-  ref->add_option("--head-dim", a.head_dim, "elements per head")->required();
-  ref->add_option("--rotary-dim", a.rotary_dim, "rotated elements (even); default head-dim");
-  ref->add_option("--position", a.position, "token position (int64, may be negative)");
+  cli::add_int_option<uint32_t>(ref, "--head-dim", a.head_dim, 1, 1u << 20, "elements per head")->required();
+  cli::add_int_option<uint32_t>(ref, "--rotary-dim", a.rotary_dim, 0, 1u << 20,
+                                "rotated elements (even); default (0) head-dim");
+  cli::add_int_option<int64_t>(ref, "--position", a.position, INT64_MIN, INT64_MAX,
+                               "token position (int64, may be negative)");
   ref->add_option("--base", a.base, "theta_i = base^(-2i/rotary_dim)");
   ref->add_option("--position-scale", a.scale, "angle = position * scale * theta_i");
   ref->add_option("--inv-freq", a.inv_freq_s, "comma-separated table of rotary_dim/2 frequencies (replaces base)");

@@ -25,7 +25,8 @@ CLI::App* add(CLI::App& app) {
   k->excludes(i);
   s->add_option("--contract", g.contract, "judge under this contract instead of the recorded one (docs/gate.md)");
   s->add_option("--tolerance", g.tolerance, "a flat bound on every pair's error (u), replacing the contract's allowances");
-  s->add_option("--call-timeout", g.call_timeout, "seconds before the call counts as hung")->capture_default_str();
+  cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
+                          "seconds before the call counts as hung");
   return s;
 }
 

@@ -49,8 +49,8 @@ CLI::App* add_report_command(CLI::App& app) {
       "headline", "sweep scalar and conventional-fp32 from position 1 to 2^24 and draw max error against position");
   g_headline->add_option("--out", g_out, "SVG file to write")->capture_default_str();
   g_headline->add_option("--json", g_json_out, "also write the sweep's report.json here");
-  g_headline->add_option("--seed", g_seed)->capture_default_str();
-  g_headline->add_option("--tokens-per-bucket", g_tokens)->check(CLI::Range(1, 4096))->capture_default_str();
+  cli::add_int_option<uint64_t>(g_headline, "--seed", g_seed, 0, UINT64_MAX, "seed of the sweep");
+  cli::add_int_option<uint32_t>(g_headline, "--tokens-per-bucket", g_tokens, 1, 4096, "tokens per position bucket");
   g_render = g_report->add_subcommand("render", "write report.json/.md/.html of a report.json into a directory");
   g_render->add_option("--in", g_in, "a report.json")->required();
   g_render->add_option("--out-dir", g_out_dir, "directory to write")->required();

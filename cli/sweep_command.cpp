@@ -20,14 +20,15 @@ report::Slack g_slack;                  // reports
 CLI::App* add_sweep_command(CLI::App& app) {
   g_sweep = app.add_subcommand("sweep", "accuracy sweep of the built-in kernels over position buckets");
   g_sweep->add_option("--impl", g_opt.impls, "implementations to sweep (default: all)");
-  g_sweep->add_option("--seed", g_opt.seed, "random seed");
-  g_sweep->add_option("--max-log2-position", g_opt.max_log2_position, "largest position is 2^this")
-      ->check(CLI::Range(0, 62));
-  g_sweep->add_option("--bucket-step", g_opt.bucket_step, "octaves between sampled buckets")->check(CLI::Range(1, 62));
-  g_sweep->add_option("--tokens-per-bucket", g_opt.tokens_per_bucket)->check(CLI::Range(1, 4096));
-  g_sweep->add_option("--heads", g_opt.n_heads)->check(CLI::Range(1, 256));
-  g_sweep->add_option("--head-dim", g_opt.head_dim)->check(CLI::Range(2, 4096));
-  g_sweep->add_option("--rotary-dim", g_opt.rotary_dim)->check(CLI::Range(2, 4096));
+  cli::add_int_option<uint64_t>(g_sweep, "--seed", g_opt.seed, 0, UINT64_MAX, "random seed");
+  cli::add_int_option<int>(g_sweep, "--max-log2-position", g_opt.max_log2_position, 0, 62,
+                           "largest position is 2^this");
+  cli::add_int_option<int>(g_sweep, "--bucket-step", g_opt.bucket_step, 1, 62, "octaves between sampled buckets");
+  cli::add_int_option<uint32_t>(g_sweep, "--tokens-per-bucket", g_opt.tokens_per_bucket, 1, 4096,
+                                "tokens per position bucket");
+  cli::add_int_option<uint32_t>(g_sweep, "--heads", g_opt.n_heads, 1, 256, "heads per case");
+  cli::add_int_option<uint32_t>(g_sweep, "--head-dim", g_opt.head_dim, 2, 4096, "elements per head");
+  cli::add_int_option<uint32_t>(g_sweep, "--rotary-dim", g_opt.rotary_dim, 2, 4096, "rotated elements (even)");
   g_sweep->add_option("--base", g_opt.base)->check(CLI::PositiveNumber);
   g_sweep->add_option("--contract", g_contract,
                       "judge every kernel under this contract (SPEC or preset, e.g. angles=f32 or pytorch-f32; "

@@ -1,5 +1,7 @@
 #include "gate/case_json.hpp"
 
+#include "gate/npy.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -32,6 +34,59 @@ T need_uint(const json& j, const char* key, T max) {
 }
 
 }  // namespace
+
+namespace {
+
+// Counts values and depth; stops the parse (returns false) beyond the limits.
+struct BoundedSax : nlohmann::json_sax<json> {
+  uint64_t max_values, values = 0;
+  int depth = 0;
+  std::string error;
+  explicit BoundedSax(uint64_t m) : max_values(m) {}
+  bool value() {
+    if (++values > max_values) {
+      error = "more than " + std::to_string(max_values) + " JSON values";
+      return false;
+    }
+    return true;
+  }
+  bool open() {
+    if (++depth > 64) {
+      error = "nested more than 64 deep";
+      return false;
+    }
+    return value();
+  }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { --depth; return true; }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { --depth; return true; }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) override {
+    error = std::string("not valid JSON: ") + e.what() + " (byte " + std::to_string(pos) + ")";
+    return false;
+  }
+};
+
+}  // namespace
+
+json parse_json_bounded(const std::string& text, uint64_t max_values, const std::string& what) {
+  BoundedSax sax(max_values);
+  if (!json::sax_parse(text, &sax) || !sax.error.empty())
+    fail(what + ": " + (sax.error.empty() ? std::string("not valid JSON") : sax.error));
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    fail(what + ": not valid JSON: " + e.what());
+  }
+}
 
 std::string double_to_text(double v) { return hexfloat(v); }
 
@@ -179,14 +234,8 @@ void write_record(const std::string& path, const CaseRecord& r) {
 }
 
 CaseRecord read_record(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("cannot read " + path);
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::exception& e) {
-    fail(path + ": not valid JSON: " + e.what());
-  }
+  const std::string text = read_bounded_file(path, kMaxReplayFileBytes, "replay file");
+  const json j = parse_json_bounded(text, kMaxReplayFileValues, path);
   try {
     return record_from_json(j);
   } catch (const std::exception& e) {

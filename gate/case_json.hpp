@@ -36,8 +36,20 @@ void case_params_from_json(const nlohmann::json& j, RopeCase& c);
 nlohmann::json record_to_json(const CaseRecord& r);
 CaseRecord record_from_json(const nlohmann::json& j);  // throws std::runtime_error
 
+// A replay file is at most this large (the gate writes well under 1 MiB): a larger one is refused before it is
+// read, so reading one costs at most ~25x this in parsed JSON.
+inline constexpr uint64_t kMaxReplayFileBytes = uint64_t(16) << 20;
+inline constexpr uint64_t kMaxReplayFileValues = uint64_t(2) << 20;  // JSON values: ~2M input elements
+
 void write_record(const std::string& path, const CaseRecord& r);  // throws std::runtime_error
+// Reads a replay file: a regular file (no symlink, FIFO or device) of at most kMaxReplayFileBytes.
 CaseRecord read_record(const std::string& path);                  // throws std::runtime_error
+
+// Parses JSON text holding at most max_values values (scalars, arrays and objects; nesting at most 64 deep),
+// counted in a SAX pass before the document is built: a file of tiny values ("[0,0,0,...]") costs ~20x its
+// size as a document, so the count, not only the size, bounds the memory. Throws std::runtime_error naming
+// `what` (not JSON, too many values, too deep).
+nlohmann::json parse_json_bounded(const std::string& text, uint64_t max_values, const std::string& what);
 
 // Exact double <-> hex float string (also accepts decimal).
 std::string double_to_text(double v);

@@ -50,6 +50,9 @@ void check_array(const NpyArray& a, const RopeCase& c, const std::string& path) 
 }  // namespace
 
 size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
+  if (opt.random_cases > kMaxExportRandomCases)
+    throw std::runtime_error(fmt::format("--random-cases {} is more than the {} allowed", opt.random_cases,
+                                         kMaxExportRandomCases));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
@@ -118,9 +121,7 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
     cases.push_back(e);
   }
   m["cases"] = cases;
-  std::ofstream f(fs::path(dir) / "manifest.json");
-  f << m.dump(1) << "\n";
-  if (!f) throw std::runtime_error("cannot write " + (fs::path(dir) / "manifest.json").string());
+  write_regular_file((fs::path(dir) / "manifest.json").string(), m.dump(1) + "\n");
   return items.size();
 }
 
@@ -128,14 +129,8 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
                           const std::map<Dtype, double>& tolerance_override) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string mpath = (fs::path(dir) / "manifest.json").string();
-  std::ifstream f(mpath);
-  if (!f) throw std::runtime_error("cannot read " + mpath);
-  json m;
-  try {
-    m = json::parse(f);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(mpath + ": not valid JSON: " + e.what());
-  }
+  const std::string mtext = read_bounded_file(mpath, kMaxManifestBytes, "manifest");
+  json m = parse_json_bounded(mtext, kMaxManifestValues, mpath);
   auto fail = [&](const std::string& why) { throw std::runtime_error(mpath + ": " + why); };
   if (!m.is_object() || !m.contains("format") || m["format"] != "ropecheck-case-set")
     fail("not a ropecheck case-set manifest (format field)");
@@ -185,6 +180,9 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     return res.rows.back();
   };
   std::vector<Dtype> dtypes_seen;
+  // Every missing or malformed entry, input or output, listed together (exit 2); once there is one, the
+  // remaining cases' files are still checked but no longer judged.
+  std::vector<std::string> problems;
   for (size_t k = 0; k < m["cases"].size(); ++k) {
     const json& e = m["cases"][k];
     const std::string where = fmt::format("cases[{}]", k);
@@ -200,17 +198,32 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
         throw std::runtime_error("input/output must be plain file names in the directory");
       check = e.contains("check") && e["check"].is_string() ? e["check"].get<std::string>() : "cases";
     } catch (const std::exception& ex) {
-      fail(where + ": " + ex.what());
+      problems.push_back(mpath + ": " + where + ": " + ex.what());
+      continue;
     }
-    const Criteria cr = external_criteria(c, model, contract, tolerance);
     const std::string ip = (fs::path(dir) / in_name).string(), op = (fs::path(dir) / out_name).string();
-    const NpyArray in = npy_read(ip);
-    check_array(in, c, ip);
-    c.input = in.data;
-    if (std::string why = c.validate_for_kernel(); !why.empty()) fail(where + ": malformed case: " + why);
-    if (!fs::exists(op)) throw std::runtime_error(op + ": missing (the external program writes one output per case)");
-    const NpyArray out = npy_read(op);
-    check_array(out, c, op);
+    // Each file: a regular file; its header checked against the case and its size against its header before
+    // any data is read (a huge or sparse file costs nothing); at most kMaxCaseFileBytes of data.
+    auto read_checked = [&](const std::string& path, bool is_output) -> std::optional<NpyArray> {
+      try {
+        return npy_read(path, [&](const NpyArray& h) { check_array(h, c, path); }, kMaxCaseFileBytes);
+      } catch (const std::exception& ex) {
+        std::string msg = ex.what();
+        if (is_output && msg == path + ": missing") msg += " (the external program writes one output per case)";
+        problems.push_back(msg);
+        return std::nullopt;
+      }
+    };
+    const std::optional<NpyArray> in = read_checked(ip, false);
+    if (in) {
+      c.input = in->data;
+      if (std::string why = c.validate_for_kernel(); !why.empty())
+        problems.push_back(mpath + ": " + where + ": malformed case: " + why);
+    }
+    const std::optional<NpyArray> out_file = read_checked(op, true);
+    if (!problems.empty()) continue;
+    const NpyArray& out = *out_file;
+    const Criteria cr = external_criteria(c, model, contract, tolerance);
     ReferenceOptions ro;
     ro.angle_model = model;
     const ReferenceOutput ref = reference_rope(c, ro);
@@ -256,6 +269,11 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
         r.smallest_message = msg;
       }
     }
+  }
+  if (!problems.empty()) {
+    std::string msg = fmt::format("{} problem(s) with the case set in {} (nothing judged):", problems.size(), dir);
+    for (const auto& s : problems) msg += "\n  " + s;
+    throw std::runtime_error(msg);
   }
   for (const auto& [d, b] : bias) {
     RopeCase probe;

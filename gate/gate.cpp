@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -470,6 +471,16 @@ class Gate {
     if (!opt_.quiet) std::fprintf(stderr, "[gate %6.1fs] %s\n", seconds_since(t0_), s.c_str());
   }
 
+  // The budget caps the whole run: once reached, no further kernel call starts (a call already running
+  // ends within its --call-timeout).
+  bool over_budget() {
+    if (!budget_reached_ && seconds_since(t0_) >= opt_.budget_seconds) {
+      budget_reached_ = true;
+      progress(fmt::format("the budget ({:g} s) was reached: the remaining calls are not made", opt_.budget_seconds));
+    }
+    return budget_reached_;
+  }
+
   Criteria criteria(const RopeCase& c) const { return case_criteria(impl_, c, opt_.contract, opt_.tolerance); }
   Criteria criteria_for_dtype(Dtype d) const {
     RopeCase c;
@@ -495,6 +506,10 @@ class Gate {
   Outcome run_case(CheckRow& r, const RopeCase& c, bool in_place) {
     Outcome o;
     if (aborted_) return o;
+    if (over_budget()) {
+      ++not_run_[r.name];
+      return o;
+    }
     const Criteria cr = criteria(c);
     o.call = call_isolated(impl_.fn, c, in_place, opt_.call_timeout_seconds);
     ++res_.calls;
@@ -564,6 +579,9 @@ class Gate {
   GateResult res_;
   std::map<Dtype, BiasSums> bias_;
   bool aborted_ = false;
+  bool budget_reached_ = false;
+  std::map<std::string, uint64_t> not_run_;  // per row: calls the budget cut
+  std::vector<std::string> budget_cuts_;     // what the budget cut besides calls (random phase, shrinking, ...)
   int hangs_ = 0;
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
 };
@@ -573,7 +591,12 @@ void Gate::shrink(CheckRow& r) {
   if (!r.smallest || aborted_ || !r.smallest->property.empty()) return;  // a property is not one call
   CaseRecord best = *r.smallest;
   if (r.smallest_fault == "hang") return;  // a hang costs a timeout per try
+  bool cut = false;
   auto try_case = [&](const RopeCase& c) -> bool {
+    if (over_budget()) {
+      cut = true;
+      return false;
+    }
     const Criteria cr = criteria(c);
     const CallResult call = call_isolated(impl_.fn, c, best.in_place, opt_.call_timeout_seconds);
     const CaseVerdict v = judge_call(c, best.in_place, opt_.angle_model, cr, call);
@@ -608,6 +631,7 @@ void Gate::shrink(CheckRow& r) {
   }
   r.smallest = best;
   r.smallest_message = best.failure;
+  if (cut) budget_cuts_.push_back("shrinking the smallest failing case of '" + r.name + "' (not fully shrunk)");
 }
 
 void Gate::diagnose_row(CheckRow& r) {
@@ -624,6 +648,9 @@ void Gate::diagnose_row(CheckRow& r) {
     r.diagnosis = "hang: the kernel did not return within the timeout";
   } else if (!r.smallest_fault.empty()) {
     r.diagnosis = r.smallest_fault + ": " + r.smallest->failure.substr(0, r.smallest->failure.find('\n'));
+  } else if (over_budget()) {
+    r.diagnosis = "not diagnosed: the budget was reached";
+    budget_cuts_.push_back("the diagnosis of '" + r.name + "'");
   } else {
     // Rerun the smallest case once to look at its output (the rows keep no outputs).
     const Criteria cr = criteria(rec.c);
@@ -655,6 +682,7 @@ void Gate::run_matrix() {
       const auto cases = systematic_cases(d, l, opt_.max_position, opt_.seed, &ip);
       for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], ip[k]);
       if (r.ran) accepted_combos_.push_back({d, l});
+      else if (budget_reached_ && r.declined == 0) r.note = "not run: the budget was reached";
       else if (!aborted_) r.note = "every case declined (RC_UNSUPPORTED)";
     }
 }
@@ -666,7 +694,7 @@ void Gate::run_specials() {
     const auto cases = special_value_cases(d, l, opt_.seed, opt_.max_position);
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
   }
-  if (!r.ran && !aborted_) r.note = "no accepted dtype/layout";
+  if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
 void Gate::run_properties() {
@@ -694,7 +722,7 @@ void Gate::run_properties() {
         run_case(r, c, ip == 1);
       }
     }
-    if (!r.ran && !aborted_) r.note = "no accepted dtype/layout";
+    if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
   }
   // Layout equivalence: interleaved(x) and half-split(P x) agree within both bounds.
   {
@@ -728,7 +756,8 @@ void Gate::run_properties() {
         }
       }
     }
-    if (!r.ran && !aborted_) r.note = "no dtype with both layouts accepted";
+    if (!r.ran && !aborted_)
+      r.note = budget_reached_ ? "not run: the budget was reached" : "no dtype with both layouts accepted";
   }
   // Relative position: <R_m q, R_n k> = <R_{m+s} q, R_{n+s} k>.
   {
@@ -748,21 +777,29 @@ void Gate::run_properties() {
           record_failure(r, std::move(rec));
         }
       }
-      if (!r.ran && !aborted_) r.note = "no accepted dtype/layout";
+      if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
     }
   }
 }
 
 void Gate::run_random() {
-  CheckRow& r = row("random", "random dims, heads, tokens, positions, base, scale, tables, in place, until the budget");
+  CheckRow& r = row("random", fmt::format("{} random cases (--cases): dims, heads, tokens, positions, base, scale, "
+                                          "tables, in place",
+                                          opt_.random_cases));
   if (accepted_combos_.empty()) {
     r.note = "no accepted dtype/layout";
     return;
   }
+  // The cases follow from the seed alone; the budget only caps how many of them run (the random phase
+  // stops at 85 % of it, leaving the rest for shrinking and diagnosis).
   Rng rng(opt_.seed ^ 0xabcdef12345ull);
   const double stop_at = opt_.budget_seconds * 0.85;
   uint64_t n = 0;
-  while (!aborted_ && seconds_since(t0_) < stop_at) {
+  for (uint64_t k = 0; k < opt_.random_cases && !aborted_ && !budget_reached_; ++k) {
+    if (seconds_since(t0_) >= stop_at) {
+      progress(fmt::format("85 % of the budget ({:g} s) used: the random phase stops", opt_.budget_seconds));
+      break;
+    }
     const auto [d, l] = accepted_combos_[rng() % accepted_combos_.size()];
     RopeCase c;
     c.dtype = d;
@@ -784,7 +821,11 @@ void Gate::run_random() {
     run_case(r, c, rng() % 2 == 1);
     ++n;
   }
-  if (n == 0 && !aborted_) r.note = "no time left in the budget";
+  if (n < opt_.random_cases && !aborted_) {
+    const std::string what = fmt::format("{} of {} random cases ran", n, opt_.random_cases);
+    r.note = what + " (the random phase stops at 85 % of the budget)";
+    budget_cuts_.push_back("random: " + what);
+  }
 }
 
 void Gate::finish_bias() {
@@ -842,15 +883,16 @@ GateResult Gate::run() {
     CheckRow& r = row("coverage", "the kernel accepts at least one dtype x layout asked for");
     r.failed_check = true;
     r.failed = 1;
-    r.smallest_message = aborted_ ? "the kernel hung: nothing could be checked"
-                                  : "the kernel declined every case of every dtype x layout asked for: a gate that "
+    r.smallest_message = aborted_          ? "the kernel hung: nothing could be checked"
+                         : budget_reached_ ? "the budget was reached before the kernel accepted a case"
+                                           : "the kernel declined every case of every dtype x layout asked for: a gate that "
                                     "checked nothing is not a pass";
   } else {
     progress("special values");
     run_specials();
     progress("properties");
     run_properties();
-    progress("random cases until the budget");
+    progress(fmt::format("{} random cases", opt_.random_cases));
     run_random();
   }
   finish_bias();
@@ -860,6 +902,18 @@ GateResult Gate::run() {
       diagnose_row(r);
     }
   save_files();
+  // What the budget cut: calls of the systematic rows (a FAIL: a gate that did not run its systematic part
+  // has not checked the kernel), then the random phase, shrinking and diagnosis (said, not failed).
+  bool systematic_cut = false;
+  for (auto& r : res_.rows)
+    if (auto it = not_run_.find(r.name); it != not_run_.end() && r.name != "random") {
+      systematic_cut = true;
+      res_.budget_cuts.push_back(fmt::format("{}: {} call(s) not made", r.name, it->second));
+      r.note = r.ran ? fmt::format("{} call(s) not made: the budget was reached", it->second)
+                     : "not run: the budget was reached";
+    }
+  if (budget_reached_ && accepted_combos_.empty() && !aborted_) systematic_cut = true;
+  for (const auto& c : budget_cuts_) res_.budget_cuts.push_back(c);
   if (aborted_)
     for (auto& r : res_.rows)
       if (!r.ran && r.note.empty()) r.note = "not run: the kernel hung twice";
@@ -867,8 +921,18 @@ GateResult Gate::run() {
   res_.pass = res_.accepted > 0;
   for (const auto& r : res_.rows) res_.pass &= !r.failed_check;
   if (aborted_) res_.pass = false;
+  if (systematic_cut) res_.pass = false;
   if (res_.pass) {
     res_.verdict_reason = "every check passed under the contract";
+    if (!res_.budget_cuts.empty())
+      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds,
+                                         fmt::join(res_.budget_cuts, "; "));
+  } else if (systematic_cut && std::none_of(res_.rows.begin(), res_.rows.end(),
+                                            [](const CheckRow& r) { return r.failed_check; })) {
+    res_.verdict_reason = fmt::format("the budget ({:g} s) was reached before the systematic checks finished "
+                                      "(not run: {}); a gate that did not run them is not a pass: raise "
+                                      "--budget-seconds",
+                                      opt_.budget_seconds, fmt::join(res_.budget_cuts, "; "));
   } else {
     // Name the causes: each distinct diagnosis (or fault) with the first row that shows it.
     std::vector<std::string> causes;
@@ -881,6 +945,9 @@ GateResult Gate::run() {
     }
     res_.verdict_reason = "failed: ";
     for (size_t k = 0; k < causes.size(); ++k) res_.verdict_reason += (k ? "; " : "") + causes[k];
+    if (!res_.budget_cuts.empty())
+      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds,
+                                         fmt::join(res_.budget_cuts, "; "));
   }
   return res_;
 }

@@ -16,6 +16,15 @@
 
 namespace ropecheck::gate {
 
+// The number of random cases after the systematic part follows from --cases (default below), not from the
+// clock: one seed gives one report on any machine. The budget is a cap: when it cuts the run, the verdict
+// says what did not run (docs/gate.md, "The budget").
+inline constexpr uint64_t kDefaultRandomCases = 4000;
+inline constexpr uint64_t kMaxRandomCases = 10'000'000;
+inline constexpr double kMaxBudgetSeconds = 7 * 24 * 3600;    // --budget-seconds at most a week
+inline constexpr double kMaxCallTimeoutSeconds = 24 * 3600;   // --call-timeout at most a day
+inline constexpr uint64_t kMaxExportRandomCases = 100'000;    // cases export --random-cases
+
 struct GateOptions {
   std::vector<Dtype> dtypes{std::begin(kAllDtypes), std::end(kAllDtypes)};
   std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
@@ -24,7 +33,8 @@ struct GateOptions {
   Contract contract;                  // what the kernel promises (--contract; built-ins: their own)
   std::map<Dtype, double> tolerance;  // flat bound overrides (u), replacing the contract's allowances
   uint64_t seed = 1;
-  double budget_seconds = 60;
+  uint64_t random_cases = kDefaultRandomCases;
+  double budget_seconds = 60;  // a cap on the whole run
   double call_timeout_seconds = 10;
   std::string report_dir;  // where failing cases are written (empty: nowhere)
   bool quiet = false;      // no progress lines on stderr
@@ -70,6 +80,9 @@ struct GateResult {
   std::vector<CheckRow> rows;
   uint64_t calls = 0, accepted = 0;
   double seconds = 0;
+  // What the budget cut, one line each ("random: 812 of 4000 cases ran", "matrix bf16 half-split: 12 of 60
+  // cases not run", "shrinking", ...); empty when the run completed.
+  std::vector<std::string> budget_cuts;
   bool pass = false;
   std::string verdict_reason;
 };

@@ -1,6 +1,13 @@
 #include "gate/npy.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -68,24 +75,28 @@ std::string npy_encode(const NpyArray& a) {
   return out;
 }
 
-NpyArray npy_decode(const std::string& b, const std::string& what) {
-  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) bad(what, "missing the \\x93NUMPY magic");
+namespace {
+
+constexpr size_t kMaxHeader = 64 * 1024;  // numpy writes headers of well under 1 KiB
+
+// The preamble's length: 10 (version 1) or 12 (versions 2, 3) bytes; 0 if b is too short to tell.
+size_t preamble_size(const std::string& b, const std::string& what) {
+  if (b.size() < 8 || b.compare(0, 6, "\x93NUMPY") != 0) bad(what, "missing the \\x93NUMPY magic");
   const int major = static_cast<unsigned char>(b[6]);
-  size_t hlen, hstart;
-  if (major == 1) {
-    hlen = size_t(static_cast<unsigned char>(b[8])) | size_t(static_cast<unsigned char>(b[9])) << 8;
-    hstart = 10;
-  } else if (major == 2 || major == 3) {
-    if (b.size() < 12) bad(what, "truncated header");
-    hlen = 0;
-    for (int i = 0; i < 4; ++i) hlen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
-    hstart = 12;
-  } else {
-    bad(what, "unsupported format version " + std::to_string(major));
-  }
-  if (hlen > 1 << 20 || hstart + hlen > b.size()) bad(what, "header length " + std::to_string(hlen) + " beyond the file");
-  const std::string h = b.substr(hstart, hlen);
-  NpyArray a;
+  if (major == 1) return 10;
+  if (major == 2 || major == 3) return 12;
+  bad(what, "unsupported format version " + std::to_string(major));
+}
+
+// The header's length from a complete preamble.
+size_t header_length(const std::string& b, size_t pre) {
+  size_t hlen = 0;
+  for (size_t i = 8; i < pre; ++i) hlen |= size_t(static_cast<unsigned char>(b[i])) << (8 * (i - 8));
+  return hlen;
+}
+
+// Parses the header dict h into a (descr, shape); returns the data bytes the shape needs.
+uint64_t parse_header(const std::string& h, NpyArray& a, const std::string& what) {
   std::string descr = dict_value(h, "descr", what);
   if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"') || descr.back() != descr.front())
     bad(what, "'descr' is not a string");
@@ -116,9 +127,64 @@ NpyArray npy_decode(const std::string& b, const std::string& what) {
     a.shape.push_back(v);
     if (v && count > (uint64_t(1) << 40) / v) bad(what, "'shape' too large");
     count *= v;
+    if (a.shape.size() > 8) bad(what, "too many dimensions");
   }
-  if (a.shape.size() > 8) bad(what, "too many dimensions");
-  const size_t nbytes = size_t(count) * npy_item_size(a.descr);
+  return count * npy_item_size(a.descr);
+}
+
+// Opens path for reading only if it is a regular file (not a symlink, FIFO, device or directory).
+int open_regular(const std::string& path, struct stat& st) {
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) != 0) {
+    if (errno == ENOENT) throw std::runtime_error(path + ": missing");
+    throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  }
+  auto kind = [](mode_t m) -> std::string {
+    return S_ISLNK(m) ? "a symbolic link" : S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+  };
+  if (!S_ISREG(lst.st_mode))
+    throw std::runtime_error(path + ": " + kind(lst.st_mode) + ", not a regular file (refused)");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ELOOP) throw std::runtime_error(path + ": a symbolic link, not a regular file (refused)");
+    throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  }
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // replaced between lstat and open
+    ::close(fd);
+    throw std::runtime_error(path + ": " + kind(st.st_mode) + ", not a regular file (refused)");
+  }
+  return fd;
+}
+
+struct Fd {
+  int fd;
+  ~Fd() { ::close(fd); }
+};
+
+// Reads exactly n bytes at offset off.
+void read_at(int fd, char* dst, size_t n, uint64_t off, const std::string& path) {
+  while (n) {
+    const ssize_t k = ::pread(fd, dst, n, off_t(off));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw std::runtime_error("cannot read " + path + (k < 0 ? ": " + std::string(std::strerror(errno)) : ": truncated while reading"));
+    dst += k;
+    n -= size_t(k);
+    off += uint64_t(k);
+  }
+}
+
+}  // namespace
+
+NpyArray npy_decode(const std::string& b, const std::string& what) {
+  if (b.size() < 10) bad(what, "missing the \\x93NUMPY magic");
+  const size_t hstart = preamble_size(b, what);
+  if (b.size() < hstart) bad(what, "truncated header");
+  const size_t hlen = header_length(b, hstart);
+  if (hlen > kMaxHeader || hstart + hlen > b.size())
+    bad(what, "header length " + std::to_string(hlen) + " beyond the file");
+  NpyArray a;
+  const uint64_t nbytes = parse_header(b.substr(hstart, hlen), a, what);
   const size_t have = b.size() - hstart - hlen;
   if (have != nbytes)
     bad(what, "data holds " + std::to_string(have) + " bytes, the shape needs " + std::to_string(nbytes));
@@ -126,24 +192,71 @@ NpyArray npy_decode(const std::string& b, const std::string& what) {
   return a;
 }
 
-void npy_write(const std::string& path, const NpyArray& a) {
-  std::ofstream f(path, std::ios::binary);
-  const std::string s = npy_encode(a);
-  f.write(s.data(), long(s.size()));
-  if (!f) throw std::runtime_error("cannot write " + path);
+void npy_write(const std::string& path, const NpyArray& a) { write_regular_file(path, npy_encode(a)); }
+
+void write_regular_file(const std::string& path, const std::string& bytes) {
+  // O_NOFOLLOW: a symlink is not followed; O_NONBLOCK: opening a FIFO does not wait for a reader; fstat: only a
+  // regular file is written (and truncated only then).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
+  if (fd < 0) {
+    if (errno == ELOOP) throw std::runtime_error("cannot write " + path + ": a symbolic link (refused)");
+    if (errno == ENXIO) throw std::runtime_error("cannot write " + path + ": a FIFO (refused)");
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  }
+  const Fd f{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw std::runtime_error("cannot write " + path + ": not a regular file (refused)");
+  if (::ftruncate(fd, 0) != 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  const char* p = bytes.data();
+  size_t n = bytes.size();
+  while (n) {
+    const ssize_t k = ::write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    p += k;
+    n -= size_t(k);
+  }
 }
 
-NpyArray npy_read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  f.seekg(0, std::ios::end);
-  const auto size = f.tellg();
-  if (size < 0 || size > (std::streamoff(1) << 32)) throw std::runtime_error(path + ": unreadable or too large");
-  f.seekg(0);
+NpyArray npy_read(const std::string& path, const std::function<void(const NpyArray&)>& check_header,
+                  uint64_t max_data_bytes) {
+  struct stat st {};
+  const Fd f{open_regular(path, st)};
+  const uint64_t size = uint64_t(st.st_size);
+  std::string b(size_t(std::min<uint64_t>(size, 12)), '\0');
+  read_at(f.fd, b.data(), b.size(), 0, path);
+  if (b.size() < 10) bad(path, "missing the \\x93NUMPY magic");
+  const size_t hstart = preamble_size(b, path);
+  if (b.size() < hstart) bad(path, "truncated header");
+  const size_t hlen = header_length(b, hstart);
+  if (hlen > kMaxHeader || hstart + hlen > size) bad(path, "header length " + std::to_string(hlen) + " beyond the file");
+  std::string h(hlen, '\0');
+  read_at(f.fd, h.data(), hlen, hstart, path);
+  NpyArray a;
+  const uint64_t nbytes = parse_header(h, a, path);
+  if (check_header) check_header(a);
+  const uint64_t have = size - hstart - hlen;
+  if (have != nbytes)
+    bad(path, "data holds " + std::to_string(have) + " bytes, the shape needs " + std::to_string(nbytes));
+  if (nbytes > max_data_bytes)
+    bad(path, "data of " + std::to_string(nbytes) + " bytes, more than the " + std::to_string(max_data_bytes) +
+                  " allowed");
+  a.data.resize(size_t(nbytes));
+  read_at(f.fd, reinterpret_cast<char*>(a.data.data()), size_t(nbytes), hstart + hlen, path);
+  return a;
+}
+
+std::string read_bounded_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  struct stat st {};
+  const Fd f{open_regular(path, st)};
+  const uint64_t size = uint64_t(st.st_size);
+  if (size > max_bytes)
+    throw std::runtime_error(path + ": " + what + " of " + std::to_string(size) + " bytes, larger than the " +
+                             std::to_string(max_bytes >> 20) + " MiB allowed (refused before reading)");
   std::string b(size_t(size), '\0');
-  f.read(b.data(), size);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  return npy_decode(b, path);
+  read_at(f.fd, b.data(), b.size(), 0, path);
+  return b;
 }
 
 }  // namespace ropecheck::gate

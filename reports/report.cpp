@@ -462,6 +462,7 @@ Report from_json(const json& j) {
   if (!r.parameters.is_object()) bad("parameters", "expected an object");
   for (const auto& v : get_array(j, "histogram_edges", "report"))
     r.histogram_edges.push_back(num_value(v, "histogram_edges[]"));
+  std::set<std::string> check_names, series_keys;  // duplicates, in O(n log n)
   for (const auto& c : get_array(j, "checks", "report")) {
     Check k;
     k.name = get_str(c, "name", "checks[]");
@@ -471,7 +472,7 @@ Report from_json(const json& j) {
     if (k.status != "pass" && k.status != "fail" && k.status != "skip")
       bad(where + ".status", "expected pass, fail or skip, got '" + k.status + "'");
     k.detail = get_str(c, "detail", where);
-    if (r.find_check(k.name)) bad(where, "appears twice");
+    if (!check_names.insert(k.name).second) bad(where, "appears twice");
     r.checks.push_back(std::move(k));
   }
   for (const auto& s : get_array(j, "series", "report")) {
@@ -496,11 +497,11 @@ Report from_json(const json& j) {
     x.violations = get_int<uint64_t>(s, "violations", where);
     x.first_finding = get_str(s, "first_finding", where);
     x.all = bucket_from(field(s, "all", where), where + ".all");
+    std::set<int> bucket_ids;
     for (const auto& b : get_array(s, "buckets", where)) {
       x.buckets.push_back(bucket_from(b, where + ".buckets[]"));
-      for (size_t k = 0; k + 1 < x.buckets.size(); ++k)
-        if (x.buckets[k].bucket == x.buckets.back().bucket)
-          bad(where + ".buckets", "bucket " + std::to_string(x.buckets.back().bucket) + " appears twice");
+      if (!bucket_ids.insert(x.buckets.back().bucket).second)
+        bad(where + ".buckets", "bucket " + std::to_string(x.buckets.back().bucket) + " appears twice");
     }
     for (const auto& h : get_array(s, "histogram", where)) {
       if (!h.is_number_unsigned()) bad(where + ".histogram", "expected counts");
@@ -509,7 +510,7 @@ Report from_json(const json& j) {
     if (x.histogram.size() != r.histogram_edges.size())
       bad(where + ".histogram", "has " + std::to_string(x.histogram.size()) + " bins, histogram_edges has " +
                                     std::to_string(r.histogram_edges.size()));
-    if (r.find(x.key())) bad(where, "appears twice");
+    if (!series_keys.insert(x.key()).second) bad(where, "appears twice");
     r.series.push_back(std::move(x));
   }
   return r;
@@ -797,8 +798,18 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     }
   }
 
+  // Indexes by name (O(n log n) in the number of series, buckets and checks; a linear find per item was
+  // quadratic).
+  std::map<std::string, const Series*> cur_series, base_series;
+  for (const auto& s : cur.series) cur_series.emplace(s.key(), &s);
+  for (const auto& s : base.series) base_series.emplace(s.key(), &s);
+  std::map<std::string, const Check*> cur_checks, base_checks;
+  for (const auto& c : cur.checks) cur_checks.emplace(c.name, &c);
+  for (const auto& c : base.checks) base_checks.emplace(c.name, &c);
+
   for (const auto& bs : base.series) {
-    const Series* cs = cur.find(bs.key());
+    const auto cs_it = cur_series.find(bs.key());
+    const Series* cs = cs_it == cur_series.end() ? nullptr : cs_it->second;
     if (!cs) {
       add(true, "coverage", bs.key(), "", "series", "present", "gone");
       continue;
@@ -807,10 +818,13 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     if (!same(cs->bound, bs.bound)) add(false, "bound", bs.key(), "", "bound", g(bs.bound), g(cs->bound));
     if (bs.contract && cs->contract && *bs.contract != *cs->contract)
       add(false, "contract", bs.key(), "", "contract", *bs.contract, *cs->contract);
+    std::map<int, const BucketStats*> cur_buckets;
+    std::set<int> base_buckets;
+    for (const auto& x : cs->buckets) cur_buckets[x.bucket] = &x;  // the last of a repeated id, as before
+    for (const auto& x : bs.buckets) base_buckets.insert(x.bucket);
     for (const auto& bb : bs.buckets) {
-      const BucketStats* cb = nullptr;
-      for (const auto& x : cs->buckets)
-        if (x.bucket == bb.bucket) cb = &x;
+      const auto cb_it = cur_buckets.find(bb.bucket);
+      const BucketStats* cb = cb_it == cur_buckets.end() ? nullptr : cb_it->second;
       if (!cb) {
         add(true, "coverage", bs.key(), bb.label, "bucket", "present", "gone");
         continue;
@@ -875,17 +889,15 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
         }
       }
     }
-    for (const auto& cb : cs->buckets) {
-      bool known = false;
-      for (const auto& x : bs.buckets) known = known || x.bucket == cb.bucket;
-      if (!known) add(false, "new", bs.key(), cb.label, "bucket", "absent", "present");
-    }
+    for (const auto& cb : cs->buckets)
+      if (!base_buckets.count(cb.bucket)) add(false, "new", bs.key(), cb.label, "bucket", "absent", "present");
   }
   for (const auto& cs : cur.series)
-    if (!base.find(cs.key())) add(false, "new", cs.key(), "", "series", "absent", "present");
+    if (!base_series.count(cs.key())) add(false, "new", cs.key(), "", "series", "absent", "present");
 
   for (const auto& bc : base.checks) {
-    const Check* cc = cur.find_check(bc.name);
+    const auto cc_it = cur_checks.find(bc.name);
+    const Check* cc = cc_it == cur_checks.end() ? nullptr : cc_it->second;
     if (!cc) {
       add(true, "coverage", bc.name, "", "check", bc.status, "gone");
       continue;
@@ -897,7 +909,7 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
       add(false, "check", bc.name, "", "status", bc.status, cc->status);
   }
   for (const auto& cc : cur.checks)
-    if (!base.find_check(cc.name))
+    if (!base_checks.count(cc.name))
       add(cc.status == "fail", cc.status == "fail" ? "check" : "new", cc.name, "", "status", "absent",
           cc.status == "fail" ? "fail: " + cc.detail : cc.status);
   // Failures first, then notes, each in the order found.
