@@ -2,7 +2,7 @@
 file(REMOVE_RECURSE ${BIN})
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${BIN} -G "${GENERATOR}"
                         -DROPECHECK_EXE=${ROPECHECK_EXE} -DROPECHECK_INCLUDE_DIR=${ROPECHECK_INCLUDE_DIR}
-                        -DROPECHECK_GATE_BUDGET=4
+                        -DROPECHECK_GATE_BUDGET=20
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the downstream example failed (${rc})")

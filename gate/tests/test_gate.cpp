@@ -236,7 +236,7 @@ TEST(GateCli, UsageAndLoadErrorsExit2) {
 
 TEST(GateCli, FailingKernelGivesTableJunitAndAReplayThatReruns) {
   const std::string d = tmpdir("fail");
-  const int rc = run_cli("gate --kernel " + mutant("mut_position_off_by_one") + " --budget-seconds 2 --quiet --dtype f32 " +
+  const int rc = run_cli("gate --kernel " + mutant("mut_position_off_by_one") + " --cases 100 --budget-seconds 20 --quiet --dtype f32 " +
                              "--layout interleaved --report-dir " + d + "/report --junit " + d + "/junit.xml",
                          d + "/out.log");
   EXPECT_EQ(rc, 1);
@@ -258,7 +258,7 @@ TEST(GateCli, FailingKernelGivesTableJunitAndAReplayThatReruns) {
 
 TEST(GateCli, BuiltinScalarPasses) {
   const std::string d = tmpdir("scalar");
-  EXPECT_EQ(run_cli("gate --impl scalar --budget-seconds 2 --quiet --report-dir " + d, d + "/out.log"), 0)
+  EXPECT_EQ(run_cli("gate --impl scalar --cases 100 --budget-seconds 20 --quiet --report-dir " + d, d + "/out.log"), 0)
       << slurp(d + "/out.log");
 }
 
@@ -326,7 +326,7 @@ TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
     if (next < runs.size() && running.size() < 2) {
       const Run& r = runs[next++];
       const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + mutant(r.stem) + " " + r.args +
-                              " --budget-seconds 2 --call-timeout 3 --quiet --report-dir " + d + "/" + r.name + " > " +
+                              " --cases 100 --budget-seconds 20 --call-timeout 3 --quiet --report-dir " + d + "/" + r.name + " > " +
                               d + "/" + r.name + ".log 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
       pid_t pid;
