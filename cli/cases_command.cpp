@@ -51,14 +51,7 @@ int run() {
       return 2;
     }
   std::optional<Contract> contract;
-  if (!g.contract.empty()) {
-    std::string err;
-    contract = parse_contract(g.contract, &err);
-    if (!contract) {
-      std::cerr << "error: " << err << "\n";
-      return 2;
-    }
-  }
+  if (!cli::parse_contract_option(g.contract, contract)) return 2;
   try {
     if (g.exp->parsed()) {
       gate::ExportOptions opt;

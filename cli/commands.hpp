@@ -9,6 +9,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <iostream>
+#include <optional>
+
+#include "properties/contract.hpp"
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -83,6 +87,16 @@ inline CLI::Option* add_seconds_option(CLI::App* app, const std::string& name, d
   std::snprintf(buf, sizeof buf, "%g", var);
   o->type_name("SECONDS")->default_str(buf);
   return o;
+}
+
+// A --contract value: nullopt when not given; on a bad SPEC prints the error and returns false (exit 2).
+inline bool parse_contract_option(const std::string& spec, std::optional<Contract>& out) {
+  out.reset();
+  if (spec.empty()) return true;
+  std::string err;
+  out = parse_contract(spec, &err);
+  if (!out) std::cerr << "error: " << err << "\n";
+  return out.has_value();
 }
 
 }  // namespace ropecheck::cli

@@ -77,14 +77,7 @@ int run() {
     }
   }
   std::optional<Contract> contract;
-  if (!g.contract.empty()) {
-    std::string err;
-    contract = parse_contract(g.contract, &err);
-    if (!contract) {
-      std::cerr << "error: " << err << "\n";
-      return 2;
-    }
-  }
+  if (!cli::parse_contract_option(g.contract, contract)) return 2;
   opt.max_position = g.max_position;
   opt.seed = g.seed;
   opt.budget_seconds = g.budget;

@@ -58,14 +58,10 @@ int run() {
     }
     impl = *b;
   }
-  if (!g.contract.empty()) {
-    std::string err;
-    const auto c = parse_contract(g.contract, &err);
-    if (!c) {
-      std::cerr << "error: " << err << "\n";
-      return 2;
-    }
-    rec.contract = *c;
+  std::optional<Contract> contract;
+  if (!cli::parse_contract_option(g.contract, contract)) return 2;
+  if (contract) {
+    rec.contract = *contract;
     rec.tolerance = 0;
   }
   if (!g.tolerance.empty()) {

@@ -237,18 +237,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     r.ran = true;
     ++res.calls;
     ++res.accepted;
-    bias[c.dtype].merge(j.bias);
-    for (const auto& [b, st] : j.by_bucket) res.by_bucket[c.dtype][b].merge(st);
-    r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_resolved_angle_ulps);
-    if (j.stats.count && (r.worst_bound == 0 || j.worst_ratio > r.worst_ratio)) {
-      r.worst_ratio = j.worst_ratio;
-      r.worst_error = j.worst_pe.e;
-      r.worst_bound = j.worst_allowance.total;
-      r.worst_radial = j.worst_pe.radial;
-      r.worst_tangential = j.worst_pe.tangential;
-      r.allowed_radial = j.worst_allowance.radial;
-      r.allowed_tangential = j.worst_allowance.tangential;
-    }
+    res.add(r, c.dtype, j, bias);
     if (!j.ok()) {
       ++r.failed;
       ++r.faults["accuracy"];

@@ -112,6 +112,25 @@ std::string parse_tolerance(const std::string& s, std::map<Dtype, double>& out) 
   return "";
 }
 
+void CheckRow::add(const Judgement& j) {
+  max_angle_ulps = std::max(max_angle_ulps, j.stats.max_resolved_angle_ulps);
+  if (j.stats.count && (worst_bound == 0 || j.worst_ratio > worst_ratio)) {
+    worst_ratio = j.worst_ratio;
+    worst_error = j.worst_pe.e;
+    worst_bound = j.worst_allowance.total;
+    worst_radial = j.worst_pe.radial;
+    worst_tangential = j.worst_pe.tangential;
+    allowed_radial = j.worst_allowance.radial;
+    allowed_tangential = j.worst_allowance.tangential;
+  }
+}
+
+void GateResult::add(CheckRow& r, Dtype d, const Judgement& j, std::map<Dtype, BiasSums>& bias) {
+  r.add(j);
+  bias[d].merge(j.bias);
+  for (const auto& [b, st] : j.by_bucket) by_bucket[d][b].merge(st);
+}
+
 Criteria case_criteria(const Implementation& impl, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance) {
   if (auto it = tolerance.find(c.dtype); it != tolerance.end()) return Criteria::flat_bound(it->second);
@@ -521,21 +540,7 @@ class Gate {
     ++res_.accepted;
     ++r.cases;
     r.ran = true;
-    if (o.v.judged) {
-      const Judgement& j = o.v.judgement;
-      bias_[c.dtype].merge(j.bias);
-      for (const auto& [b, st] : j.by_bucket) res_.by_bucket[c.dtype][b].merge(st);
-      r.max_angle_ulps = std::max(r.max_angle_ulps, j.stats.max_resolved_angle_ulps);
-      if (j.stats.count && (r.worst_bound == 0 || j.worst_ratio > r.worst_ratio)) {
-        r.worst_ratio = j.worst_ratio;
-        r.worst_error = j.worst_pe.e;
-        r.worst_bound = j.worst_allowance.total;
-        r.worst_radial = j.worst_pe.radial;
-        r.worst_tangential = j.worst_pe.tangential;
-        r.allowed_radial = j.worst_allowance.radial;
-        r.allowed_tangential = j.worst_allowance.tangential;
-      }
-    }
+    if (o.v.judged) res_.add(r, c.dtype, o.v.judgement, bias_);
     if (!o.v.pass) record_failure(r, record(r, c, in_place, cr, o.v.message), o.v.fault);
     if (o.call.status == CallStatus::hung && ++hangs_ >= 2) {
       aborted_ = true;

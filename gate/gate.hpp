@@ -60,6 +60,8 @@ struct CheckRow {
   // input modified) with their counts; shown first whatever else the row found.
   std::map<std::string, uint64_t> faults;
   std::string diagnosis;  // what the smallest failing case's kernel most likely computes
+  // Fold one judged call's worst pair and angle error into the row.
+  void add(const Judgement& j);
   bool ran = false;       // at least one accepted case
   bool failed_check = false;
   std::string note;       // skipped / aborted / declined: why; bias: the statistic
@@ -77,6 +79,8 @@ struct GateResult {
   std::string bounds;    // one line per dtype: the contract's derived allowances at small and large angles
   // The error decomposition of every accepted call's finite pairs, per dtype and log2 position bucket.
   std::map<Dtype, std::map<int, ErrorStats>> by_bucket;
+  // Fold one judged call into a row, the error decomposition and the bias sums of its dtype.
+  void add(CheckRow& r, Dtype d, const Judgement& j, std::map<Dtype, BiasSums>& bias);
   std::vector<CheckRow> rows;
   uint64_t calls = 0, accepted = 0;
   double seconds = 0;

@@ -142,22 +142,6 @@ struct Fit {
   bool fits() const { return pairs > 0 && bad == 0; }
 };
 
-// e, radial and tangential of pair_error (error_model.cpp), without the angle error's atan2: the fit measures
-// every candidate on every pair.
-PairError light_error(const Format& f, double x0, double x1, double y0, double y1, double ex0, double ex1) {
-  const double norm = std::max(std::hypot(x0, x1), f.min_normal());
-  const double scale = 1.0 / (norm * f.unit_roundoff());
-  const double d0 = y0 - ex0, d1 = y1 - ex1;
-  PairError p;
-  p.e = std::hypot(d0, d1) * scale;
-  const double en = std::hypot(ex0, ex1);
-  if (en > 0) {
-    p.radial = (d0 * ex0 + d1 * ex1) / en * scale;
-    p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;
-  }
-  return p;
-}
-
 // Every finite pair of the candidate's pairing against the candidate, as if it
 // were exact. A pair whose exact angle is 0 and which the kernel copied bit for
 // bit fits every candidate (kernels special-case an angle of 0 whatever their bug).
@@ -182,7 +166,7 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         ++f.pairs;
         if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1)) continue;
         const double phi = k.phi[t * x.np + i];
-        const PairError pe = light_error(fmt_d, x0, x1, y0, y1, e0, e1);
+        const PairError pe = pair_error(c.dtype, x0, x1, y0, y1, e0, e1, 0, 0, false);
         const double r =
             ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1), phi, pair_hint(fmt_d, x0, x1, e0, e1)));
         f.residual = std::max(f.residual, pe.e);

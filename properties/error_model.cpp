@@ -192,7 +192,7 @@ std::string bucket_label(int b) {
 }
 
 PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1, double abs_phi,
-                     double noise_rad) {
+                     double noise_rad, bool with_angle) {
   const Format f = format_of(d);
   const double norm = std::max(std::hypot(x0, x1), f.min_normal());
   const double scale = 1.0 / (norm * f.unit_roundoff());
@@ -203,7 +203,7 @@ PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double
   if (en > 0) {
     p.radial = (d0 * ex0 + d1 * ex1) / en * scale;
     p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;
-    if (norm >= 64 * f.min_normal() && (y0 != 0 || y1 != 0)) {
+    if (with_angle && norm >= 64 * f.min_normal() && (y0 != 0 || y1 != 0)) {
       p.angle = std::atan2(ex0 * y1 - ex1 * y0, ex0 * y0 + ex1 * y1);
       if (abs_phi > 0) {
         p.angle_ulps = std::fabs(p.angle) / ulp32(abs_phi);

@@ -108,8 +108,9 @@ struct PairError {
   bool resolved = false;
 };
 inline constexpr double kAngleResolution = 1.0 / 8;  // the rounding's share, in f32 ulps of |phi|
+// with_angle = false skips the angle error (its atan2), for callers that measure many candidates.
 PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1,
-                     double abs_phi = 0, double noise_rad = 0);
+                     double abs_phi = 0, double noise_rad = 0, bool with_angle = true);
 
 // ulp of f32 at |x| (x > 0): 2^(floor(log2 x) - 23), at least 2^-149.
 double ulp32(double x);
