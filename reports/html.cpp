@@ -350,19 +350,24 @@ std::string render_html(const Report& r) {
                          "(Mean = {:.3g}u)</td>",
                          b.count, b.p99, b.bias, b.max, b.mean);
     };
-    for (int b : buckets) {
-      o += "<tr><th>" + esc(bucket_label(b)) + "</th>";
-      for (const Series* s : cols) {
-        const BucketStats* f = nullptr;
-        for (const auto& x : s->buckets)
-          if (x.bucket == b) f = &x;
-        o += f ? cell(*f) : "<td>-</td>";
+    // A row per bucket and one for all of them, a cell per series.
+    auto rows = [&](const auto& cell) {
+      std::string t;
+      for (int b : buckets) {
+        t += "<tr><th>" + esc(bucket_label(b)) + "</th>";
+        for (const Series* s : cols) {
+          const BucketStats* f = nullptr;
+          for (const auto& x : s->buckets)
+            if (x.bucket == b) f = &x;
+          t += f ? cell(*f) : "<td>-</td>";
+        }
+        t += "</tr>\n";
       }
-      o += "</tr>\n";
-    }
-    o += "<tr><th>all</th>";
-    for (const Series* s : cols) o += cell(s->all);
-    o += "</tr>\n</table>\n";
+      t += "<tr><th>all</th>";
+      for (const Series* s : cols) t += cell(s->all);
+      return t + "</tr>\n</table>\n";
+    };
+    o += rows(cell);
     // The error's components and the angle error, per bucket.
     o += "<p class=\"note\">Components and angle error: R, T = max |radial|, max |tangential| component (u); the "
          "largest |angle error| from the exact output to the kernel's (rad) and, over the pairs where rounding can "
@@ -382,19 +387,7 @@ std::string render_html(const Report& r) {
                          d.resolved_angle_count ? fmt::format("{:.3g} ulp", d.max_resolved_angle_ulps)
                                                 : std::string("&#8211; ulp"));
     };
-    for (int b : buckets) {
-      o += "<tr><th>" + esc(bucket_label(b)) + "</th>";
-      for (const Series* s : cols) {
-        const BucketStats* f = nullptr;
-        for (const auto& x : s->buckets)
-          if (x.bucket == b) f = &x;
-        o += f ? comp(*f) : "<td>-</td>";
-      }
-      o += "</tr>\n";
-    }
-    o += "<tr><th>all</th>";
-    for (const Series* s : cols) o += comp(s->all);
-    o += "</tr>\n</table>\n</section>\n";
+    o += rows(comp) + "</section>\n";
   }
 
   o += "<section id=\"summary-section\"><h2>Summary</h2>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th>"

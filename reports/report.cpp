@@ -605,55 +605,42 @@ std::string render_markdown(const Report& r) {
         cols.push_back(&s);
         for (const auto& b : s.buckets) buckets.insert(b.bucket);
       }
-    o += fmt::format("\n## {} {}\n\n| position |", dt, lay);
-    for (const Series* s : cols) o += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, r.check_of(*s) ? "" : " †");
-    o += "\n|---|";
-    for (size_t i = 0; i < cols.size(); ++i) o += "---|";
-    o += "\n";
-    auto cell = [](const BucketStats& b) { return fmt::format("Max = {:.3g}u (Mean = {:.3g}u)", b.max, b.mean); };
-    for (int b : buckets) {
-      o += "| " + bucket_label(b) + " |";
-      for (const Series* s : cols) {
-        const BucketStats* found = nullptr;
-        for (const auto& x : s->buckets)
-          if (x.bucket == b) found = &x;
-        o += found ? " " + cell(*found) + " |" : " - |";
+    // One table: the header of the series' columns, a row per bucket and one for all of them.
+    auto table = [&](const auto& cell) {
+      std::string t = "| position |";
+      for (const Series* s : cols) t += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, r.check_of(*s) ? "" : " †");
+      t += "\n|---|";
+      for (size_t i = 0; i < cols.size(); ++i) t += "---|";
+      t += "\n";
+      for (int b : buckets) {
+        t += "| " + bucket_label(b) + " |";
+        for (const Series* s : cols) {
+          const BucketStats* found = nullptr;
+          for (const auto& x : s->buckets)
+            if (x.bucket == b) found = &x;
+          t += found ? " " + cell(*found) + " |" : " - |";
+        }
+        t += "\n";
       }
-      o += "\n";
-    }
-    o += "| **all** |";
-    for (const Series* s : cols) o += " " + cell(s->all) + " |";
-    o += "\n";
+      t += "| **all** |";
+      for (const Series* s : cols) t += " " + cell(s->all) + " |";
+      return t + "\n";
+    };
+    o += fmt::format("\n## {} {}\n\n", dt, lay);
+    o += table([](const BucketStats& b) { return fmt::format("Max = {:.3g}u (Mean = {:.3g}u)", b.max, b.mean); });
 
     // The same buckets: the error's components and the kernel's angle error.
     o += fmt::format("\n### {} {}: components and angle error\n\nR, T: max |radial|, max |tangential| component "
                      "(u); angle: max |angle error| (rad) and, where rounding cannot mask it, in f32 ulps of |phi| "
-                     "(-: no such pair).\n\n| position |",
+                     "(-: no such pair).\n\n",
                      dt, lay);
-    for (const Series* s : cols) o += fmt::format(" {} ({}){} |", s->kernel, s->angle_model, r.check_of(*s) ? "" : " †");
-    o += "\n|---|";
-    for (size_t i = 0; i < cols.size(); ++i) o += "---|";
-    o += "\n";
-    auto comp = [](const BucketStats& b) {
+    o += table([](const BucketStats& b) {
       if (!b.decomposition) return std::string("- (not recorded)");
       const Decomposition& d = *b.decomposition;
       return fmt::format("R = {:.3g}u, T = {:.3g}u, angle = {:.3g} rad ({})", d.max_radial, d.max_tangential,
                          d.max_angle_rad,
                          d.resolved_angle_count ? fmt::format("{:.3g} ulp", d.max_resolved_angle_ulps) : "- ulp");
-    };
-    for (int b : buckets) {
-      o += "| " + bucket_label(b) + " |";
-      for (const Series* s : cols) {
-        const BucketStats* found = nullptr;
-        for (const auto& x : s->buckets)
-          if (x.bucket == b) found = &x;
-        o += found ? " " + comp(*found) + " |" : " - |";
-      }
-      o += "\n";
-    }
-    o += "| **all** |";
-    for (const Series* s : cols) o += " " + comp(s->all) + " |";
-    o += "\n";
+    });
   }
   if (std::any_of(r.series.begin(), r.series.end(), [&](const Series& s) { return !r.check_of(s); }))
     o += "\n† not a check: judged under a model other than the kernel's own without a contract for it (shows the "
