@@ -819,7 +819,11 @@ void Gate::run_random() {
       const double lg = std::uniform_real_distribution<double>(0, std::log2(double(opt_.max_position) + 1))(rng);
       c.positions.push_back(std::min<int64_t>(opt_.max_position, int64_t(std::exp2(lg)) - 1));
     }
-    c.base = std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
+    // Half the time a base models ship (kernels with a fixed base would otherwise accept almost no random
+    // case: llama2.c's, docs/real-kernels.md), else log-uniform in [2, 2e6].
+    const double common_bases[] = {10000.0, 500000.0, 1000000.0, 100000.0};
+    c.base = rng() % 2 ? common_bases[rng() % std::size(common_bases)]
+                       : std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
     if (rng() % 4 == 0) c.position_scale = std::ldexp(1.0, int(rng() % 7) - 4);
     if (rng() % 5 == 0) c.inv_freq = rope_table(rng, c.rotary_dim, c.base);
     fill_random(c, rng);

@@ -264,7 +264,11 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
         mk_store(dt, out, k1, x0 * s + x1 * c);
 #endif
       }
-#if defined(MUT_PASSTHROUGH)
+#if defined(MUT_ROW_OVERRUN)
+      /* BUG (ggml's odd head_dim pass-through): copies two elements at a time, so with an odd number of
+       * pass-through dims it reads and writes one element past the row (past the buffer on the last one) */
+      for (uint32_t k = rd; k < hd; k += 2) mk_copy(dt, out, in, base + k, 2);
+#elif defined(MUT_PASSTHROUGH)
       for (uint32_t k = rd; k < hd; ++k) mk_store(dt, out, base + k, 0.0f); /* BUG: pass-through zeroed */
 #elif defined(MUT_OOB_WRITE)
       /* BUG: the pass-through copy of the last head writes one element too many */

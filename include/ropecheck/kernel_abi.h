@@ -34,7 +34,8 @@ typedef struct rc_rope_args {
   double base;               /* theta_i = base^(-2i/rotary_dim) */
   double position_scale;     /* angle = position * position_scale * theta_i; 1.0 = plain RoPE */
   const double *inv_freq;    /* NULL, or rotary_dim/2 frequencies that replace theta_i */
-  const void *in;            /* [n_tokens][n_heads][head_dim], contiguous */
+  const void *in;            /* [n_tokens][n_heads][head_dim], contiguous; in and out are aligned to their
+                                element size, no more (the gate places some buffers flush against a guard page) */
   void *out;                 /* same shape; out == in for an in-place call */
 } rc_rope_args;
 
