@@ -23,6 +23,7 @@
 #include "gate/gate.hpp"
 #include "gate/isolation.hpp"
 #include "impls/plugin_loader.hpp"
+#include "support.hpp"
 
 extern char** environ;
 
@@ -31,7 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string mutant(const std::string& stem) { return std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so"; }
+using test::mutant;
 
 Implementation load(const std::string& stem) {
   PluginLoad pl = load_kernel_plugin(mutant(stem));
@@ -54,26 +55,9 @@ RopeCase small_case(Dtype d = Dtype::f32, Layout l = Layout::interleaved, uint32
   return c;
 }
 
-std::string tmpdir(const std::string& name) {
-  const fs::path p = fs::path(ROPECHECK_TEST_TMP) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-// Run a shell command line, output to a file; returns the exit status (-1 if signalled).
-int run_cli(const std::string& args, const std::string& log) {
-  const std::string cmd = std::string(ROPECHECK_CLI) + " " + args + " > " + log + " 2>&1";
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::run_cli;
+using test::slurp;
+using test::tmpdir;
 
 }  // namespace
 
@@ -350,22 +334,7 @@ TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
 
 namespace {
 
-// Write every case's output with a kernel, as an external program would.
-void write_outputs(const std::string& dir, const Implementation& k) {
-  std::ifstream f(dir + "/manifest.json");
-  const auto m = nlohmann::json::parse(f);
-  for (const auto& e : m["cases"]) {
-    RopeCase c;
-    gate::case_params_from_json(e["case"], c);
-    const gate::NpyArray in = gate::npy_read(dir + "/" + e["input"].get<std::string>());
-    c.input = in.data;
-    Bytes out;
-    ASSERT_EQ(run_kernel(k, c, out), RC_OK);
-    gate::NpyArray o = in;
-    o.data = out;
-    gate::npy_write(dir + "/" + e["output"].get<std::string>(), o);
-  }
-}
+using test::write_outputs;
 
 }  // namespace
 

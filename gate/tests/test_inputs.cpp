@@ -21,58 +21,25 @@
 #include "gate/npy.hpp"
 #include "impls/plugin_loader.hpp"
 #include "reports/report.hpp"
+#include "support.hpp"
 
 using namespace ropecheck;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string mutant(const std::string& stem) { return std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so"; }
+using test::mutant;
+using test::run_cli;
+using test::slurp;
 
-std::string tmpdir(const std::string& name) {
-  const fs::path p = fs::path(ROPECHECK_TEST_TMP) / ("inputs-" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-// Run `ropecheck ARGS` through the shell (prefix: e.g. "ulimit -v N;"), output to log; the exit status.
-int run_cli(const std::string& args, const std::string& log, const std::string& prefix = "") {
-  const std::string cmd = prefix + " timeout 120 " + std::string(ROPECHECK_CLI) + " " + args + " > " + log + " 2>&1";
-  const int st = std::system(cmd.c_str());  // a shell of its own: a ulimit in prefix stays there
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string tmpdir(const std::string& name) { return test::tmpdir("inputs-" + name); }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Every case's output written by a built-in kernel, as an external program would.
-void write_outputs(const std::string& dir) {
-  const Implementation& k = *find_implementation("scalar");
-  std::ifstream f(dir + "/manifest.json");
-  const auto m = nlohmann::json::parse(f);
-  for (const auto& e : m["cases"]) {
-    RopeCase c;
-    gate::case_params_from_json(e["case"], c);
-    const gate::NpyArray in = gate::npy_read(dir + "/" + e["input"].get<std::string>());
-    c.input = in.data;
-    Bytes out;
-    ASSERT_EQ(run_kernel(k, c, out), RC_OK);
-    gate::NpyArray o = in;
-    o.data = out;
-    gate::npy_write(dir + "/" + e["output"].get<std::string>(), o);
-  }
-}
+void write_outputs(const std::string& dir) { test::write_outputs(dir, *find_implementation("scalar")); }
 
-// A small exported case set with every output written (f32 interleaved, 2 random cases).
 std::string small_case_set(const std::string& name) {
   const std::string d = tmpdir(name);
   const std::string set = d + "/set";
