@@ -88,7 +88,7 @@ int run() {
   Implementation impl;
   if (!g.kernel.empty()) {
     opt.angle_model = g.angle_model.empty() ? AngleModel::exact : *parse_angle_model(g.angle_model);
-    PluginLoad pl = load_kernel_plugin(g.kernel, opt.angle_model);
+    PluginLoad pl = plugin_implementation(g.kernel, opt.angle_model);
     if (!pl.impl) {
       std::cerr << "error: " << pl.error << "\n";
       return 2;
@@ -113,6 +113,9 @@ int run() {
   gate::GateResult r;
   try {
     r = gate::run_gate(impl, opt);
+  } catch (const gate::LoadError& e) {
+    std::cerr << "error: cannot load the kernel: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: the gate could not run: " << e.what() << "\n";
     return 2;

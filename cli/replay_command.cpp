@@ -44,7 +44,7 @@ int run() {
   }
   Implementation impl;
   if (!g.kernel.empty()) {
-    PluginLoad pl = load_kernel_plugin(g.kernel, rec.angle_model);
+    PluginLoad pl = plugin_implementation(g.kernel, rec.angle_model);
     if (!pl.impl) {
       std::cerr << "error: " << pl.error << "\n";
       return 2;
@@ -87,16 +87,23 @@ int run() {
     std::vector<RopeCase> cases{rec.c};
     if (rec.property == "layouts") cases.push_back(gate::half_split_twin(rec.c));
     std::vector<gate::CallResult> calls;
+    gate::HostOptions ho;
+    ho.load_timeout_seconds = std::max(2.0, g.call_timeout);
+    gate::KernelHost host(gate::KernelSource{impl.library, impl.fn}, ho);
+    host.start();
+    if (!host.load_fp_change().empty()) std::cout << host.load_fp_change() << "\n";
+    auto quote = [&] { std::cout << host.captured_output(); };
     for (const RopeCase& c : cases) {
-      const gate::CallResult cr = gate::call_isolated(impl.fn, c, rec.in_place, g.call_timeout);
+      const gate::CallResult cr = host.call(c, rec.in_place, g.call_timeout);
       const gate::CaseVerdict v = gate::judge_call(c, rec.in_place, rec.angle_model, criteria(c), cr);
       if (!v.accepted) {
         std::cout << "the kernel declined the case (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";
         return 1;
       }
       if (!v.pass) {
-        std::cout << v.message << "\n" << gate::diagnose_call(c, rec.angle_model, criteria(c), v, cr)
-                  << "\nverdict: FAIL\n";
+        std::cout << v.message << "\n" << gate::diagnose_call(c, rec.angle_model, criteria(c), v, cr) << "\n";
+        quote();
+        std::cout << "verdict: FAIL\n";
         return 1;
       }
       std::cout << "call " << calls.size() + 1 << ": max pair error " << v.worst_error << " u (within the contract)\n";
@@ -108,12 +115,20 @@ int run() {
                                     criteria(cases[1]));
     else if (rec.property == "relative")
       why = gate::relative_violation(cases[0], calls[0].out, criteria(cases[0]));
+    quote();
     if (!why.empty()) {
       std::cout << why << "\nverdict: FAIL\n";
       return 1;
     }
+    if (!host.load_fp_change().empty()) {
+      std::cout << "verdict: FAIL (the library changed the FP environment when loaded)\n";
+      return 1;
+    }
     std::cout << "verdict: PASS\n";
     return 0;
+  } catch (const gate::LoadError& e) {
+    std::cerr << "error: cannot load the kernel: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

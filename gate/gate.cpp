@@ -327,20 +327,22 @@ std::string relative_violation(const RopeCase& c, const Bytes& out, const Criter
 CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const Criteria& cr, const CallResult& r,
                        const ReferenceOutput* ref_in) {
   CaseVerdict v;
-  if (r.status == CallStatus::declined) return v;
+  // A declined call is not judged, but the memory checks hold for it too (it must not have written).
+  const bool memory_fault = !r.memory.empty() || r.guard_before_bytes || r.guard_after_bytes || r.input_guard_bytes ||
+                            r.input_changed || !r.fp_change.empty();
+  if (r.status == CallStatus::declined && !memory_fault) return v;
   v.accepted = true;
   auto failed = [&](std::string m, const char* fault) {
     v.pass = false;
     v.message += m + "\n";
     if (fault && v.fault.empty()) v.fault = fault;
   };
-  if (r.status != CallStatus::ok) {
+  if (r.status != CallStatus::ok && r.status != CallStatus::declined)
     failed("the kernel " + describe(r), r.status == CallStatus::hung      ? "hang"
                                         : r.status == CallStatus::crashed ? "crash"
                                                                           : "error code");
-    if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
-    return v;
-  }
+  for (const MemoryFinding& m : r.memory) failed(m.message, m.fault.c_str());
+  if (!r.fp_change.empty()) failed(r.fp_change + " (and left it so: the whole process computes differently after)", "fp environment");
   const Dtype d = c.dtype;
   if (r.guard_before_bytes)
     failed(fmt::format("memory: {} guard byte(s) before the {} buffer were overwritten (a write before its start)",
@@ -358,6 +360,10 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
     failed(fmt::format("memory: an out-of-place call changed {} input element(s); first {}: was {}",
                        r.input_changed, elem_site(c, k), describe_element(d, load_bits(d, c.input.data(), k))),
            "input modified");
+  }
+  if (r.status != CallStatus::ok) {
+    if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
+    return v;
   }
   if (r.unwritten) {
     failed(fmt::format("memory: {} output element(s) were never written (still the poison {}); first {}",
@@ -465,9 +471,21 @@ CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
 
 namespace {
 
+HostOptions host_options(const GateOptions& opt) {
+  HostOptions h;
+  h.load_timeout_seconds = std::max(2.0, opt.call_timeout_seconds);
+  // CPU time of one host process: generous (threads count), but a kernel that spins after returning ends.
+  h.cpu_seconds = 4 * opt.budget_seconds + 60;
+  return h;
+}
+
 class Gate {
  public:
-  Gate(const Implementation& impl, const GateOptions& opt) : impl_(impl), opt_(opt), t0_(Clock::now()) {}
+  Gate(const Implementation& impl, const GateOptions& opt)
+      : impl_(impl),
+        opt_(opt),
+        t0_(Clock::now()),
+        host_(KernelSource{impl.library, impl.fn}, host_options(opt)) {}
 
   GateResult run();
 
@@ -500,6 +518,31 @@ class Gate {
     return budget_reached_;
   }
 
+  // One call in the kernel host. A host that cannot be started again after a crash makes the call a crash.
+  CallResult call(const RopeCase& c, bool in_place) {
+    try {
+      return host_.call(c, in_place, opt_.call_timeout_seconds);
+    } catch (const LoadError& e) {
+      CallResult r;
+      r.status = CallStatus::crashed;
+      r.host_error = e.what();
+      return r;
+    }
+  }
+
+  // The case alone in a fresh host process (the row's own host keeps its state).
+  CallResult call_isolated_like(const RopeCase& c) {
+    try {
+      KernelHost fresh(KernelSource{impl_.library, impl_.fn}, host_options(opt_));
+      return fresh.call(c, false, opt_.call_timeout_seconds);
+    } catch (const LoadError& e) {
+      CallResult r;
+      r.status = CallStatus::crashed;
+      r.host_error = e.what();
+      return r;
+    }
+  }
+
   Criteria criteria(const RopeCase& c) const { return case_criteria(impl_, c, opt_.contract, opt_.tolerance); }
   Criteria criteria_for_dtype(Dtype d) const {
     RopeCase c;
@@ -530,7 +573,7 @@ class Gate {
       return o;
     }
     const Criteria cr = criteria(c);
-    o.call = call_isolated(impl_.fn, c, in_place, opt_.call_timeout_seconds);
+    o.call = call(c, in_place);
     ++res_.calls;
     o.v = judge_call(c, in_place, opt_.angle_model, cr, o.call);
     if (!o.v.accepted) {
@@ -574,7 +617,11 @@ class Gate {
   void run_matrix();
   void run_specials();
   void run_properties();
+  void run_sequences();
+  void run_repeat();
+  void run_large();
   void run_random();
+  void finish_sandbox();
   void finish_bias();
   void save_files();
 
@@ -589,6 +636,7 @@ class Gate {
   std::vector<std::string> budget_cuts_;     // what the budget cut besides calls (random phase, shrinking, ...)
   int hangs_ = 0;
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
+  KernelHost host_;
 };
 
 
@@ -603,8 +651,8 @@ void Gate::shrink(CheckRow& r) {
       return false;
     }
     const Criteria cr = criteria(c);
-    const CallResult call = call_isolated(impl_.fn, c, best.in_place, opt_.call_timeout_seconds);
-    const CaseVerdict v = judge_call(c, best.in_place, opt_.angle_model, cr, call);
+    const CallResult res = call(c, best.in_place);
+    const CaseVerdict v = judge_call(c, best.in_place, opt_.angle_model, cr, res);
     // Keep the kind of failure: a crash shrinks to a smaller crash, not to an accuracy failure.
     if (v.accepted && !v.pass && v.fault == r.smallest_fault) {
       best = record(r, c, best.in_place, cr, v.message);
@@ -659,13 +707,13 @@ void Gate::diagnose_row(CheckRow& r) {
   } else {
     // Rerun the smallest case once to look at its output (the rows keep no outputs).
     const Criteria cr = criteria(rec.c);
-    const CallResult call = call_isolated(impl_.fn, rec.c, rec.in_place, opt_.call_timeout_seconds);
-    const CaseVerdict v = judge_call(rec.c, rec.in_place, opt_.angle_model, cr, call);
-    r.diagnosis = v.accepted && !v.pass ? diagnose_call(rec.c, opt_.angle_model, cr, v, call)
+    const CallResult res = call(rec.c, rec.in_place);
+    const CaseVerdict v = judge_call(rec.c, rec.in_place, opt_.angle_model, cr, res);
+    r.diagnosis = v.accepted && !v.pass ? diagnose_call(rec.c, opt_.angle_model, cr, v, res)
                                         : "not reproduced on a rerun (the kernel is not deterministic)";
     if (rec.in_place && v.accepted && !v.pass) {
       // In place only? The same call out of place.
-      const CallResult oop = call_isolated(impl_.fn, rec.c, false, opt_.call_timeout_seconds);
+      const CallResult oop = call(rec.c, false);
       const CaseVerdict vo = judge_call(rec.c, false, opt_.angle_model, cr, oop);
       if (vo.accepted && vo.pass)
         r.diagnosis = "in-place aliasing: the same case passes out of place (the kernel reads what it already "
@@ -787,6 +835,196 @@ void Gate::run_properties() {
   }
 }
 
+// Calls in one process with one parameter changing between them, each judged: a cache keyed on some of the
+// parameters (base but not rotary_dim, ...) serves a stale table after a change.
+void Gate::run_sequences() {
+  CheckRow& r = row("sequence",
+                    "calls in one process, one parameter changing between calls (base, rotary_dim, head_dim, "
+                    "scale, table, dtype, layout) and back: stale caches");
+  if (accepted_combos_.empty()) return;
+  Rng rng(opt_.seed ^ 0x5e9e0cull);
+  const auto [d0, l0] = accepted_combos_[0];
+  RopeCase base;
+  base.dtype = d0;
+  base.layout = l0;
+  base.head_dim = 64;
+  base.rotary_dim = 64;
+  base.n_heads = 2;
+  base.base = 10000;
+  std::vector<RopeCase> variants;
+  auto variant = [&](auto change) {
+    RopeCase v = base;
+    change(v);
+    variants.push_back(v);
+  };
+  variant([](RopeCase& v) { v.base = 500000; });
+  variant([](RopeCase& v) { v.rotary_dim = 32; });
+  variant([](RopeCase& v) { v.head_dim = v.rotary_dim = 128; });
+  variant([](RopeCase& v) { v.head_dim = 96; });
+  variant([](RopeCase& v) { v.position_scale = 0.25; });
+  variant([&](RopeCase& v) { v.inv_freq = rope_table(rng, v.rotary_dim, v.base); });
+  for (const auto& [d, l] : accepted_combos_)
+    if (d != d0 || l != l0) variant([&, d = d, l = l](RopeCase& v) {
+      v.dtype = d;
+      v.layout = l;
+    });
+  // base, v1, base, v2, ..., base, vn, then vn .. v1 back to back.
+  std::vector<const RopeCase*> order;
+  for (const RopeCase& v : variants) {
+    order.push_back(&base);
+    order.push_back(&v);
+  }
+  for (auto it = variants.rbegin(); it != variants.rend(); ++it) order.push_back(&*it);
+  order.push_back(&base);
+  const RopeCase* prev = nullptr;
+  for (const RopeCase* shape : order) {
+    RopeCase c = *shape;
+    c.positions = position_mix(rng, opt_.max_position, 4);
+    fill_random(c, rng);
+    const uint64_t failed_before = r.failed;
+    const Outcome o = run_case(r, c, false);
+    if (r.failed > failed_before && prev && o.v.fault.empty() && r.smallest && r.smallest->c.positions == c.positions &&
+        r.smallest_message.find("after the call") == std::string::npos) {
+      // Does it fail alone? A case that passes in a fresh process failed because of the calls before it.
+      const CallResult alone = call_isolated_like(c);
+      const CaseVerdict va = judge_call(c, false, opt_.angle_model, criteria(c), alone);
+      if (va.accepted && va.pass) {
+        r.smallest->failure = r.smallest_message = fmt::format(
+            "{}\nstate across calls: the same case passes in a fresh process; here it came right after the call "
+            "({}) in the same process",
+            r.smallest_message, prev->summary());
+        r.diagnosis = "stale state across calls (a cache or counter): passes alone, fails after another call";
+        r.smallest->diagnosis = r.diagnosis;
+      }
+    }
+    prev = shape;
+  }
+  if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+}
+
+// The same case many times in one process: every output judged and bit-identical to the first (a call
+// counter, a cache filled on the first call, uninitialised memory).
+void Gate::run_repeat() {
+  constexpr int kRepeats = 300;
+  CheckRow& r = row("repeat", fmt::format("the same case {} times in one process: every output within the contract "
+                                          "and bit-identical to the first",
+                                          kRepeats));
+  if (accepted_combos_.empty()) return;
+  Rng rng(opt_.seed ^ 0x3e9ea7ull);
+  RopeCase c;
+  std::tie(c.dtype, c.layout) = accepted_combos_[0];
+  c.head_dim = 80;
+  c.rotary_dim = 64;
+  c.n_heads = 2;
+  c.base = 10000;
+  c.positions = position_mix(rng, opt_.max_position, 3);
+  fill_random(c, rng);
+  const Criteria cr = criteria(c);
+  ReferenceOptions ro;
+  ro.angle_model = opt_.angle_model;
+  const ReferenceOutput ref = reference_rope(c, ro);
+  Bytes first;
+  uint64_t start = 0;
+  for (int k = 0; k < kRepeats && !aborted_; ++k) {
+    if (over_budget()) {
+      ++not_run_[r.name];
+      break;
+    }
+    const CallResult res = call(c, false);
+    ++res_.calls;
+    const CaseVerdict v = judge_call(c, false, opt_.angle_model, cr, res, &ref);
+    if (!v.accepted) {
+      ++r.declined;
+      continue;
+    }
+    ++res_.accepted;
+    ++r.cases;
+    r.ran = true;
+    if (v.judged) res_.add(r, c.dtype, v.judgement, bias_);
+    std::string msg = v.message;
+    if (v.pass && res.status == CallStatus::ok) {
+      if (first.empty() || res.host_start != start) {
+        first = res.out;  // a new process (after a crash) starts a new comparison
+        start = res.host_start;
+      } else if (res.out != first) {
+        size_t e = 0;
+        while (e < c.n_elements() && load_bits(c.dtype, res.out.data(), e) == load_bits(c.dtype, first.data(), e)) ++e;
+        msg = fmt::format("repeat: call {} of the same case in one process gave a different output than the first "
+                          "(element {}: {} then {}); a kernel's output must not depend on the calls before it",
+                          k + 1, e, describe_element(c.dtype, load_bits(c.dtype, first.data(), e)),
+                          describe_element(c.dtype, load_bits(c.dtype, res.out.data(), e)));
+      }
+    }
+    if (!msg.empty()) {
+      if (r.failed == 0 && v.fault.empty())
+        r.diagnosis = fmt::format("state across calls: call {} of the same case {}", k + 1,
+                                  v.pass ? "differs from the first" : "fails, the first ones passed");
+      record_failure(r, record(r, c, false, cr, msg), v.fault);
+      if (r.failed >= 3) break;  // enough evidence; keep the budget for the rest
+    }
+  }
+}
+
+// Shapes of real prefill and MLA models, one per dtype: thousands of tokens x heads, head_dim up to 576,
+// so tiled or threaded paths run.
+void Gate::run_large() {
+  CheckRow& r = row("large", "prefill-sized cases: 1024 tokens x 4 heads (head_dim 128), 256 tokens x 8 heads "
+                             "(head_dim 576, rotary 64 as in MLA models), 128 tokens x 4 heads (head_dim 576, all "
+                             "rotated)");
+  Rng rng(opt_.seed ^ 0x1a7e5ull);
+  struct Shape {
+    uint32_t tokens, heads, head_dim, rotary_dim;
+  };
+  const Shape shapes[] = {{1024, 4, 128, 128}, {256, 8, 576, 64}, {128, 4, 576, 576}};
+  // Each shape once, the accepted dtype x layout combinations taking turns (with all six accepted: f32
+  // interleaved, f16 half-split, bf16 interleaved).
+  for (size_t k = 0; k < std::size(shapes) && !accepted_combos_.empty(); ++k) {
+    const auto [d, l] = accepted_combos_[(2 * k + k % 2) % accepted_combos_.size()];
+    {
+      const Shape& sh = shapes[k];
+      RopeCase c;
+      c.dtype = d;
+      c.layout = l;
+      c.head_dim = sh.head_dim;
+      c.rotary_dim = sh.rotary_dim;
+      c.n_heads = sh.heads;
+      c.base = k % 2 ? 10000 : 1000000;
+      // A prefill: consecutive positions from a random start.
+      const int64_t span = int64_t(sh.tokens);
+      const int64_t start = opt_.max_position > span ? int64_t(rng() % uint64_t(opt_.max_position - span + 1)) : 0;
+      for (int64_t t = 0; t < span; ++t) c.positions.push_back(std::min(opt_.max_position, start + t));
+      fill_random(c, rng);
+      run_case(r, c, k % 2 == 1);
+    }
+  }
+  if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+}
+
+// The host's FP environment after loading, its isolation, and what the kernel printed.
+void Gate::finish_sandbox() {
+  CheckRow& r = row("fp environment", "loading the library and each call leave the process's FP environment "
+                                      "(rounding, flush-to-zero, exception masks) as they found it");
+  r.ran = true;
+  r.cases = 1;
+  if (!host_.load_fp_change().empty()) {
+    r.failed_check = true;
+    r.failed = 1;
+    ++r.faults["fp environment"];
+    r.diagnosis = "fp environment: " + host_.load_fp_change() + " (crtfastmath.o from -ffast-math at link time?)";
+    r.smallest_message = host_.load_fp_change() +
+                         "; every program that loads the library would compute differently (the calls here ran in "
+                         "the environment the host had before loading)";
+  }
+  uint64_t changed = 0;
+  for (const auto& row : res_.rows) {
+    auto it = row.faults.find("fp environment");
+    if (it != row.faults.end() && &row != &r) changed += it->second;
+  }
+  if (changed) r.note = fmt::format("{} call(s) changed the FP environment (see their rows)", changed);
+  res_.sandbox = host_.sandbox_summary();
+  res_.kernel_output = host_.captured_output();
+}
+
 void Gate::run_random() {
   CheckRow& r = row("random", fmt::format("{} random cases (--cases): dims, heads, tokens, positions, base, scale, "
                                           "tables, in place",
@@ -877,6 +1115,7 @@ void Gate::save_files() {
 }
 
 GateResult Gate::run() {
+  host_.start();  // a load error (LoadError) ends the run before anything is judged
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
@@ -901,9 +1140,15 @@ GateResult Gate::run() {
     run_specials();
     progress("properties");
     run_properties();
+    progress("sequences of calls in one process");
+    run_sequences();
+    run_repeat();
+    progress("large shapes");
+    run_large();
     progress(fmt::format("{} random cases", opt_.random_cases));
     run_random();
   }
+  finish_sandbox();
   finish_bias();
   for (auto& r : res_.rows)
     if (r.failed_check && r.smallest) {
@@ -1030,6 +1275,8 @@ std::string format_verdict(const GateResult& g) {
     o += r.smallest_message + "\n";
     if (!r.smallest_file.empty()) o += fmt::format("  replay: ropecheck replay {} {}\n", r.smallest_file, g.kernel_arg);
   }
+  if (!g.sandbox.empty()) o += "\n" + g.sandbox + "\n";
+  if (!g.kernel_output.empty()) o += g.kernel_output;
   o += fmt::format("\nverdict: {} ({})\n", g.pass ? "PASS" : "FAIL", g.verdict_reason);
   return o;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gate/case_json.hpp"
+#include "gate/isolation.hpp"
 #include "impls/registry.hpp"
 #include "properties/judge.hpp"
 
@@ -89,8 +90,11 @@ struct GateResult {
   std::vector<std::string> budget_cuts;
   bool pass = false;
   std::string verdict_reason;
+  std::string sandbox;        // one line: the kernel host's isolation (seccomp, process starts)
+  std::string kernel_output;  // the kernel's captured stdout/stderr, quoted line by line (empty: silent)
 };
 
+// Throws LoadError when the kernel library cannot be loaded (the CLI's exit 2).
 GateResult run_gate(const Implementation& impl, const GateOptions& opt);
 
 // The radial bias check of one dtype from the judged pairs' radial components

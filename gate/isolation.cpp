@@ -1,79 +1,266 @@
 #include "gate/isolation.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <memory>
 #include <cstring>
-#include <stdexcept>
-#include <string>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "impls/plugin_loader.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ROPECHECK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ROPECHECK_ASAN 1
+#endif
+#endif
 
 namespace ropecheck::gate {
 
 namespace {
 
-// Distinct guard patterns for the input and the output: a kernel that copies one element past the end of
-// its input into one past the end of its output (an off-by-one row copy) changes the output's guard bytes.
-constexpr unsigned char kInputGuard = 0xA5, kOutputGuard = 0x5A;
-constexpr size_t kAlign = 64;     // buffers start 64-byte aligned
-constexpr size_t kGuardBefore = 64;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
 size_t page_size() {
   static const size_t p = size_t(sysconf(_SC_PAGESIZE));
   return p;
 }
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-// A shared anonymous mapping: [guard bytes][data][slack guard bytes][PROT_NONE page].
-struct GuardedBuffer {
-  unsigned char* base = nullptr;
-  size_t total = 0;      // bytes mapped, including the guard page
-  size_t data_off = 0;
-  size_t n = 0;
+// ---- the protocol between the gate and its host ----------------------------
+// One SOCK_SEQPACKET socket pair: each message is one fixed-size struct. The host
+// keeps its end as fd 3; a kernel writing into it garbles a reply, which the gate
+// sees (wrong size, magic or sequence number) and treats as a crash of the host.
 
-  unsigned char guard;
+constexpr uint32_t kMagic = 0x52435048;  // "RCPH"
+constexpr int kHostFd = 3;
+constexpr size_t kMaxGuards = 12;
+constexpr uint64_t kFileSizeLimit = 16u << 20;  // RLIMIT_FSIZE of the host: its stdout/stderr files
 
-  GuardedBuffer(size_t nbytes, unsigned char pattern, bool flush_end) : n(nbytes), guard(pattern) {
-    const size_t pg = page_size();
-    const size_t usable = ((kGuardBefore + nbytes + kAlign + pg - 1) / pg) * pg;
-    total = usable + pg;
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap of a guarded buffer failed");
-    base = static_cast<unsigned char*>(p);
-    // 64-byte aligned, or (flush_end) ending exactly at the guard page, aligned to the element size only: a
-    // read or write one element past the end then faults whatever the buffer's size.
-    data_off = flush_end ? usable - nbytes : ((usable - nbytes) / kAlign) * kAlign;
-    std::memset(base, guard, usable);
-    if (mprotect(base + usable, pg, PROT_NONE) != 0) throw std::runtime_error("mprotect of a guard page failed");
-  }
-  GuardedBuffer(const GuardedBuffer&) = delete;
-  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-  ~GuardedBuffer() {
-    if (base) munmap(base, total);
-  }
-  unsigned char* data() { return base + data_off; }
-  size_t usable() const { return total - page_size(); }
-  size_t changed_before() const {
-    size_t k = 0;
-    for (size_t i = 0; i < data_off; ++i) k += base[i] != guard;
-    return k;
-  }
-  size_t changed_after() const {
-    size_t k = 0;
-    for (size_t i = data_off + n; i < usable(); ++i) k += base[i] != guard;
-    return k;
-  }
+struct Command {
+  uint32_t magic = kMagic;
+  uint32_t n_guards = 0;
+  uint64_t seq = 0;
+  uint64_t args_off = 0;                 // the rc_rope_args in the arena
+  uint64_t used_bytes = 0;               // made read-write before the call
+  uint64_t guard_off[kMaxGuards] = {};   // each a page made PROT_NONE for the call
 };
 
-struct SharedHeader {
-  volatile int done;
-  volatile int rc;
+enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3 };
+
+struct Reply {
+  uint32_t magic = kMagic;
+  uint32_t kind = 0;
+  uint64_t seq = 0;
+  int32_t rc = 0;
+  uint32_t pad = 0;
+  uint64_t fp_before = 0, fp_after = 0;
+  char text[1024] = {};  // kLoadFailed: why; kReady: why seccomp is not in force (empty: it is)
 };
+
+void copy_text(char (&dst)[1024], const std::string& s) {
+  const size_t n = std::min(s.size(), sizeof dst - 1);
+  std::memcpy(dst, s.data(), n);
+  dst[n] = 0;
+}
+
+// ---- the host process -----------------------------------------------------
+
+[[noreturn]] void host_fail(int fd, const std::string& why) {
+  Reply r;
+  r.kind = kLoadFailed;
+  copy_text(r.text, why);
+  (void)!send(fd, &r, sizeof r, MSG_NOSIGNAL);
+  _exit(3);
+}
+
+struct HostSetup {
+  KernelSource src;
+  HostOptions opt;
+  std::string cwd, out_path, err_path;
+  unsigned char* arena;
+  size_t arena_bytes;
+  pid_t gate;
+  int sock;
+};
+
+[[noreturn]] void host_main(const HostSetup& s) {
+  // A session and process group of its own: the gate kills the group, and no signal meant for the gate's
+  // group (a terminal's ^C aside) reaches it. Dies with the gate.
+  setsid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != s.gate) _exit(4);
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  // Fixed descriptors: the socket as 3, stdin from /dev/null, stdout/stderr to the capture files; nothing
+  // else of the gate's stays open.
+  if (s.sock != kHostFd) {
+    if (dup2(s.sock, kHostFd) < 0) _exit(5);
+  }
+  fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
+  const int in = open("/dev/null", O_RDONLY);
+  const int out = open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  const int err = open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (in < 0 || out < 0 || err < 0) host_fail(kHostFd, "the host could not open its stdout/stderr capture files");
+  dup2(in, 0);
+  dup2(out, 1);
+  dup2(err, 2);
+  close_range(kHostFd + 1, ~0u, 0);
+  if (chdir(s.cwd.c_str()) != 0) host_fail(kHostFd, "the host could not enter its private working directory");
+  struct rlimit lim {0, 0};
+  setrlimit(RLIMIT_CORE, &lim);
+  lim = {kFileSizeLimit, kFileSizeLimit};
+  setrlimit(RLIMIT_FSIZE, &lim);
+  if (s.opt.cpu_seconds > 0) {
+    lim.rlim_cur = lim.rlim_max = rlim_t(std::ceil(s.opt.cpu_seconds));
+    setrlimit(RLIMIT_CPU, &lim);
+  }
+#ifndef ROPECHECK_ASAN
+  {
+    // The address space the gate's own mappings (inherited) and the arena take, plus 8 GiB for the kernel.
+    std::ifstream statm("/proc/self/statm");
+    uint64_t pages = 0;
+    statm >> pages;
+    lim.rlim_cur = lim.rlim_max = rlim_t(pages * page_size() + (uint64_t(8) << 30));
+    setrlimit(RLIMIT_AS, &lim);
+  }
+#endif
+  const FpControl pristine = read_fp_control();
+  Reply ready;
+  ready.kind = kReady;
+  if (s.opt.seccomp)
+    copy_text(ready.text, install_seccomp_filter());
+  else
+    copy_text(ready.text, "seccomp filter disabled");
+  rc_rope_apply_fn fn = s.src.fn;
+  if (!s.src.library.empty()) {
+    const OpenedKernel k = open_kernel_library(s.src.library);  // constructors run here
+    if (!k.fn) host_fail(kHostFd, k.error);
+    fn = k.fn;
+  }
+  ready.fp_before = pristine.bits;
+  ready.fp_after = read_fp_control().bits;
+  if (send(kHostFd, &ready, sizeof ready, MSG_NOSIGNAL) != ssize_t(sizeof ready)) _exit(6);
+  const size_t pg = page_size();
+  std::vector<uint64_t> guards;  // the previous call's guard pages
+  for (;;) {
+    Command cmd;
+    const ssize_t n = recv(kHostFd, &cmd, sizeof cmd, 0);
+    if (n == 0) _exit(0);  // the gate is done
+    if (n != ssize_t(sizeof cmd) || cmd.magic != kMagic || cmd.n_guards > kMaxGuards || cmd.used_bytes > s.arena_bytes)
+      _exit(7);
+    // The previous guard pages that are data now become read-write; every guard page of this call is made
+    // PROT_NONE again (a no-op unless the kernel changed it, which the gate has reported).
+    const uint64_t* now_b = cmd.guard_off;
+    const uint64_t* now_e = cmd.guard_off + cmd.n_guards;
+    for (uint64_t g : guards)
+      if (std::find(now_b, now_e, g) == now_e) mprotect(s.arena + g, pg, PROT_READ | PROT_WRITE);
+    guards.assign(now_b, now_e);
+    for (uint64_t g : guards) mprotect(s.arena + g, pg, PROT_NONE);
+    write_fp_control(pristine);
+    Reply r;
+    r.kind = kDone;
+    r.seq = cmd.seq;
+    r.fp_before = pristine.bits;
+    r.rc = fn(reinterpret_cast<const rc_rope_args*>(s.arena + cmd.args_off));
+    r.fp_after = read_fp_control().bits;
+    if (send(kHostFd, &r, sizeof r, MSG_NOSIGNAL) != ssize_t(sizeof r)) _exit(8);
+  }
+}
+
+// ---- the gate's side ------------------------------------------------------
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return int(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+std::string signal_text(int sig) {
+  switch (sig) {
+    case SIGSYS: return kForbiddenSyscallText;
+    case SIGXCPU: return "exceeded the host's CPU time limit (SIGXCPU)";
+    case SIGXFSZ: return "exceeded the host's file size limit of 16 MiB on stdout/stderr (SIGXFSZ)";
+    default: break;
+  }
+  std::string s = "crashed with signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  if (sig == SIGSEGV || sig == SIGBUS)
+    s += "; every buffer lies between PROT_NONE guard pages, so this may be an out-of-bounds access";
+  return s;
+}
+
+// A buffer's place in the arena: [guard page][data area][guard page], the data flush against the first guard
+// page, flush against the second (aligned to its element only), or 64-byte aligned between them.
+struct Region {
+  const char* name;
+  unsigned char pattern;
+  size_t guard_lo = 0;  // offset of the first guard page
+  size_t data = 0;      // offset of the buffer
+  size_t n = 0;         // its bytes
+  size_t guard_hi = 0;  // offset of the second guard page
+  size_t end() const { return guard_hi + page_size(); }
+};
+
+enum class Placement { aligned, flush_start, flush_end };
+
+Region place(const char* name, unsigned char pattern, size_t n, Placement p, size_t& cursor) {
+  const size_t pg = page_size();
+  Region r{name, pattern};
+  r.n = n;
+  r.guard_lo = cursor;
+  const size_t area = std::max(pg, round_up(n + 128, pg));
+  const size_t lo = cursor + pg;
+  r.guard_hi = lo + area;
+  switch (p) {
+    case Placement::flush_start: r.data = lo; break;
+    case Placement::flush_end: r.data = r.guard_hi - n; break;
+    case Placement::aligned: r.data = lo + ((area - n) / 2) / 64 * 64; break;
+  }
+  cursor = r.end();
+  return r;
+}
+
+size_t count_changed(const unsigned char* p, size_t from, size_t to, unsigned char pattern) {
+  // Whole pages at a time against a page of the pattern; byte by byte only where something differs.
+  static thread_local std::array<std::vector<unsigned char>, 256> pages;
+  std::vector<unsigned char>& ref = pages[pattern];
+  if (ref.empty()) ref.assign(page_size(), pattern);
+  size_t k = 0;
+  for (size_t i = from; i < to;) {
+    const size_t n = std::min(to - i, ref.size());
+    if (std::memcmp(p + i, ref.data(), n) != 0)
+      for (size_t j = i; j < i + n; ++j) k += p[j] != pattern;
+    i += n;
+  }
+  return k;
+}
 
 }  // namespace
 
@@ -86,96 +273,355 @@ uint32_t poison_bits(Dtype d) {
   return 0;
 }
 
-CallResult call_isolated(rc_rope_apply_fn fn, const RopeCase& c, bool in_place, double timeout_seconds) {
+KernelHost::KernelHost(KernelSource src, HostOptions opt) : src_(std::move(src)), opt_(std::move(opt)) {}
+
+KernelHost::~KernelHost() {
+  stop();
+  if (arena_) munmap(arena_, arena_bytes_);
+  std::error_code ec;
+  if (!private_dir_.empty()) fs::remove_all(private_dir_, ec);
+}
+
+void KernelHost::stop() {
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);  // the host's process group
+    kill(pid_, SIGKILL);   // in case it had not made its group yet
+    int st;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (sock_ >= 0) close(sock_);
+  if (pidfd_ >= 0) close(pidfd_);
+  pid_ = -1;
+  sock_ = pidfd_ = -1;
+}
+
+void KernelHost::ensure_arena(size_t bytes) {
+  if (arena_ && arena_bytes_ >= bytes) return;
+  stop();  // the host maps the arena by inheritance: a new arena needs a new host
+  if (arena_) munmap(arena_, arena_bytes_);
+  size_t want = size_t(64) << 20;
+  while (want < bytes) want *= 2;
+  void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    arena_ = nullptr;
+    arena_bytes_ = 0;
+    throw std::runtime_error(fmt::format("cannot map {} bytes of shared memory for the kernel's buffers", want));
+  }
+  arena_ = p;
+  arena_bytes_ = want;
+}
+
+namespace {
+// Wait for one reply. Returns 1 with a well-formed reply, 0 when the host died or closed the socket, -1 at
+// the deadline, -2 on a malformed reply.
+int wait_reply(int sock, int pidfd, pid_t pid, Reply& r, Clock::time_point deadline) {
+  for (;;) {
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left <= 0) return -1;
+    pollfd fds[2] = {{sock, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    const int nf = pidfd >= 0 ? 2 : 1;
+    // Without a pidfd, look at the host every 10 ms.
+    const int ms = int(std::min(std::ceil(left * 1000), pidfd >= 0 ? 1e9 : 10.0));
+    const int k = poll(fds, nfds_t(nf), ms);
+    if (k < 0 && errno != EINTR) return 0;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = recv(sock, &r, sizeof r, MSG_DONTWAIT);
+      if (n == 0) return 0;
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        return 0;
+      }
+      return n == ssize_t(sizeof r) && r.magic == kMagic ? 1 : -2;
+    }
+    if (nf == 2 && (fds[1].revents & POLLIN)) return 0;
+    if (nf == 1) {
+      siginfo_t si{};
+      if (waitid(P_PID, id_t(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) return 0;
+    }
+  }
+}
+}  // namespace
+
+void KernelHost::start() {
+  if (pid_ > 0) return;
+  ensure_arena(size_t(64) << 20);
+  if (private_dir_.empty()) {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/ropecheck-host-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create the kernel host's private directory");
+    private_dir_ = tmpl;
+    fs::create_directory(private_dir_ + "/cwd");
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    throw std::runtime_error("socketpair failed: " + std::string(std::strerror(errno)));
+  HostSetup s{src_, opt_, private_dir_ + "/cwd", private_dir_ + "/kernel-stdout.txt", private_dir_ + "/kernel-stderr.txt",
+              static_cast<unsigned char*>(arena_), arena_bytes_, getpid(), sv[1]};
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    throw std::runtime_error("fork failed: " + std::string(std::strerror(errno)));
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    host_main(s);
+  }
+  close(sv[1]);
+  pid_ = pid;
+  sock_ = sv[0];
+  pidfd_ = open_pidfd(pid);
+  ++starts_;
+  seq_ = 0;
+  Reply r;
+  const int w = wait_reply(sock_, pidfd_, pid_, r,
+                           Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(opt_.load_timeout_seconds)));
+  const std::string what = src_.library.empty() ? "the kernel" : "the kernel library '" + src_.library + "'";
+  if (w == 1 && r.kind == kReady) {
+    seccomp_error_ = r.text;
+    const FpControl before{r.fp_before}, after{r.fp_after};
+    if (!(before == after) && load_fp_change_.empty())
+      load_fp_change_ = "loading " + what + " changed the FP environment: " + describe_fp_change(before, after);
+    return;
+  }
+  std::string why;
+  if (w == 1 && r.kind == kLoadFailed) {
+    why = r.text;
+  } else if (w == -1) {
+    why = fmt::format("{} did not finish loading within {:g} s (a constructor hangs?); killed", what,
+                      opt_.load_timeout_seconds);
+  } else if (w == -2) {
+    why = what + " garbled the host's reply while loading";
+  } else {
+    kill(-pid_, SIGKILL);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    if (WIFSIGNALED(st))
+      why = what + " " + signal_text(WTERMSIG(st)) + " while loading (in a constructor)";
+    else
+      why = fmt::format("{} exited the process (status {}) while loading (a constructor called exit)", what,
+                        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+  stop();
+  throw LoadError(why);
+}
+
+CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_seconds) {
   CallResult r;
   const Dtype d = c.dtype;
   const size_t nb = c.n_bytes(), ne = c.n_elements();
-  // Some calls (half of the case shapes) place both buffers flush against their guard pages.
-  const bool flush_end = (c.n_tokens() + c.head_dim + c.n_heads) % 2 == 1;
-  GuardedBuffer inbuf(nb, kInputGuard, flush_end);
-  std::unique_ptr<GuardedBuffer> outbuf;
-  if (nb) std::memcpy(inbuf.data(), c.input.data(), nb);
-  if (!in_place) {
-    outbuf = std::make_unique<GuardedBuffer>(nb, kOutputGuard, flush_end);
-    const uint32_t pb = poison_bits(d);
-    for (size_t k = 0; k < ne; ++k) store_bits(d, outbuf->data(), k, pb);
-  }
-  void* hp = mmap(nullptr, page_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (hp == MAP_FAILED) throw std::runtime_error("mmap failed");
-  auto* hdr = static_cast<SharedHeader*>(hp);
-  hdr->done = 0;
-  hdr->rc = 0;
-  const rc_rope_args args = c.args(inbuf.data(), in_place ? static_cast<void*>(inbuf.data()) : outbuf->data());
+  const size_t n_tok = c.positions.size(), n_freq = c.inv_freq.size();
+  // The placement of each buffer follows from the case (deterministic), differing between buffers.
+  const size_t h = c.n_tokens() * 7 + c.head_dim * 3 + c.n_heads + c.rotary_dim;
+  auto placement = [&](size_t k) { return Placement((h + k) % 3); };
+  size_t cursor = 0;
+  std::vector<Region> regions;
+  regions.push_back(place("args struct", 0xC3, sizeof(rc_rope_args), placement(0), cursor));
+  regions.push_back(place("positions", 0x3C, n_tok * sizeof(int64_t), placement(1), cursor));
+  if (n_freq) regions.push_back(place("inv_freq", 0x96, n_freq * sizeof(double), placement(2), cursor));
+  const size_t in_idx = regions.size();
+  regions.push_back(place(in_place ? "in-place" : "input", 0xA5, nb, placement(3), cursor));
+  const size_t out_idx = in_place ? in_idx : regions.size();
+  if (!in_place) regions.push_back(place("output", 0x5A, nb, placement(4), cursor));
+  ensure_arena(cursor);
+  start();
+  r.host_start = starts_;
+  auto* A = static_cast<unsigned char*>(arena_);
+  for (const Region& g : regions) std::memset(A + g.guard_lo, g.pattern, g.end() - g.guard_lo);
+  const Region &ra = regions[0], &rp = regions[1], &ri = regions[in_idx], &ro = regions[out_idx];
+  if (n_tok) std::memcpy(A + rp.data, c.positions.data(), rp.n);
+  if (n_freq) std::memcpy(A + regions[2].data, c.inv_freq.data(), regions[2].n);
+  if (nb) std::memcpy(A + ri.data, c.input.data(), nb);
+  const uint32_t pb = poison_bits(d);
+  if (!in_place)
+    for (size_t k = 0; k < ne; ++k) store_bits(d, A + ro.data, k, pb);
+  rc_rope_args args = c.args(A + ri.data, A + ro.data);
+  args.positions = n_tok ? reinterpret_cast<const int64_t*>(A + rp.data) : nullptr;
+  args.inv_freq = n_freq ? reinterpret_cast<const double*>(A + regions[2].data) : nullptr;
+  std::memcpy(A + ra.data, &args, sizeof args);
 
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    munmap(hp, page_size());
-    throw std::runtime_error("fork failed");
+  Command cmd;
+  cmd.seq = ++seq_;
+  cmd.args_off = ra.data;
+  cmd.used_bytes = cursor;
+  for (const Region& g : regions) {
+    cmd.guard_off[cmd.n_guards++] = g.guard_lo;
+    cmd.guard_off[cmd.n_guards++] = g.guard_hi;
   }
-  if (pid == 0) {
-    struct rlimit nocore {0, 0};
-    setrlimit(RLIMIT_CORE, &nocore);
-    const int rc = fn(&args);
-    hdr->rc = rc;
-    hdr->done = 1;
-    _exit(0);
+  const auto t0 = Clock::now();
+  Reply rep;
+  int w = send(sock_, &cmd, sizeof cmd, MSG_NOSIGNAL) == ssize_t(sizeof cmd) ? 2 : 0;
+  if (w == 2)
+    w = wait_reply(sock_, pidfd_, pid_, rep,
+                   t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds)));
+  if (w == 1 && (rep.kind != kDone || rep.seq != cmd.seq)) w = -2;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // The guard pages must still be PROT_NONE in the host (read from outside: a PROT_NONE page gives EFAULT).
+  // Only a live host can be asked.
+  if (w == 1 && protection_checked_) {
+    for (const Region& g : regions)
+      for (size_t off : {g.guard_lo, g.guard_hi}) {
+        unsigned char b;
+        iovec local{&b, 1}, remote{A + off, 1};
+        const ssize_t k = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+        if (k == 1)
+          r.memory.push_back({"guard page", fmt::format("memory: the guard page {} the {} buffer is no longer PROT_NONE "
+                                                        "in the kernel's process (the kernel changed its protection)",
+                                                        off == g.guard_lo ? "before" : "after", g.name)});
+        else if (errno != EFAULT)
+          protection_checked_ = false;  // not permitted here: the summary says so
+      }
   }
-  int st = 0;
-  long sleep_ns = 20000;
-  bool killed = false;
-  for (;;) {
-    const pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) break;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (el > timeout_seconds) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      killed = true;
-      break;
-    }
-    timespec ts{0, sleep_ns};
-    nanosleep(&ts, nullptr);
-    if (sleep_ns < 2000000) sleep_ns *= 2;
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool done = hdr->done == 1;
-  r.rc = hdr->rc;
-  munmap(hp, page_size());
-  if (killed) {
-    r.status = CallStatus::hung;
-  } else if (WIFSIGNALED(st)) {
-    r.status = CallStatus::crashed;
-    r.signal = WTERMSIG(st);
-  } else if (!done || WEXITSTATUS(st) != 0) {
-    r.status = CallStatus::crashed;
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  } else if (r.rc == RC_OK) {
-    r.status = CallStatus::ok;
-  } else if (r.rc == RC_UNSUPPORTED) {
-    r.status = CallStatus::declined;
+  if (w == 1) {
+    r.rc = rep.rc;
+    r.status = rep.rc == RC_OK            ? CallStatus::ok
+               : rep.rc == RC_UNSUPPORTED ? CallStatus::declined
+                                          : CallStatus::error_code;
+    if (rep.fp_before != rep.fp_after)
+      r.fp_change = "the call changed the FP environment: " +
+                    describe_fp_change(FpControl{rep.fp_before}, FpControl{rep.fp_after});
   } else {
-    r.status = CallStatus::error_code;
-  }
-  GuardedBuffer& ob = in_place ? inbuf : *outbuf;
-  r.out.assign(ob.data(), ob.data() + nb);
-  r.guard_before_bytes = ob.changed_before();
-  r.guard_after_bytes = ob.changed_after();
-  if (!in_place) {
-    r.input_guard_bytes = inbuf.changed_before() + inbuf.changed_after();
-    const uint32_t pb = poison_bits(d);
-    for (size_t k = 0; k < ne; ++k) {
-      if (load_bits(d, r.out.data(), k) == pb && load_bits(d, c.input.data(), k) != pb) {
-        if (!r.unwritten++) r.first_unwritten = k;
-      }
-      if (load_bits(d, inbuf.data(), k) != load_bits(d, c.input.data(), k)) {
-        if (!r.input_changed++) r.first_input_changed = k;
-      }
+    // The host died, hung or garbled its reply: end it (and anything in its group).
+    const pid_t pid = pid_;
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    pid_ = -1;
+    stop();
+    if (w == -1) {
+      r.status = CallStatus::hung;
+    } else if (w == -2) {
+      r.status = CallStatus::crashed;
+      r.exit_code = -2;
+    } else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
+      r.status = CallStatus::crashed;
+      r.signal = WTERMSIG(st);
+    } else {
+      r.status = CallStatus::crashed;
+      r.signal = WIFSIGNALED(st) ? SIGKILL : 0;
+      r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+  }
+
+  // What the call did to memory, whatever it returned.
+  r.out.assign(A + ro.data, A + ro.data + nb);
+  r.guard_before_bytes = count_changed(A, ro.guard_lo, ro.data, ro.pattern);
+  r.guard_after_bytes = count_changed(A, ro.data + nb, ro.end(), ro.pattern);
+  auto guards = [&](const Region& g) {
+    const size_t lo = count_changed(A, g.guard_lo, g.data, g.pattern);
+    const size_t hi = count_changed(A, g.data + g.n, g.end(), g.pattern);
+    return std::pair{lo, hi};
+  };
+  for (size_t k = 0; k < regions.size(); ++k) {
+    const Region& g = regions[k];
+    if (k == out_idx) continue;  // reported by judge_call from the counts above
+    const auto [lo, hi] = guards(g);
+    if (k == in_idx) {
+      r.input_guard_bytes = lo + hi;
+      continue;
+    }
+    if (lo + hi)
+      r.memory.push_back({"out-of-bounds write", fmt::format("memory: {} guard byte(s) around the {} were overwritten "
+                                                             "({} before, {} after it)",
+                                                             lo + hi, g.name, lo, hi)});
+  }
+  if (std::memcmp(A + ra.data, &args, sizeof args) != 0) {
+    rc_rope_args now;
+    std::memcpy(&now, A + ra.data, sizeof now);
+    std::vector<std::string> fields;
+#define RC_FIELD(f) \
+  if (std::memcmp(&now.f, &args.f, sizeof args.f) != 0) fields.push_back(#f);
+    RC_FIELD(abi_version) RC_FIELD(dtype) RC_FIELD(layout) RC_FIELD(head_dim) RC_FIELD(rotary_dim) RC_FIELD(n_heads)
+    RC_FIELD(n_tokens) RC_FIELD(positions) RC_FIELD(base) RC_FIELD(position_scale) RC_FIELD(inv_freq) RC_FIELD(in)
+    RC_FIELD(out)
+#undef RC_FIELD
+    r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) args struct: {} "
+                                                         "changed",
+                                                         fields.empty() ? std::string("padding") : fmt::format("{}", fmt::join(fields, ", ")))});
+  }
+  auto changed_items = [&](const unsigned char* now, const void* was, size_t n, size_t item, size_t& first) {
+    size_t k = 0;
+    for (size_t i = 0; i < n / item; ++i)
+      if (std::memcmp(now + i * item, static_cast<const unsigned char*>(was) + i * item, item) != 0 && !k++) first = i;
+    return k;
+  };
+  size_t first = 0;
+  if (size_t k = changed_items(A + rp.data, c.positions.data(), rp.n, 8, first))
+    r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) positions array: {} "
+                                                         "of {} changed; first positions[{}] was {}",
+                                                         k, n_tok, first, c.positions[first])});
+  if (n_freq)
+    if (size_t k = changed_items(A + regions[2].data, c.inv_freq.data(), regions[2].n, 8, first))
+      r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) inv_freq table: {} "
+                                                           "of {} changed; first inv_freq[{}] was {}",
+                                                           k, n_freq, first, c.inv_freq[first])});
+  if (!in_place) {
+    for (size_t k = 0; k < ne; ++k)
+      if (load_bits(d, A + ri.data, k) != load_bits(d, c.input.data(), k))
+        if (!r.input_changed++) r.first_input_changed = k;
+  }
+  if (r.status == CallStatus::ok && !in_place) {
+    for (size_t k = 0; k < ne; ++k)
+      if (load_bits(d, r.out.data(), k) == pb && load_bits(d, c.input.data(), k) != pb)
+        if (!r.unwritten++) r.first_unwritten = k;
+  }
+  if (r.status == CallStatus::declined) {
+    // Declining means doing nothing: the output keeps its poison (in place: the input).
+    size_t k = 0, first_w = 0;
+    for (size_t e = 0; e < ne; ++e) {
+      const uint32_t want = in_place ? load_bits(d, c.input.data(), e) : pb;
+      if (load_bits(d, r.out.data(), e) != want && !k++) first_w = e;
+    }
+    if (k)
+      r.memory.push_back({"declined after writing",
+                          fmt::format("memory: the kernel declined the call (RC_UNSUPPORTED) after writing {} output "
+                                      "element(s) (first: element {}); a declined call must not write",
+                                      k, first_w)});
   }
   return r;
+}
+
+std::string KernelHost::sandbox_summary() const {
+  std::string s = fmt::format("kernel host: {} process start(s)", starts_);
+  s += seccomp_error_.empty() ? ", seccomp filter in force" : ", " + seccomp_error_;
+  if (!protection_checked_) s += ", guard-page protection not verifiable here (process_vm_readv not permitted)";
+  return s;
+}
+
+std::string KernelHost::captured_output(size_t max_lines) const {
+  std::string s;
+  if (private_dir_.empty()) return s;
+  for (const char* stream : {"stdout", "stderr"}) {
+    const std::string p = private_dir_ + "/kernel-" + stream + ".txt";
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    if (ec || size == 0) continue;
+    std::ifstream f(p);
+    s += fmt::format("the kernel wrote {} byte(s) to its {} (captured; never mixed into the gate's output):\n", size,
+                     stream);
+    std::string line;
+    size_t n = 0;
+    while (n < max_lines && std::getline(f, line)) {
+      if (line.size() > 200) line = line.substr(0, 200) + "...";
+      s += fmt::format("  kernel {} | {}\n", stream, line);
+      ++n;
+    }
+    if (std::getline(f, line)) s += fmt::format("  kernel {} | ...\n", stream);
+  }
+  return s;
+}
+
+CallResult call_isolated(rc_rope_apply_fn fn, const RopeCase& c, bool in_place, double timeout_seconds) {
+  KernelHost h(KernelSource{"", fn}, HostOptions{});
+  return h.call(c, in_place, timeout_seconds);
 }
 
 std::string describe(const CallResult& r) {
@@ -185,12 +631,10 @@ std::string describe(const CallResult& r) {
     case CallStatus::error_code: return "returned the error code " + std::to_string(r.rc);
     case CallStatus::hung: return "did not return within the timeout (killed)";
     case CallStatus::crashed:
-      if (r.signal) {
-        std::string s = "crashed with signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")";
-        if (r.signal == SIGSEGV || r.signal == SIGBUS)
-          s += "; every buffer is followed by a guard page, so this may be an out-of-bounds access";
-        return s;
-      }
+      if (!r.host_error.empty()) return "could not be loaded again after an earlier crash: " + r.host_error;
+      if (r.signal == SIGKILL) return "was killed (SIGKILL) by someone other than the gate";
+      if (r.signal) return signal_text(r.signal);
+      if (r.exit_code == -2) return "garbled the host's reply (wrote into ropecheck's control socket?)";
       return "exited the process (status " + std::to_string(r.exit_code) + ") instead of returning";
   }
   return "?";

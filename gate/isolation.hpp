@@ -1,12 +1,26 @@
-// Running one kernel call in isolation: a forked child process with a timeout,
-// buffers in shared memory surrounded by guard bytes and followed by a guard
-// page, outputs poisoned with a signalling-NaN pattern before the call.
+// Running kernel calls where nothing the kernel does can reach the gate: a
+// kernel host. The gate forks a host process (its own session, resource
+// limits, a private temporary working directory, stdout/stderr captured to
+// files, a seccomp filter) that loads the kernel library -- the gate never
+// does -- and makes the calls the gate sends it, one after another in one
+// process, so state across calls shows. Every buffer the kernel sees (the args
+// struct, positions, inv_freq, input, output) lives in memory shared with the
+// gate, each between two PROT_NONE guard pages filled with a pattern of its
+// own, and is compared by the gate after every call, declined calls included.
+// A crash, hang or exit ends the host; the next call starts a new one.
+// docs/gate.md, "The sandbox".
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/rope_case.hpp"
+#include "gate/sandbox.hpp"
 #include "ropecheck/kernel_abi.h"
 
 namespace ropecheck::gate {
@@ -19,28 +33,100 @@ enum class CallStatus {
   hung,         // still running at the timeout; killed
 };
 
+// One thing the memory checks found, as a verdict line ("3 guard byte(s) after the output buffer ...").
+struct MemoryFinding {
+  std::string fault;    // "out-of-bounds write", "argument modified", "guard page", "declined after writing"
+  std::string message;
+};
+
 struct CallResult {
   CallStatus status = CallStatus::ok;
   int rc = 0;           // the kernel's return value (ok/declined/error_code)
-  int signal = 0;       // crashed: the signal (0: the child exited with exit_code)
+  int signal = 0;       // crashed: the signal (0: the process exited with exit_code)
   int exit_code = 0;
-  double seconds = 0;   // wall time of the call, including the fork
+  double seconds = 0;   // wall time of the call, as the gate saw it
   Bytes out;            // the output buffer after the call (in place: the buffer)
-  // Memory checks (only meaningful for ok):
-  size_t unwritten = 0;              // output elements still holding the poison
+  // Memory checks (made after every call, whatever its status):
+  size_t unwritten = 0;              // output elements still holding the poison (ok calls)
   size_t first_unwritten = 0;
   size_t guard_before_bytes = 0;     // guard bytes before the output (or in-place buffer) that changed
-  size_t guard_after_bytes = 0;      // guard bytes between the buffer's end and the guard page that changed
+  size_t guard_after_bytes = 0;      // guard bytes after it (to the end of the following guard page)
   size_t input_guard_bytes = 0;      // the same around the input buffer (out-of-place)
   size_t input_changed = 0;          // input elements changed by an out-of-place call
   size_t first_input_changed = 0;
+  std::vector<MemoryFinding> memory; // guard pages unprotected or written, arguments modified, declined writes
+  // The FP control state after the call, when the call changed it (the host restores it before each call).
+  std::string fp_change;
+  std::string host_error;   // crashed: the host could not be started again after an earlier crash (why)
+  uint64_t host_start = 0;  // which host process made the call (1: the first; a crash or hang starts another)
 };
 
 // The poison pattern of a dtype: a signalling NaN (never produced by the
 // harness's inputs, nor by IEEE arithmetic).
 uint32_t poison_bits(Dtype d);
 
-// Call fn on the case (in place: in == out) in a child process.
+// The kernel a host runs: a library it loads, or a built-in entry point it inherits.
+struct KernelSource {
+  std::string library;            // dlopen'ed by the host, never by the gate
+  rc_rope_apply_fn fn = nullptr;  // used when library is empty
+};
+
+struct HostOptions {
+  double load_timeout_seconds = 10;
+  double cpu_seconds = 0;    // RLIMIT_CPU of each host process (0: none)
+  std::string output_dir;    // kernel-stdout.txt and kernel-stderr.txt go here (empty: the private directory)
+  bool seccomp = true;
+};
+
+// Loading failed: the library is missing or malformed, lacks rc_rope_apply, or
+// its constructors crashed, hung or exited. what() says which.
+struct LoadError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class KernelHost {
+ public:
+  KernelHost(KernelSource src, HostOptions opt);
+  ~KernelHost();
+  KernelHost(const KernelHost&) = delete;
+  KernelHost& operator=(const KernelHost&) = delete;
+
+  // Start the host now (calls start it when needed). Throws LoadError.
+  void start();
+  // Call the kernel on the case (in place: in == out). Throws LoadError when a
+  // restart after a crash fails to load.
+  CallResult call(const RopeCase& c, bool in_place, double timeout_seconds);
+
+  // What loading the library did to the FP environment (empty: nothing).
+  const std::string& load_fp_change() const { return load_fp_change_; }
+  // One line: the host's isolation as it ran ("seccomp filter in force", or why not).
+  std::string sandbox_summary() const;
+  uint64_t starts() const { return starts_; }
+  // The kernel's captured stdout/stderr, quoted for a verdict: each line
+  // prefixed "  kernel stdout | "; at most max_lines per stream; empty when the
+  // kernel printed nothing.
+  std::string captured_output(size_t max_lines = 12) const;
+
+ private:
+  void stop();
+  void ensure_arena(size_t bytes);
+
+  KernelSource src_;
+  HostOptions opt_;
+  std::string private_dir_;
+  std::string out_dir_;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  pid_t pid_ = -1;
+  int sock_ = -1;
+  int pidfd_ = -1;
+  uint64_t seq_ = 0, starts_ = 0;
+  std::string load_fp_change_;
+  std::string seccomp_error_;
+  bool protection_checked_ = true;  // process_vm_readv can see the host's guard pages
+};
+
+// One call in a host of its own (started and stopped around it).
 CallResult call_isolated(rc_rope_apply_fn fn, const RopeCase& c, bool in_place, double timeout_seconds);
 
 std::string describe(const CallResult& r);

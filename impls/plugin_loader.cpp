@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 
 namespace ropecheck {
@@ -12,23 +13,22 @@ KernelErrorModel loaded_kernel_error_model(AngleModel model) {
   return {2.0, 0x1p-52, true};
 }
 
-PluginLoad load_kernel_plugin(const std::string& path, AngleModel model) {
-  PluginLoad r;
+std::string check_kernel_path(const std::string& path) {
   struct stat st {};
-  if (path.empty()) {
-    r.error = "no kernel library given";
-    return r;
-  }
-  if (::stat(path.c_str(), &st) != 0) {
-    r.error = "cannot load kernel '" + path + "': no such file";
-    return r;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    r.error = "cannot load kernel '" + path + "': not a regular file";
+  if (path.empty()) return "no kernel library given";
+  if (::stat(path.c_str(), &st) != 0) return "cannot load kernel '" + path + "': no such file";
+  if (!S_ISREG(st.st_mode)) return "cannot load kernel '" + path + "': not a regular file";
+  return "";
+}
+
+OpenedKernel open_kernel_library(const std::string& path) {
+  OpenedKernel r;
+  if (std::string e = check_kernel_path(path); !e.empty()) {
+    r.error = e;
     return r;
   }
   // dlopen searches the library path for names without a slash: make it a path.
-  std::string p = path.find('/') == std::string::npos ? "./" + path : path;
+  const std::string p = path.find('/') == std::string::npos ? "./" + path : path;
   dlerror();
   void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -45,19 +45,36 @@ PluginLoad load_kernel_plugin(const std::string& path, AngleModel model) {
     dlclose(h);
     return r;
   }
+  static_assert(sizeof(void*) == sizeof(rc_rope_apply_fn));
+  std::memcpy(&r.fn, &sym, sizeof r.fn);
+  return r;
+}
+
+PluginLoad plugin_implementation(const std::string& path, AngleModel model) {
+  PluginLoad r;
+  if (std::string e = check_kernel_path(path); !e.empty()) {
+    r.error = e;
+    return r;
+  }
   Implementation impl;
   impl.name = std::filesystem::path(path).stem().string();
   impl.description = "loaded from " + path;
-  static_assert(sizeof(void*) == sizeof(rc_rope_apply_fn));
-  rc_rope_apply_fn fn;
-  std::memcpy(&fn, &sym, sizeof fn);
-  impl.fn = fn;
+  impl.library = path;
   impl.dtypes.assign(std::begin(kAllDtypes), std::end(kAllDtypes));
   impl.layouts.assign(std::begin(kAllLayouts), std::end(kAllLayouts));
   impl.angle_model = model;
   impl.error_model = loaded_kernel_error_model(model);
   impl.bit_exact_layouts = false;
   r.impl = std::move(impl);
+  return r;
+}
+
+PluginLoad load_kernel_plugin(const std::string& path, AngleModel model) {
+  PluginLoad r = plugin_implementation(path, model);
+  if (!r.impl) return r;
+  const OpenedKernel k = open_kernel_library(path);
+  if (!k.fn) return {std::nullopt, k.error};
+  r.impl->fn = k.fn;
   return r;
 }
 

@@ -17,13 +17,14 @@ namespace ropecheck {
 struct Implementation {
   std::string name;
   std::string description;
-  rc_rope_apply_fn fn = nullptr;
+  rc_rope_apply_fn fn = nullptr;  // built-in (or loaded in this process on purpose: fuzzers, tests)
   std::vector<Dtype> dtypes;
   std::vector<Layout> layouts;
   AngleModel angle_model = AngleModel::exact;  // the model it is judged under by default
   KernelErrorModel error_model;                // what its bound is derived from
   bool bit_exact_layouts = true;               // interleaved(x) == P^-1 halfsplit(P x) bit for bit
   Contract contract;                           // what it promises (built-ins: identity=bits)
+  std::string library;  // a kernel library the gate's host loads (fn null): impls/plugin_loader.hpp
 
   bool supports(Dtype d) const;
   bool supports(Layout l) const;

@@ -132,7 +132,7 @@ int mutant_no_pass_through_copy(const rc_rope_args* a) {
 Implementation mutant(std::string name, rc_rope_apply_fn fn, AngleModel model = AngleModel::exact,
                       KernelErrorModel em = KernelErrorModel::scalar_long_double()) {
   return {std::move(name), "mutant", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
-          std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), model, em, true, Contract{}};
+          std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), model, em, true, Contract{}, ""};
 }
 
 using Maker = Property (*)(const Implementation&, Dtype, Layout);

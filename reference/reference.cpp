@@ -92,7 +92,31 @@ double theta(const RopeCase& c, uint32_t i, Num& out, mpfr_prec_t P) {
   mpfr_set_si(e.p(), -2 * long(i), MPFR_RNDN);
   mpfr_div_ui(e.p(), e.p(), c.rotary_dim, MPFR_RNDN);
   mpfr_set_d(b.p(), c.base, MPFR_RNDN);
-  mpfr_pow(out.p(), b.p(), e.p(), MPFR_RNDN);
+  // base^(-2i/d) is the same number in every call with this base and rotary_dim: it is kept (a pure
+  // memo, at most kThetaMemo values per thread; a call with many pairs or new bases just computes).
+  struct Key {
+    uint64_t base;
+    uint32_t rotary_dim, i;
+    mpfr_prec_t P;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.base ^ (uint64_t(k.rotary_dim) << 40) ^ (uint64_t(k.i) << 20) ^ uint64_t(k.P));
+    }
+  };
+  constexpr size_t kThetaMemo = 1 << 14;
+  thread_local std::unordered_map<Key, std::unique_ptr<Num>, KeyHash> memo;
+  const Key key{std::bit_cast<uint64_t>(c.base), c.rotary_dim, i, P};
+  if (auto it = memo.find(key); it != memo.end()) {
+    mpfr_set(out.p(), it->second->p(), MPFR_RNDN);  // same precision: exact
+  } else {
+    mpfr_pow(out.p(), b.p(), e.p(), MPFR_RNDN);
+    if (memo.size() >= kThetaMemo) memo.clear();
+    auto v = std::make_unique<Num>(P);
+    mpfr_set(v->p(), out.p(), MPFR_RNDN);
+    memo.emplace(key, std::move(v));
+  }
   return 1.0 + std::fabs(std::log(c.base)) + 1.0;
 }
 

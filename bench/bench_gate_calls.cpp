@@ -1,0 +1,68 @@
+// Kernel calls per second through the gate's isolation, on small cases (one token, two heads, head_dim 64:
+// a decode step), measured in one run so the ratios compare like with like:
+//   BM_FreshProcessPerCall  a new host process for every call (the old design: a fork per call)
+//   BM_ReusedHost           one host process making every call (the gate's design: docs/gate.md)
+//   BM_ReusedHostJudged     the same, each output judged against the exact reference (the gate's rate)
+//   BM_FreshProcessJudged   a fresh process per call, judged (the old gate's rate)
+// Wall time (the calls wait for another process), the built-in scalar kernel.
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "gate/gate.hpp"
+#include "gate/isolation.hpp"
+#include "impls/registry.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+RopeCase small_case(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  RopeCase c;
+  c.dtype = Dtype::f32;
+  c.layout = Layout::interleaved;
+  c.head_dim = 64;
+  c.rotary_dim = 64;
+  c.n_heads = 2;
+  c.base = 10000;
+  c.positions = {int64_t(rng() % 100000)};
+  c.input.assign(c.n_bytes(), 0);
+  std::uniform_real_distribution<float> u(-4, 4);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, u(rng));
+  return c;
+}
+
+const Implementation& scalar() { return *find_implementation("scalar"); }
+
+void run(benchmark::State& st, bool fresh, bool judged) {
+  const Implementation& k = scalar();
+  gate::KernelHost host(gate::KernelSource{"", k.fn}, gate::HostOptions{});
+  const Criteria cr = Criteria::of(k.error_model, k.contract);
+  uint64_t seed = 1;
+  int64_t failed = 0;
+  for (auto _ : st) {
+    const RopeCase c = small_case(seed++);
+    const gate::CallResult r = fresh ? gate::call_isolated(k.fn, c, false, 10) : host.call(c, false, 10);
+    if (judged) {
+      const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, cr, r);
+      failed += !v.pass;
+    } else {
+      failed += r.status != gate::CallStatus::ok;
+    }
+  }
+  if (failed) st.SkipWithError("a call of the correct kernel failed");
+  st.SetItemsProcessed(int64_t(st.iterations()));
+}
+
+void BM_FreshProcessPerCall(benchmark::State& st) { run(st, true, false); }
+void BM_ReusedHost(benchmark::State& st) { run(st, false, false); }
+void BM_FreshProcessJudged(benchmark::State& st) { run(st, true, true); }
+void BM_ReusedHostJudged(benchmark::State& st) { run(st, false, true); }
+
+}  // namespace
+
+BENCHMARK(BM_FreshProcessPerCall)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReusedHost)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FreshProcessJudged)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReusedHostJudged)->UseRealTime()->Unit(benchmark::kMicrosecond);
