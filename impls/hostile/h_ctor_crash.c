@@ -4,6 +4,8 @@
 #include "../mutants/mutant_common.h"
 
 __attribute__((constructor)) static void h_crash_on_load(void) {
-  volatile int* p = NULL;
+  /* Both volatile: GCC drops a constructor that provably stores through NULL (with its .init_array
+   * entry), and a non-volatile store through an unknown pointer as a dead store. */
+  volatile int* volatile p = NULL;
   *p = 1;
 }
