@@ -386,7 +386,9 @@ TEST_P(Hostile, GateSurvivesAndFails) {
 
   const GateRun r = run_gate(argv, (root / "cwd").string(), (root / "outside").string());
   const std::string cmd = joined(r.argv, " ");
-  const std::string all = r.out + r.err;
+  // The output names the kernel (h_write_args, h_mprotect_guard, ...): its name must not count as a mention.
+  std::string all = r.out + r.err;
+  for (size_t p = 0; (p = all.find(k.name, p)) != std::string::npos;) all.replace(p, k.name.size(), "<kernel>");
 
   for (const auto& p : r.problems) ADD_FAILURE() << k.name << ": " << p;
   if (!r.killed_by_driver) {
