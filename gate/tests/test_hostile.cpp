@@ -13,7 +13,12 @@
 // named and killed.
 //
 // These kernels kill, stop and trace their parent, fork, exec, and write files: run them only through
-// this driver (every run gets scratch directories under the test build's tmp/hostile/).
+// this driver (every run gets scratch directories under the test build's tmp/hostile/):
+//   ctest --test-dir build -L hostile
+//   build/gate/tests/test_hostile --gtest_filter='*h_fork_grandchild'
+// A mention is searched in stdout and stderr together, with the kernel's own name taken out. Some are
+// weak: "declined" is in every verdict table's header, "positions" and "inv_freq" in the description of
+// every failing matrix row; the exit status and the other checks carry those kernels.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,7 +34,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 #include <string>
