@@ -16,6 +16,12 @@
  *   MK_CACHE_F16        cos/sin rounded to f16 (RNE) before use
  *   MK_FLUSH_DENORMALS  subnormal inputs and outputs (of the storage type) flushed to
  *                       signed zero, the f32 arithmetic under FTZ/DAZ (a fast-math build)
+ *
+ * For impls/hostile/ (kernels that misbehave around a correct or planted-bug kernel):
+ *   MK_KERNEL_NAME      the kernel is defined as a static function of this name instead of
+ *                       the exported rc_rope_apply, so that the file can export its own
+ *                       rc_rope_apply that wraps it (misbehaving before or after the call,
+ *                       or calling it with changed arguments)
  */
 #ifndef ROPECHECK_MUTANT_COMMON_H
 #define ROPECHECK_MUTANT_COMMON_H
@@ -125,8 +131,14 @@ static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0,
 #endif
 }
 
+#ifdef MK_KERNEL_NAME
+#define MK_KERNEL_DEFINITION static int MK_KERNEL_NAME
+#else
+#define MK_KERNEL_DEFINITION RC_EXPORT int rc_rope_apply
+#endif
+
 #ifndef MK_NO_KERNEL
-RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
+MK_KERNEL_DEFINITION(const rc_rope_args* a) {
   int rc = mk_check(a);
   if (rc != RC_OK) return rc;
 #ifdef MUT_DECLINE_ALL
