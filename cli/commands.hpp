@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "properties/contract.hpp"
+#include "reports/report.hpp"
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -64,13 +65,15 @@ CLI::Option* add_int_option(CLI::App* app, const std::string& name, T& var, T lo
   return o;
 }
 
-// A number of seconds: finite and > 0, at most hi (inf, nan, 0 and negative values are usage errors).
-inline CLI::Option* add_seconds_option(CLI::App* app, const std::string& name, double& var, double hi,
-                                       const std::string& desc) {
+// A finite number in [lo, hi] (lo excluded when lo_open): "inf", "nan", trailing text and out-of-range values
+// are usage errors naming the option and its range.
+inline CLI::Option* add_number_option(CLI::App* app, const std::string& name, double& var, double lo, bool lo_open,
+                                      double hi, const std::string& desc, const std::string& type = "NUMBER") {
+  char range[96];
+  std::snprintf(range, sizeof range, "a finite number in %s%g, %g]", lo_open ? "(" : "[", lo, hi);
   auto* o = app->add_option_function<std::string>(
       name,
-      [&var, name, hi](const std::string& s) {
-        const std::string want = "a finite number of seconds in (0, " + std::to_string(int64_t(hi)) + "]";
+      [&var, name, lo, lo_open, hi, want = std::string(range)](const std::string& s) {
         size_t used = 0;
         double v = 0;
         try {
@@ -78,15 +81,33 @@ inline CLI::Option* add_seconds_option(CLI::App* app, const std::string& name, d
         } catch (const std::exception&) {
           throw CLI::ValidationError(name, "'" + s + "' is not " + want);
         }
-        if (used != s.size() || !std::isfinite(v) || !(v > 0) || v > hi)
+        if (used != s.size() || !std::isfinite(v) || v > hi || (lo_open ? !(v > lo) : !(v >= lo)))
           throw CLI::ValidationError(name, "'" + s + "' is not " + want);
         var = v;
       },
       desc);
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", var);
-  o->type_name("SECONDS")->default_str(buf);
+  o->type_name(type)->default_str(buf);
   return o;
+}
+
+// A number of seconds: finite and > 0, at most hi (inf, nan, 0 and negative values are usage errors).
+inline CLI::Option* add_seconds_option(CLI::App* app, const std::string& name, double& var, double hi,
+                                       const std::string& desc) {
+  return add_number_option(app, name, var, 0, true, hi, desc, "SECONDS");
+}
+
+// The slack of a report comparison (`report compare`, `sweep --baseline`): one set of options.
+inline void add_slack_options(CLI::App* app, report::Slack& slack, const std::string& prefix = "") {
+  add_number_option(app, "--slack-rel", slack.relative, 0, false, 1e300,
+                    prefix + "allowed relative growth of a bucket's max/mean error");
+  add_number_option(app, "--slack-abs", slack.absolute, 0, false, 1e300, prefix + "allowed absolute growth, in u");
+  add_number_option(app, "--bias-sigmas", slack.bias_sigmas, 0, false, 1e300,
+                    prefix + "a bucket's bias (mean radial error) may move by this many standard deviations of the "
+                             "difference of the two means, plus --bias-slack");
+  add_number_option(app, "--bias-slack", slack.bias_absolute, 0, false, 1e300,
+                    prefix + "the systematic part of the bias allowance, in u");
 }
 
 // A --contract value: nullopt when not given; on a bad SPEC prints the error and returns false (exit 2).

@@ -24,7 +24,7 @@ CLI::App* add(CLI::App& app) {
   auto* s = app.add_subcommand("contract", "explain a --contract SPEC: its clauses and the allowances derived from it");
   s->add_option("spec", g.spec, "a comma list of clauses, or a preset name");
   s->add_flag("--list", g.list, "list the presets and what each expands to");
-  s->add_option("--base", g.base, "base of the example pairs' frequencies")->capture_default_str();
+  cli::add_number_option(s, "--base", g.base, 1, true, 1e300, "base of the example pairs' frequencies");
   cli::add_int_option<uint32_t>(s, "--rotary-dim", g.rotary_dim, 2, 1u << 20, "rotary_dim of the example pairs");
   return s;
 }

@@ -62,8 +62,8 @@ CLI::App* add_reference(CLI::App& app) {
                                 "rotated elements (even); default (0) head-dim");
   cli::add_int_option<int64_t>(ref, "--position", a.position, INT64_MIN, INT64_MAX,
                                "token position (int64, may be negative)");
-  ref->add_option("--base", a.base, "theta_i = base^(-2i/rotary_dim)");
-  ref->add_option("--position-scale", a.scale, "angle = position * scale * theta_i");
+  cli::add_number_option(ref, "--base", a.base, 0, true, 1e300, "theta_i = base^(-2i/rotary_dim)");
+  cli::add_number_option(ref, "--position-scale", a.scale, -1e300, false, 1e300, "angle = position * scale * theta_i");
   ref->add_option("--inv-freq", a.inv_freq_s, "comma-separated table of rotary_dim/2 frequencies (replaces base)");
   ref->add_option("--angle-model", a.model_s, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));
   ref->add_option("--values", a.values_s, "comma-separated head_dim input values (decimal or hex floats)")

@@ -31,20 +31,7 @@ CLI::App* add_report_command(CLI::App& app) {
                  "incompatible report");
   g_compare->add_option("--baseline", g_baseline, "the baseline report.json")->required();
   g_compare->add_option("--current", g_current, "this run's report.json")->required();
-  g_compare->add_option("--slack-rel", g_slack.relative, "allowed relative growth of a bucket's max/mean error")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  g_compare->add_option("--slack-abs", g_slack.absolute, "allowed absolute growth, in u")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  g_compare->add_option("--bias-sigmas", g_slack.bias_sigmas,
-                        "a bucket's bias (mean radial error) may move by this many standard deviations of the "
-                        "difference of the two means, plus --bias-slack")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  g_compare->add_option("--bias-slack", g_slack.bias_absolute, "the systematic part of the bias allowance, in u")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  cli::add_slack_options(g_compare, g_slack);
   g_headline = g_report->add_subcommand(
       "headline", "sweep scalar and conventional-fp32 from position 1 to 2^24 and draw max error against position");
   g_headline->add_option("--out", g_out, "SVG file to write")->capture_default_str();

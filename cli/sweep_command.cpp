@@ -29,7 +29,7 @@ CLI::App* add_sweep_command(CLI::App& app) {
   cli::add_int_option<uint32_t>(g_sweep, "--heads", g_opt.n_heads, 1, 256, "heads per case");
   cli::add_int_option<uint32_t>(g_sweep, "--head-dim", g_opt.head_dim, 2, 4096, "elements per head");
   cli::add_int_option<uint32_t>(g_sweep, "--rotary-dim", g_opt.rotary_dim, 2, 4096, "rotated elements (even)");
-  g_sweep->add_option("--base", g_opt.base)->check(CLI::PositiveNumber);
+  cli::add_number_option(g_sweep, "--base", g_opt.base, 0, true, 1e300, "theta_i = base^(-2i/rotary_dim)");
   g_sweep->add_option("--contract", g_contract,
                       "judge every kernel under this contract (SPEC or preset, e.g. angles=f32 or pytorch-f32; "
                       "docs/reports.md); its series under the exact angle model become checks too. Default: each "
@@ -37,17 +37,7 @@ CLI::App* add_sweep_command(CLI::App& app) {
   g_sweep->add_option("--report-dir", g_report_dir, "write report.json, report.md and report.html here");
   g_sweep->add_option("--baseline", g_baseline,
                       "compare against this report.json (exit 1 on a regression, 2 if it is unreadable)");
-  g_sweep->add_option("--slack-rel", g_slack.relative, "with --baseline: allowed relative growth of max/mean error")
-      ->check(CLI::NonNegativeNumber);
-  g_sweep->add_option("--slack-abs", g_slack.absolute, "with --baseline: allowed absolute growth, in u")
-      ->check(CLI::NonNegativeNumber);
-  g_sweep->add_option("--bias-sigmas", g_slack.bias_sigmas,
-                      "with --baseline: a bucket's bias may move by this many standard deviations of the "
-                      "difference of the two means, plus --bias-slack")
-      ->check(CLI::NonNegativeNumber);
-  g_sweep->add_option("--bias-slack", g_slack.bias_absolute,
-                      "with --baseline: the systematic part of the bias allowance, in u")
-      ->check(CLI::NonNegativeNumber);
+  cli::add_slack_options(g_sweep, g_slack, "with --baseline: ");
   return g_sweep;
 }
 

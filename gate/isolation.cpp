@@ -57,6 +57,7 @@ constexpr uint32_t kMagic = 0x52435048;  // "RCPH"
 constexpr int kHostFd = 3;
 constexpr size_t kMaxGuards = 12;
 constexpr uint64_t kFileSizeLimit = 16u << 20;  // RLIMIT_FSIZE of the host: its stdout/stderr files
+constexpr int kLostSocket = 121;                 // the host's exit status when its control socket broke
 
 struct Command {
   uint32_t magic = kMagic;
@@ -172,7 +173,7 @@ struct HostSetup {
     const ssize_t n = recv(kHostFd, &cmd, sizeof cmd, 0);
     if (n == 0) _exit(0);  // the gate is done
     if (n != ssize_t(sizeof cmd) || cmd.magic != kMagic || cmd.n_guards > kMaxGuards || cmd.used_bytes > s.arena_bytes)
-      _exit(7);
+      _exit(kLostSocket);
     // The previous guard pages that are data now become read-write; every guard page of this call is made
     // PROT_NONE again (a no-op unless the kernel changed it, which the gate has reported).
     const uint64_t* now_b = cmd.guard_off;
@@ -188,7 +189,7 @@ struct HostSetup {
     r.fp_before = pristine.bits;
     r.rc = fn(reinterpret_cast<const rc_rope_args*>(s.arena + cmd.args_off));
     r.fp_after = read_fp_control().bits;
-    if (send(kHostFd, &r, sizeof r, MSG_NOSIGNAL) != ssize_t(sizeof r)) _exit(8);
+    if (send(kHostFd, &r, sizeof r, MSG_NOSIGNAL) != ssize_t(sizeof r)) _exit(kLostSocket);
   }
 }
 
@@ -203,7 +204,7 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
-std::string signal_text(int sig) {
+std::string signal_text(int sig, bool in_call = true) {
   switch (sig) {
     case SIGSYS: return kForbiddenSyscallText;
     case SIGXCPU: return "exceeded the host's CPU time limit (SIGXCPU)";
@@ -211,7 +212,7 @@ std::string signal_text(int sig) {
     default: break;
   }
   std::string s = "crashed with signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
-  if (sig == SIGSEGV || sig == SIGBUS)
+  if (in_call && (sig == SIGSEGV || sig == SIGBUS))
     s += "; every buffer lies between PROT_NONE guard pages, so this may be an out-of-bounds access";
   return s;
 }
@@ -392,8 +393,9 @@ void KernelHost::start() {
   if (w == 1 && r.kind == kLoadFailed) {
     why = r.text;
   } else if (w == -1) {
-    why = fmt::format("{} did not finish loading within {:g} s (a constructor hangs?); killed", what,
-                      opt_.load_timeout_seconds);
+    why = fmt::format("{} hung while loading (not loaded within {:g} s: a constructor that does not return?); "
+                      "killed",
+                      what, opt_.load_timeout_seconds);
   } else if (w == -2) {
     why = what + " garbled the host's reply while loading";
   } else {
@@ -402,7 +404,7 @@ void KernelHost::start() {
     waitpid(pid_, &st, 0);
     pid_ = -1;
     if (WIFSIGNALED(st))
-      why = what + " " + signal_text(WTERMSIG(st)) + " while loading (in a constructor)";
+      why = what + " " + signal_text(WTERMSIG(st), false) + " while loading (in a constructor)";
     else
       why = fmt::format("{} exited the process (status {}) while loading (a constructor called exit)", what,
                         WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -634,7 +636,10 @@ std::string describe(const CallResult& r) {
       if (!r.host_error.empty()) return "could not be loaded again after an earlier crash: " + r.host_error;
       if (r.signal == SIGKILL) return "was killed (SIGKILL) by someone other than the gate";
       if (r.signal) return signal_text(r.signal);
-      if (r.exit_code == -2) return "garbled the host's reply (wrote into ropecheck's control socket?)";
+      if (r.exit_code == -2) return "garbled the host's reply (wrote into ropecheck's control socket, fd 3?)";
+      if (r.exit_code == kLostSocket)
+        return "closed or broke ropecheck's control socket (fd 3 of the host process), so the host could not report "
+               "the call";
       return "exited the process (status " + std::to_string(r.exit_code) + ") instead of returning";
   }
   return "?";

@@ -517,6 +517,13 @@ Report from_json(const json& j) {
 }
 
 Report load_report(const std::string& path) {
+  // A regular file of bounded size: a FIFO would block, a huge file would be read whole.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw ReportError("cannot open report '" + path + "'");
+  if (!std::filesystem::is_regular_file(st)) throw ReportError("report '" + path + "' is not a regular file");
+  if (std::filesystem::file_size(path, ec) > kMaxReportBytes)
+    throw ReportError("report '" + path + "' is larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportError("cannot open report '" + path + "'");
   std::stringstream ss;

@@ -126,7 +126,9 @@ Report make_sweep_report(const SweepOptions& opt, const std::vector<SweepRow>& r
 
 nlohmann::json to_json(const Report& r);
 Report from_json(const nlohmann::json& j);  // throws ReportError
-Report load_report(const std::string& path);  // throws ReportError
+// A regular file of at most kMaxReportBytes (a FIFO or a huge file is refused before reading); throws ReportError.
+inline constexpr uintmax_t kMaxReportBytes = uintmax_t(256) << 20;
+Report load_report(const std::string& path);
 
 std::string render_markdown(const Report& r);
 // A recorded contract SPEC in its short form ("identity=bits"; the SPEC itself if it does not parse).

@@ -3,7 +3,8 @@
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev librapidcheck-dev libgtest-dev
-      libgmock-dev libfmt-dev libhwy-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
+      libgmock-dev libfmt-dev libhwy-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+      libseccomp-dev)  # libseccomp: the kernel host's system-call filter (docs/gate.md, "The sandbox")
 # Optional groups: --fuzz (clang-14 with libFuzzer and the sanitizer runtimes, llvm-14 for coverage),
 # --browser (Debian's chromium, which renders report.html in the report tests) and --pytorch (Debian's
 # PyTorch 1.13 and NumPy for /usr/bin/python3: the PyTorch pipeline tests, docs/real-kernels.md;

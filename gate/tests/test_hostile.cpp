@@ -16,9 +16,8 @@
 // this driver (every run gets scratch directories under the test build's tmp/hostile/):
 //   ctest --test-dir build -L hostile
 //   build/gate/tests/test_hostile --gtest_filter='*h_fork_grandchild'
-// A mention is searched in stdout and stderr together, with the kernel's own name taken out. Some are
-// weak: "declined" is in every verdict table's header, "positions" and "inv_freq" in the description of
-// every failing matrix row; the exit status and the other checks carry those kernels.
+// A mention is searched in stdout and stderr together, with the kernel's own name taken out; each names
+// what the gate must report (the fault, the cause, or the row), not words every verdict contains.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -114,6 +114,37 @@ TEST(InputsCli, NonFiniteOrNonPositiveBudgetsAndTimeoutsAreUsageErrors) {
   }
 }
 
+// Every floating-point option is finite and in its range (one parser, cli::add_number_option).
+TEST(InputsCli, NonFiniteOrOutOfRangeNumbersAreUsageErrors) {
+  const std::string d = tmpdir("numbers");
+  int k = 0;
+  const std::pair<const char*, const char*> cases[] = {
+      {"sweep --base", "inf"},          {"sweep --base", "nan"},       {"sweep --base", "0"},
+      {"sweep --slack-rel", "-1"},      {"sweep --bias-sigmas", "inf"}, {"report compare --baseline a --current b --slack-abs", "nan"},
+      {"report compare --baseline a --current b --bias-slack", "-0.5"}, {"contract default --base", "1"},
+      {"reference --head-dim 2 --values 1,2 --base", "inf"}, {"reference --head-dim 2 --values 1,2 --position-scale", "nan"}};
+  for (const auto& [cmd, v] : cases) {
+    const std::string log = d + "/" + std::to_string(k++) + ".log";
+    EXPECT_EQ(run_cli(std::string(cmd) + " " + v, log), 2) << cmd << " " << v << slurp(log);
+    EXPECT_NE(slurp(log).find("finite number"), std::string::npos) << slurp(log);
+  }
+}
+
+// `report compare` reads regular files of bounded size: a FIFO does not hang it, a huge sparse file is
+// refused before it is read.
+TEST(ReportCompare, FifoAndHugeReportsAreRefusedBeforeReading) {
+  const std::string d = tmpdir("compare-inputs");
+  ASSERT_EQ(mkfifo((d + "/fifo.json").c_str(), 0600), 0);
+  EXPECT_EQ(run_cli("report compare --baseline " + d + "/fifo.json --current " + d + "/fifo.json", d + "/f.log"), 2);
+  EXPECT_NE(slurp(d + "/f.log").find("not a regular file"), std::string::npos) << slurp(d + "/f.log");
+  { std::ofstream(d + "/huge.json") << "{"; }
+  ASSERT_EQ(truncate((d + "/huge.json").c_str(), off_t(report::kMaxReportBytes) + 1), 0);
+  EXPECT_EQ(run_cli("report compare --baseline " + d + "/huge.json --current " + d + "/huge.json", d + "/h.log",
+                    "ulimit -v 524288;"),
+            2);
+  EXPECT_NE(slurp(d + "/h.log").find("larger than"), std::string::npos) << slurp(d + "/h.log");
+}
+
 // One seed, one report: the number of random cases follows from --cases, not the clock.
 TEST(GateBudget, SameSeedGivesTheSameCasesAndVerdict) {
   const std::string d = tmpdir("determinism");

@@ -1,6 +1,6 @@
 /* Hostile: a correct kernel that calls abort() in the 3rd call of its process (SIGABRT): a crash
  * after a few good calls, in whatever process runs the calls.
- * Expect: exit 1; mentions: crash
+ * Expect: exit 1; mentions: Aborted
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

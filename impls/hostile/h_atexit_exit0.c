@@ -1,7 +1,7 @@
 /* Hostile: a numerically wrong kernel (angle negated) whose constructor registers an atexit handler
  * that calls _exit(0). Registered after the gate's own handlers, it runs first when the loading
  * process exits: exit status 0 whatever the verdict, and stdio is never flushed.
- * Expect: exit 1; mentions: verdict: FAIL
+ * Expect: exit 1; mentions: angle negated
  */
 #include <unistd.h>
 

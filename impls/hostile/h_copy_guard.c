@@ -2,7 +2,7 @@
  * input onto the byte just past the end of the output (an off-by-one row copy, or a kernel forging the
  * guard pattern it finds after its input). Only where neither buffer ends flush with a page, so that
  * the copy itself does not fault.
- * Expect: exit 1; mentions: verdict: FAIL
+ * Expect: exit 1; mentions: guard byte(s)
  */
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
  * output. The process that calls it ends with status 0 in the middle of the run: a gate that runs
  * many calls in one process must notice that the call never returned (and must not take the 0 for
  * its own success).
- * Expect: exit 1; mentions: exited
+ * Expect: exit 1; mentions: exited the process (status 0)
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

@@ -1,7 +1,7 @@
 /* Hostile: a numerically wrong kernel (angle negated) that prints "verdict: PASS" on its own line to
  * stdout and stderr in every call, for a CI that greps the log. The kernel's output must not reach the
  * gate's stdout as if it were the gate's (the driver checks no stdout line starts with it).
- * Expect: exit 1; mentions: verdict: FAIL
+ * Expect: exit 1; mentions: kernel stdout | verdict: PASS
  */
 #include <stdio.h>
 

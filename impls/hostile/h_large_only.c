@@ -1,7 +1,7 @@
 /* Hostile: a kernel that rotates by the negated angle only when a call has more than 1024 rows
  * (n_tokens * n_heads): a bug in the path for big batches (another tiling, a threaded loop), which a
  * gate that only tries small shapes never calls.
- * Expect: exit 1; mentions: verdict: FAIL
+ * Expect: exit 1; mentions: FAILED large
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

@@ -1,7 +1,7 @@
 /* Hostile: a correct kernel that, after computing its output, makes the page after the output's end
  * (the gate's PROT_NONE guard page) readable and writable and changes a byte in it: an out-of-bounds
  * write that no fault reports. The guard page's protection and content must be checked after a call.
- * Expect: exit 1; mentions: guard
+ * Expect: exit 1; mentions: guard byte(s) after the output buffer
  */
 #include <sys/mman.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
  * the first output element. Declining one dtype is allowed (f32 and f16 give coverage); writing into
  * the output (in place: the input) of a call it declines is not, and nothing judges a declined call's
  * output unless the gate checks it.
- * Expect: exit 1; mentions: declined
+ * Expect: exit 1; mentions: after writing
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

@@ -2,7 +2,7 @@
  * static keyed on base only: recomputed when the base changes, not when rotary_dim (or head_dim) does,
  * so a call with a new rotary_dim and the same base uses the last one's exponents (and entries never
  * computed, 0: unrotated pairs). Correct in a fresh process and whenever the base changes.
- * Expect: exit 1; mentions: verdict: FAIL
+ * Expect: exit 1; mentions: state across calls
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

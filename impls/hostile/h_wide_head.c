@@ -1,6 +1,6 @@
 /* Hostile: a kernel that rotates by the negated angle only when head_dim > 256: a bug in the path for
  * wide heads, which a gate that only tries heads up to 256 never calls.
- * Expect: exit 1; mentions: verdict: FAIL
+ * Expect: exit 1; mentions: FAILED large
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

@@ -1,6 +1,6 @@
 /* Hostile: a correct kernel that, after computing its output, casts away the const of the caller's
  * argument struct and changes its base.
- * Expect: exit 1; mentions: args
+ * Expect: exit 1; mentions: args struct
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

@@ -1,6 +1,6 @@
 /* Hostile: a correct kernel that, after computing its output, casts away the const of the caller's
  * frequency table (when there is one) and changes its first entry.
- * Expect: exit 1; mentions: inv_freq
+ * Expect: exit 1; mentions: inv_freq table
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"

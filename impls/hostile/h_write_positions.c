@@ -1,7 +1,7 @@
 /* Hostile: a correct kernel that, after computing its output, casts away the const of the caller's
  * positions and adds 1 to the first one. A gate that judges the output against positions read after
  * the call, or reuses the array, judges another case; the positions must be checked after each call.
- * Expect: exit 1; mentions: positions
+ * Expect: exit 1; mentions: positions array
  */
 #define MK_KERNEL_NAME mk_rope_apply
 #include "../mutants/mutant_common.h"
