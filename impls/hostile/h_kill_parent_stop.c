@@ -1,21 +1,6 @@
-/* Hostile: a correct kernel whose first call sends SIGSTOP to its parent process (the gate, when the
- * gate forks the process that calls the kernel). Only the parent, and never pid 0 or 1: kill(0, ...)
- * or kill(-1, ...) would reach the test driver and everything else of the user's.
+/* Hostile: a correct kernel whose first call sends SIGSTOP to its parent process (kill_parent.h).
  * Expect: exit 1; mentions: forbidden system call
  */
 #include <signal.h>
-#include <unistd.h>
-
-#define MK_KERNEL_NAME mk_rope_apply
-#include "../mutants/mutant_common.h"
-
-RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
-  static int done;
-  const int rc = mk_rope_apply(a);
-  const pid_t parent = getppid();
-  if (!done && parent > 1) {
-    done = 1;
-    kill(parent, SIGSTOP);
-  }
-  return rc;
-}
+#define HOSTILE_SIGNAL SIGSTOP
+#include "kill_parent.h"
