@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "gate/gate.hpp"
+#include "gate/gate_report.hpp"
 #include "impls/plugin_loader.hpp"
 
 using namespace ropecheck;
@@ -17,7 +19,8 @@ namespace {
 
 struct GateArgs {
   std::string kernel, impl, dtype = "all", layout = "all", angle_model, tolerance, report_dir = "ropecheck-gate-report",
-                                junit, contract;
+                                junit, contract, baseline;
+  report::Slack slack;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
   uint64_t cases = gate::kDefaultRandomCases;
@@ -49,7 +52,12 @@ CLI::App* add(CLI::App& app) {
                           "wall-time cap on the whole run (systematic part, random cases, shrinking)");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
                           "seconds before a kernel call counts as hung");
-  s->add_option("--report-dir", g.report_dir, "where failing cases are saved as replay files")->capture_default_str();
+  s->add_option("--report-dir", g.report_dir,
+                "where report.{json,md,html}, failing cases (replay files) and the kernel's captured output go")
+      ->capture_default_str();
+  s->add_option("--baseline", g.baseline,
+                "compare this run's report with a committed report.json (exit 1 on a regression, 2 if unreadable)");
+  cli::add_slack_options(s, g.slack, "with --baseline: ");
   s->add_option("--junit", g.junit, "write JUnit XML here");
   s->add_flag("--quiet", g.quiet, "no progress lines");
   return s;
@@ -110,6 +118,14 @@ int run() {
     if (opt.angle_model != b->angle_model) impl.error_model = loaded_kernel_error_model(opt.angle_model);
     opt.contract = contract.value_or(b->contract);
   }
+  if (!g.baseline.empty()) {
+    try {
+      (void)report::load_report(g.baseline);  // a bad baseline fails before the run
+    } catch (const std::exception& e) {
+      std::cerr << "error: --baseline: " << e.what() << "\n";
+      return 2;
+    }
+  }
   gate::GateResult r;
   try {
     r = gate::run_gate(impl, opt);
@@ -120,7 +136,29 @@ int run() {
     std::cerr << "error: the gate could not run: " << e.what() << "\n";
     return 2;
   }
-  return gate::emit_verdict(r, g.junit);
+  int rc = gate::emit_verdict(r, g.junit);
+  // The kernel by file name (not its path: a committed baseline compares across checkouts).
+  nlohmann::json params = {{"kernel_arg", g.kernel.empty() ? "--impl " + g.impl
+                                                            : "--kernel " + std::filesystem::path(g.kernel).filename().string()},
+                           {"dtype", g.dtype},
+                           {"layout", g.layout},
+                           {"max_position", opt.max_position},
+                           {"angle_model", std::string(to_string(opt.angle_model))},
+                           {"seed", opt.seed},
+                           {"cases", opt.random_cases},
+                           {"budget_seconds", opt.budget_seconds},
+                           {"call_timeout_seconds", opt.call_timeout_seconds},
+                           {"tolerance", g.tolerance}};
+  try {
+    const int cmp = gate::write_and_compare(gate::make_gate_report(r, "gate", params), g.report_dir, g.baseline,
+                                            g.slack, std::cout);
+    if (!g.report_dir.empty()) std::cerr << "wrote " << g.report_dir << "/report.{json,md,html}\n";
+    if (rc == 0 && cmp) rc = 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: the report: " << e.what() << "\n";
+    return 2;
+  }
+  return rc;
 }
 
 const cli::Registration reg{{"gate", add, run}};

@@ -383,7 +383,7 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
   }
   JudgeOptions jo;
   jo.max_findings = 4;
-  jo.keep_values = false;
+  jo.keep_values = true;  // percentiles and the histogram of the run's report
   v.judgement = judge_output(c, *ref, r.out.data(), cr, jo);
   v.judged = true;
   v.worst_error = v.judgement.stats.max;
@@ -1102,6 +1102,9 @@ void Gate::finish_bias() {
 
 void Gate::save_files() {
   if (opt_.report_dir.empty()) return;
+  // The kernel's whole stdout/stderr (the verdict quotes the first lines).
+  for (const std::string& p : host_.save_captured_output(opt_.report_dir))
+    res_.kernel_output += "  (all of it: " + p + ")\n";
   bool any = false;
   for (auto& r : res_.rows) any |= r.smallest.has_value();
   if (!any) return;
@@ -1137,6 +1140,14 @@ GateResult Gate::run() {
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
   res_.bounds = describe_bounds(impl_, opt_.contract, opt_.dtypes, opt_.max_position);
+  res_.angle_model = std::string(to_string(opt_.angle_model));
+  for (Dtype d : opt_.dtypes) {
+    RopeCase c;
+    c.dtype = d;
+    c.head_dim = c.rotary_dim = 128;
+    c.positions = {1};
+    res_.dtype_bound[d] = criteria(c).case_bound(c);
+  }
   if (!opt_.tolerance.empty()) {
     std::string t;
     for (const auto& [d, v] : opt_.tolerance) t += fmt::format("{}{}={:g}", t.empty() ? "" : ",", to_string(d), v);
@@ -1351,6 +1362,9 @@ std::string junit_xml(const GateResult& g) {
                                             r.allowed_tangential, g.contract, r.note)));
     o += "  </testcase>\n";
   }
+  // The kernel host's line and what the kernel printed (quoted), for the CI log.
+  if (!g.sandbox.empty() || !g.kernel_output.empty())
+    o += fmt::format("  <system-out>{}</system-out>\n", xml_escape(g.sandbox + "\n" + g.kernel_output));
   o += "</testsuite></testsuites>\n";
   return o;
 }

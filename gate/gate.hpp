@@ -77,6 +77,8 @@ struct GateResult {
   std::string kernel;
   std::string kernel_arg;
   std::string contract;  // the canonical contract SPEC (or "tolerance override")
+  std::string angle_model = "exact";
+  std::map<Dtype, double> dtype_bound;  // the flat bound of a 128-dim case per dtype (display)
   std::string bounds;    // one line per dtype: the contract's derived allowances at small and large angles
   // The error decomposition of every accepted call's finite pairs, per dtype and log2 position bucket.
   std::map<Dtype, std::map<int, ErrorStats>> by_bucket;

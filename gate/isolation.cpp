@@ -274,7 +274,14 @@ uint32_t poison_bits(Dtype d) {
   return 0;
 }
 
-KernelHost::KernelHost(KernelSource src, HostOptions opt) : src_(std::move(src)), opt_(std::move(opt)) {}
+KernelHost::KernelHost(KernelSource src, HostOptions opt) : src_(std::move(src)), opt_(std::move(opt)) {
+  // The host works in a private directory: a relative library path is resolved here, in the caller's.
+  std::error_code ec;
+  if (!src_.library.empty()) {
+    const fs::path abs = fs::absolute(src_.library, ec);
+    if (!ec) src_.library = abs.string();
+  }
+}
 
 KernelHost::~KernelHost() {
   stop();
@@ -619,6 +626,20 @@ std::string KernelHost::captured_output(size_t max_lines) const {
     if (std::getline(f, line)) s += fmt::format("  kernel {} | ...\n", stream);
   }
   return s;
+}
+
+std::vector<std::string> KernelHost::save_captured_output(const std::string& dir) const {
+  std::vector<std::string> saved;
+  if (private_dir_.empty()) return saved;
+  for (const char* stream : {"stdout", "stderr"}) {
+    const std::string name = std::string("kernel-") + stream + ".txt";
+    std::error_code ec;
+    if (fs::file_size(private_dir_ + "/" + name, ec) == 0 || ec) continue;
+    fs::create_directories(dir, ec);
+    fs::copy_file(private_dir_ + "/" + name, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (!ec) saved.push_back((fs::path(dir) / name).string());
+  }
+  return saved;
 }
 
 CallResult call_isolated(rc_rope_apply_fn fn, const RopeCase& c, bool in_place, double timeout_seconds) {

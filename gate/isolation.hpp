@@ -106,6 +106,8 @@ class KernelHost {
   // prefixed "  kernel stdout | "; at most max_lines per stream; empty when the
   // kernel printed nothing.
   std::string captured_output(size_t max_lines = 12) const;
+  // Copy the non-empty captured streams into dir (kernel-stdout.txt, kernel-stderr.txt); their paths.
+  std::vector<std::string> save_captured_output(const std::string& dir) const;
 
  private:
   void stop();

@@ -214,14 +214,15 @@ PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double
   return p;
 }
 
-void ErrorStats::add(const PairError& p) {
+void ErrorStats::add(const PairError& p, bool keep_value) {
   ++count;
   max = std::max(max, p.e);
   sum += p.e;
+  sum_sq += p.e * p.e;
   sum_radial += p.radial;
   sum_tangential += p.tangential;
   add_components(p);
-  values.push_back(float(p.e));
+  if (keep_value) values.push_back(float(p.e));
 }
 
 void ErrorStats::add_components(const PairError& p) {
@@ -243,6 +244,7 @@ void ErrorStats::merge(const ErrorStats& o) {
   count += o.count;
   max = std::max(max, o.max);
   sum += o.sum;
+  sum_sq += o.sum_sq;
   sum_radial += o.sum_radial;
   sum_tangential += o.sum_tangential;
   max_radial = std::max(max_radial, o.max_radial);

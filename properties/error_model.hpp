@@ -2,6 +2,7 @@
 // held to (derivations in docs/error-model.md).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -129,15 +130,17 @@ struct ErrorStats {
   double sum_angle = 0;                       // signed sum of angle errors (rad)
   uint64_t resolved_angle_count = 0;          // pairs whose angle error is resolved (PairError::resolved)
   double max_resolved_angle_ulps = 0;         // the largest of those, in f32 ulps of |phi|
-  std::vector<float> values;  // every e, for percentiles
+  double sum_sq = 0;           // sum of e^2: the rms, whether or not the values are kept
+  std::vector<float> values;  // every e, for percentiles (when kept)
 
-  void add(const PairError& p);
+  void add(const PairError& p, bool keep_value = true);
   void add_components(const PairError& p);  // the max/angle fields only (add() calls it)
   void merge(const ErrorStats& o);
   double mean() const { return count ? sum / double(count) : 0.0; }
   double bias() const { return count ? sum_radial / double(count) : 0.0; }
   double tangential_bias() const { return count ? sum_tangential / double(count) : 0.0; }
   double mean_angle() const { return angle_count ? sum_angle / double(angle_count) : 0.0; }
+  double rms() const { return count ? std::sqrt(sum_sq / double(count)) : 0.0; }
   double percentile(double q) const;  // q in [0, 1]
 };
 

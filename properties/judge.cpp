@@ -274,20 +274,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           if (!worst) worst = &j.worst_by_bucket[bucket];
           if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
         }
-        if (opt.keep_values) {
-          j.stats.add(pe);
-          j.by_bucket[bucket].add(pe);
-        } else {
-          ErrorStats* ss[2] = {&j.stats, &j.by_bucket[bucket]};
-          for (ErrorStats* st : ss) {
-            ++st->count;
-            st->max = std::max(st->max, pe.e);
-            st->sum += pe.e;
-            st->sum_radial += pe.radial;
-            st->sum_tangential += pe.tangential;
-            st->add_components(pe);
-          }
-        }
+        j.stats.add(pe, opt.keep_values);
+        j.by_bucket[bucket].add(pe, opt.keep_values);
         const bool zero_ok = zero_angle && cr.flat <= 0;  // judged by the identity rule above
         const double ratio = zero_ok ? 0.0
                                      : std::max({pe.e / allow.total, std::fabs(pe.radial) / allow.radial,

@@ -77,7 +77,7 @@ std::string bits_hex(Dtype d, uint32_t bits) {
   return d == Dtype::f32 ? fmt::format("0x{:08x}", bits) : fmt::format("0x{:04x}", bits);
 }
 
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
+BucketStats bucket_stats_of(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
   BucketStats b;
   b.bucket = bucket;
   b.label = bucket < 0 ? "all" : bucket_label(bucket);
@@ -87,11 +87,7 @@ BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dt
   b.mean = s.mean();
   b.bias = s.bias();
   b.tangential_bias = s.tangential_bias();
-  if (s.values.size() == s.count) {  // every e kept (the sweep keeps them): the rms for the bias compare
-    double e2 = 0;
-    for (float v : s.values) e2 += double(v) * double(v);
-    b.rms = s.count ? std::sqrt(e2 / double(s.count)) : 0.0;
-  }
+  b.rms = s.rms();  // the bias compare's spread
   Decomposition dc;
   dc.max_radial = s.max_radial;
   dc.max_tangential = s.max_tangential;
@@ -125,6 +121,20 @@ BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dt
 }
 
 }  // namespace
+
+BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
+  return bucket_stats_of(bucket, s, w, d);
+}
+
+std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges) {
+  std::vector<uint64_t> h(edges.size(), 0);
+  for (float v : values) {
+    size_t i = edges.size() - 1;
+    while (i > 0 && !(double(v) >= edges[i])) --i;
+    ++h[i];
+  }
+  return h;
+}
 
 Environment current_environment() {
   Environment e;
@@ -183,17 +193,12 @@ Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& row
     const WorstPair* overall = nullptr;
     for (const auto& [b, w] : row.worst_by_bucket)
       if (w.valid() && (!overall || w.e > overall->e)) overall = &w;
-    s.all = bucket_stats(-1, row.all, overall, row.dtype);
+    s.all = bucket_stats_of(-1, row.all, overall, row.dtype);
     for (const auto& [b, st] : row.by_bucket) {
       auto it = row.worst_by_bucket.find(b);
-      s.buckets.push_back(bucket_stats(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
+      s.buckets.push_back(bucket_stats_of(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
     }
-    s.histogram.assign(r.histogram_edges.size(), 0);
-    for (float v : row.all.values) {
-      size_t i = r.histogram_edges.size() - 1;
-      while (i > 0 && !(double(v) >= r.histogram_edges[i])) --i;
-      ++s.histogram[i];
-    }
+    s.histogram = histogram(row.all.values, r.histogram_edges);
     if (row.expected_to_pass) {
       Check c;
       c.name = "accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;

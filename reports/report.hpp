@@ -121,6 +121,11 @@ std::vector<double> default_histogram_edges();
 // This build and machine.
 Environment current_environment();
 
+// A bucket's statistics from judged pairs (bucket -1: all); w, when given, its worst pair (with bits).
+BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d);
+// Counts of values per bin of edges (bin i is [edges[i], edges[i+1]), the last one unbounded).
+std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges);
+
 // A report from a sweep's rows and its options.
 Report make_sweep_report(const SweepOptions& opt, const std::vector<SweepRow>& rows);
 

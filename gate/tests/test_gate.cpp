@@ -25,6 +25,7 @@
 #include "gate/gate.hpp"
 #include "gate/isolation.hpp"
 #include "impls/plugin_loader.hpp"
+#include "reports/report.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -333,6 +334,8 @@ TEST(KernelHost, LoadErrorsNameWhatHappened) {
     EXPECT_NE(load_error("/lib/x86_64-linux-gnu/libm.so.6").find("rc_rope_apply"), std::string::npos);
   }
   EXPECT_EQ(load_error(mutant("ok_double")), "loaded");
+  // A relative path is the caller's (the host works in a private directory).
+  EXPECT_EQ(load_error(fs::relative(mutant("ok_double")).string()), "loaded") << fs::relative(mutant("ok_double"));
 }
 
 TEST(Isolation, PoisonCatchesUnwrittenOutput) {
@@ -591,4 +594,46 @@ TEST(CaseSet, ExportWriteCheckAndCorrupt) {
     EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c6.log"), 2);
   }
   EXPECT_EQ(run_cli("cases check --dir " + d + "/nonexistent", d + "/../c7.log"), 2);
+}
+
+// ---- reports of the user's kernel -------------------------------------------------
+
+// A gate writes report.{json,md,html} and compares with a baseline: the same kernel passes its own
+// baseline, a less accurate build of it (still within its contract) fails the compare, a bad baseline is a
+// usage error before anything runs.
+TEST(GateReport, ADegradedBuildFailsItsBaselineWhileItsGatePasses) {
+  const std::string d = tmpdir("gate-report");
+  fs::create_directories(d + "/good");
+  fs::create_directories(d + "/worse");
+  fs::copy_file(mutant("ok_double"), d + "/good/libk.so");
+  fs::copy_file(mutant("ok_fast_f32"), d + "/worse/libk.so");
+  const std::string common = " --quiet --cases 300 --dtype f32,bf16 ";
+  ASSERT_EQ(run_cli("gate --kernel " + d + "/good/libk.so" + common + "--report-dir " + d + "/base", d + "/1.log"), 0)
+      << slurp(d + "/1.log");
+  for (const char* f : {"report.json", "report.md", "report.html"}) EXPECT_TRUE(fs::exists(d + "/base/" + f)) << f;
+  const report::Report base = report::load_report(d + "/base/report.json");
+  EXPECT_EQ(base.kind, "gate");
+  EXPECT_TRUE(base.find_check("gate/matrix f32 interleaved")) << "one check per row of the verdict";
+  EXPECT_TRUE(base.find_check("gate/fp environment"));
+  ASSERT_EQ(base.series.size(), 2u);  // f32 and bf16
+  EXPECT_GT(base.series[0].all.count, 0u);
+  EXPECT_GT(base.series[0].all.p99, 0.0);
+  // The same kernel against its own baseline: the same seed, the same cases, no regression.
+  EXPECT_EQ(run_cli("gate --kernel " + d + "/good/libk.so" + common + "--report-dir " + d + "/again --baseline " +
+                        d + "/base/report.json",
+                    d + "/2.log"),
+            0)
+      << slurp(d + "/2.log");
+  // The less accurate build: its gate passes (within the default contract), its compare does not.
+  EXPECT_EQ(run_cli("gate --kernel " + d + "/worse/libk.so" + common + "--report-dir " + d + "/cur", d + "/3.log"), 0)
+      << slurp(d + "/3.log");
+  EXPECT_EQ(run_cli("gate --kernel " + d + "/worse/libk.so" + common + "--report-dir " + d + "/cur --baseline " + d +
+                        "/base/report.json",
+                    d + "/4.log"),
+            1);
+  EXPECT_NE(slurp(d + "/4.log").find("regression"), std::string::npos) << slurp(d + "/4.log");
+  EXPECT_NE(slurp(d + "/4.log").find("verdict: PASS"), std::string::npos);
+  std::ofstream(d + "/bad.json") << "{ not json";
+  EXPECT_EQ(run_cli("gate --kernel " + d + "/good/libk.so" + common + "--baseline " + d + "/bad.json", d + "/5.log"), 2);
+  EXPECT_EQ(slurp(d + "/5.log").find("ropecheck gate: kernel"), std::string::npos) << "nothing ran";
 }
