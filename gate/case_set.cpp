@@ -426,6 +426,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
       en.check.clear();  // not judged
     }
   }
+  m["cases"] = json();  // read into entries: the document's largest part is not needed any more
   for (size_t k = 0; k < entries.size(); ++k) {
     Entry& en = entries[k];
     if (en.twin.empty() || en.check.empty()) continue;
@@ -440,7 +441,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
   // Outputs written for another export, by case id: looked for only when an output is missing.
   std::optional<std::map<std::string, std::vector<std::string>>> stale;
   size_t stale_named = 0;
-  std::vector<Kept> kept(entries.size());
+  std::map<size_t, Kept> kept;  // the property cases' (a few per dtype and layout)
   std::vector<Dtype> dtypes_seen;
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& en = entries[k];
