@@ -35,7 +35,8 @@ CLI::App* add(CLI::App& app) {
   cli::add_int_option<uint64_t>(g.exp, "--seed", g.seed, 0, UINT64_MAX, "seed of the generated cases");
   cli::add_int_option<uint64_t>(g.exp, "--random-cases", g.random_cases, 0, gate::kMaxExportRandomCases,
                                 "random cases added to the systematic ones");
-  g.chk = s->add_subcommand("check", "judge the outputs (.npy) an external program wrote: exit 0 pass, 1 fail, 2 error");
+  g.chk = s->add_subcommand("check", "judge the outputs (.npy) and declines an external program wrote: exit 0 pass, 1 fail, "
+                                     "2 error");
   g.chk->add_option("--dir", g.dir, "the exported directory, with the outputs written")->required();
   g.chk->add_option("--contract", g.contract, "judge under this contract instead of the manifest's");
   g.chk->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
@@ -69,9 +70,10 @@ int run() {
       opt.contract = contract.value_or(Contract{});
       opt.seed = g.seed;
       opt.random_cases = g.random_cases;
-      const size_t n = gate::export_case_set(g.dir, opt);
-      std::cout << "wrote " << n << " cases to " << g.dir << " (manifest.json, NNNN.in.npy); write NNNN.out.npy, then "
-                << "run: ropecheck cases check --dir " << g.dir << "\n";
+      const gate::ExportedSet set = gate::export_case_set(g.dir, opt);
+      std::cout << "wrote " << set.cases << " cases to " << g.dir << " (manifest.json, NNNN.in.npy; run id " << set.run_id
+                << "): for each case write its \"output\" (NNNN." << set.run_id << ".out.npy; in place when "
+                << "\"in_place\") or its \"declined\" marker, then run: ropecheck cases check --dir " << g.dir << "\n";
       return 0;
     }
     const gate::GateResult r = gate::check_case_set(g.dir, contract, tol);

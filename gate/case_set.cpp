@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -47,27 +49,109 @@ void check_array(const NpyArray& a, const RopeCase& c, const std::string& path) 
                                          fmt::join(a.shape, ", "), want[0], want[1], want[2]));
 }
 
-}  // namespace
+// Version 3: a run id, declines, in-place cases and the gate's property cases (docs/gate.md).
+constexpr int kManifestVersion = 3;
 
-size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
-  if (opt.random_cases > kMaxExportRandomCases)
-    throw std::runtime_error(fmt::format("--random-cases {} is more than the {} allowed", opt.random_cases,
-                                         kMaxExportRandomCases));
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
-  struct Item {
-    RopeCase c;
-    std::string check;
-  };
-  std::vector<Item> items;
+// A fresh run id from the OS's entropy source (not the seed: two exports with the same parameters are two runs,
+// and outputs of the first must not pass for the second's).
+std::string new_run_id() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  return fmt::format("{:016x}", v);
+}
+
+bool is_run_id(const std::string& s) {
+  return s.size() == 16 &&
+         std::all_of(s.begin(), s.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
+}
+
+std::string output_name(const std::string& id, const std::string& run) { return id + "." + run + ".out.npy"; }
+std::string declined_name(const std::string& id, const std::string& run) { return id + "." + run + ".declined"; }
+
+// What each row checks, in the gate's words (gate/gate.cpp names the same rows).
+std::string row_what(const std::string& name, const Contract& contract) {
+  if (name.rfind("matrix ", 0) == 0)
+    return "head/rotary dims 2..256 (partial rotary, vector tails), 1-3 heads, shuffled positions 0, 1, 2, 3, 7 .. "
+           "max, base/scale/inv_freq variants, in place and out of place";
+  if (name == "special values")
+    return "+-0, subnormals, huge, NaN, +-Inf in rotated and pass-through dims (docs/error-model.md rules)";
+  if (name == "property: position 0")
+    return contract.identity_bits ? "every position 0: the output is the input, bit for bit"
+                                  : "every position 0: the output has the input's values (+-0 alike; NaN beside a "
+                                    "non-finite partner)";
+  if (name == "property: layouts") return "interleaved(x) = P^-1 half-split(P x) within the sum of both bounds, per pair";
+  if (name == "property: relative")
+    return "<R(m)q, R(n)k> = <R(m+s)q, R(n+s)k> within the bound's propagation (exact angle model)";
+  if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
+  if (name == "coverage") return "the external program accepts at least one case";
+  return "cases";
+}
+
+struct ExportItem {
+  RopeCase c;
+  std::string check;
+  bool in_place = false;
+  size_t twin = SIZE_MAX;  // property: layouts: the index of the other layout's case
+};
+
+// The gate's rows, in the gate's order: the matrix (every case, in place or not as the gate calls it), special
+// values, the properties (position 0, layouts, relative) and random cases. Rows that need a process the
+// program's kernel runs in (sequence, repeat, large, fp environment) are the gate's alone.
+std::vector<ExportItem> export_items(const ExportOptions& opt) {
+  std::vector<ExportItem> items;
   for (Dtype d : opt.dtypes)
     for (Layout l : opt.layouts) {
-      const auto sys = systematic_cases(d, l, opt.max_position, opt.seed, nullptr);
-      for (size_t k = 0; k < sys.size(); k += 2)  // in place or not is the external program's business
-        items.push_back({sys[k], fmt::format("matrix {} {}", to_string(d), to_string(l))});
-      for (auto& c : special_value_cases(d, l, opt.seed, opt.max_position)) items.push_back({c, "special values"});
+      std::vector<bool> ip;
+      const auto sys = systematic_cases(d, l, opt.max_position, opt.seed, &ip);
+      for (size_t k = 0; k < sys.size(); ++k)
+        items.push_back({sys[k], fmt::format("matrix {} {}", to_string(d), to_string(l)), ip[k]});
     }
+  for (Dtype d : opt.dtypes)
+    for (Layout l : opt.layouts) {
+      const auto sv = special_value_cases(d, l, opt.seed, opt.max_position);
+      for (size_t k = 0; k < sv.size(); ++k) items.push_back({sv[k], "special values", k % 2 == 1});
+    }
+  // Position 0: the gate's cases (special values mixed in; the judge's identity clause rules every pair).
+  for (Dtype d : opt.dtypes)
+    for (Layout l : opt.layouts)
+      for (int ip = 0; ip < 2; ++ip) {
+        RopeCase c;
+        c.dtype = d;
+        c.layout = l;
+        c.head_dim = 64;
+        c.rotary_dim = 48;
+        c.n_heads = 2;
+        c.positions.assign(4, 0);
+        c.base = 500000;
+        const auto sv = special_value_cases(d, l, opt.seed + 1, opt.max_position);  // its value mix
+        c.input.assign(c.n_bytes(), 0);
+        for (size_t k = 0; k < c.n_elements(); ++k)
+          store_bits(d, c.input.data(), k, load_bits(d, sv[2].input.data(), k % sv[2].n_elements()));
+        items.push_back({c, "property: position 0", ip == 1});
+      }
+  // Layouts: for a dtype asked in both layouts, three interleaved cases of the systematic generator (another
+  // seed: full, partial and wide heads, positions 0..max, tables and scales) and their half-split twins.
+  const bool both_layouts = std::count(opt.layouts.begin(), opt.layouts.end(), Layout::interleaved) &&
+                            std::count(opt.layouts.begin(), opt.layouts.end(), Layout::half_split);
+  for (Dtype d : opt.dtypes) {
+    if (!both_layouts) break;
+    const auto sys = systematic_cases(d, Layout::interleaved, opt.max_position, opt.seed ^ 0x1a7005ull, nullptr);
+    for (const auto& [hd, rd] : {std::pair<uint32_t, uint32_t>{64, 64}, {20, 8}, {128, 64}}) {
+      const auto it = std::find_if(sys.begin(), sys.end(),
+                                   [&](const RopeCase& c) { return c.head_dim == hd && c.rotary_dim == rd; });
+      if (it == sys.end()) continue;
+      const size_t k = items.size();
+      items.push_back({*it, "property: layouts", false, k + 1});
+      items.push_back({half_split_twin(*it), "property: layouts", false, k});
+    }
+  }
+  // Relative position, under the exact angle model only (the gate skips it under fp32: its angles are not
+  // shift-invariant).
+  if (opt.angle_model == AngleModel::exact) {
+    std::mt19937_64 rng(opt.seed ^ 0x5eedf00dull);
+    for (Dtype d : opt.dtypes)
+      for (Layout l : opt.layouts) items.push_back({relative_case(d, l, opt.max_position, rng), "property: relative"});
+  }
   std::mt19937_64 rng(opt.seed ^ 0x77);
   for (size_t k = 0; k < opt.random_cases && !opt.dtypes.empty() && !opt.layouts.empty(); ++k) {
     RopeCase c;
@@ -86,20 +170,110 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
     for (size_t e = 0; e < c.n_elements(); ++e)
       store_f32(c.dtype, c.input.data(), e,
                 float(std::ldexp(std::uniform_real_distribution<double>(-2, 2)(rng), int(rng() % 9) - 4)));
-    items.push_back({c, "random"});
+    const bool in_place = rng() % 2 == 1;
+    items.push_back({c, "random", in_place});
   }
+  return items;
+}
+
+// The layouts property compares a case with its half-split twin: a pair in the manifest must be one.
+std::string twin_problem(const RopeCase& ci, const RopeCase& ch) {
+  const RopeCase want = half_split_twin(ci);
+  if (case_params_to_json(want) != case_params_to_json(ch))
+    return "the half-split case's parameters are not its twin's (the same case in the other layout)";
+  if (want.input != ch.input) return "the half-split input is not the interleaved input with its pairs moved";
+  return "";
+}
+
+// relative_violation reads tokens (4g, 4g+1) as q at m and k at n and (4g+2, 4g+3) as the same q and k at m+s
+// and n+s, of one head, and says nothing of any other shape: a case of the row must have this one.
+std::string relative_shape_problem(const RopeCase& c) {
+  if (c.n_heads != 1 || c.n_tokens() == 0 || c.n_tokens() % 4 != 0)
+    return "a relative-position case has 1 head and 4 tokens per (m, n, s)";
+  const size_t hb = c.head_dim * dtype_size(c.dtype);
+  for (size_t g = 0; g < c.n_tokens() / 4; ++g) {
+    const int64_t* p = c.positions.data() + 4 * g;
+    if (p[2] - p[0] != p[3] - p[1])
+      return fmt::format("tokens {}..{}: positions {}, {}, {}, {} are not m, n, m+s, n+s", 4 * g, 4 * g + 3, p[0], p[1],
+                         p[2], p[3]);
+    const unsigned char* x = c.input.data() + 4 * g * hb;
+    if (std::memcmp(x, x + 2 * hb, hb) != 0 || std::memcmp(x + hb, x + 3 * hb, hb) != 0)
+      return fmt::format("tokens {}..{}: the inputs are not q, k, q, k", 4 * g, 4 * g + 3);
+  }
+  return "";
+}
+
+// Files in dir that an external program wrote for another export: "ID.RUN.out.npy" or "ID.RUN.declined" with
+// another run id, or "ID.out.npy" / "ID.declined" (no run id: the version-2 protocol), by case id.
+std::map<std::string, std::vector<std::string>> other_exports_files(const std::string& dir, const std::string& run) {
+  std::map<std::string, std::vector<std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::string stem;
+    for (const char* suffix : {".out.npy", ".declined"})
+      if (name.size() > std::strlen(suffix) && name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+        stem = name.substr(0, name.size() - std::strlen(suffix));
+    if (stem.empty()) continue;
+    const size_t dot = stem.find('.');
+    const std::string id = stem.substr(0, dot), other = dot == std::string::npos ? "" : stem.substr(dot + 1);
+    if (other != run) found[id].push_back(name);
+  }
+  for (auto& [id, names] : found) std::sort(names.begin(), names.end());
+  return found;
+}
+
+// "a run id 0123..." of a stale file's name, or "no run id".
+std::string run_of(const std::string& name) {
+  const size_t a = name.find('.'), b = a == std::string::npos ? a : name.find('.', a + 1);
+  const std::string r = b == std::string::npos ? "" : name.substr(a + 1, b - a - 1);
+  return is_run_id(r) ? "run " + r : "no run id: the version-2 protocol";
+}
+
+}  // namespace
+
+ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
+  if (opt.random_cases > kMaxExportRandomCases)
+    throw std::runtime_error(fmt::format("--random-cases {} is more than the {} allowed", opt.random_cases,
+                                         kMaxExportRandomCases));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
+  const std::vector<ExportItem> items = export_items(opt);
+  ExportedSet out;
+  out.cases = items.size();
+  out.run_id = new_run_id();
   json m;
   m["format"] = "ropecheck-case-set";
-  m["version"] = 2;
+  m["version"] = kManifestVersion;
+  m["run_id"] = out.run_id;
+  {
+    json e;
+    json dts = json::array(), lts = json::array();
+    for (Dtype d : opt.dtypes) dts.push_back(std::string(to_string(d)));
+    for (Layout l : opt.layouts) lts.push_back(std::string(to_string(l)));
+    e["dtypes"] = dts;
+    e["layouts"] = lts;
+    e["max_position"] = opt.max_position;
+    e["angle_model"] = std::string(to_string(opt.angle_model));
+    e["contract"] = opt.contract.spec();
+    e["seed"] = opt.seed;
+    e["random_cases"] = opt.random_cases;
+    m["export"] = e;
+  }
   m["angle_model"] = std::string(to_string(opt.angle_model));
   m["contract"] = opt.contract.spec();
   if (!opt.tolerance.empty()) {
     json t = json::object();
     for (const auto& [d, v] : opt.tolerance) t[std::string(to_string(d))] = double_to_text(v);
     m["tolerance"] = t;
+    m["export"]["tolerance"] = t;
   }
-  m["note"] = "inputs NNNN.in.npy [n_tokens][n_heads][head_dim] ('<u2' = bf16 bit patterns); write NNNN.out.npy "
-              "of the same shape and type, then run `ropecheck cases check --dir DIR`";
+  m["note"] = "for each case read `input` ([n_tokens][n_heads][head_dim], C order; '<f4' f32, '<f2' f16, '<u2' bf16 "
+              "bit patterns) and write `output`, of the same shape and type, computed in place (into the input's "
+              "buffer) when `in_place` is true; or, to decline a case (as a kernel returns RC_UNSUPPORTED), write the "
+              "file `declined` (empty) instead: one of the two, never both. Both names hold `run_id`: outputs left by "
+              "an earlier export of the directory never count. Then run `ropecheck cases check --dir DIR`";
   json cases = json::array();
   for (size_t k = 0; k < items.size(); ++k) {
     const RopeCase& c = items[k].c;
@@ -112,8 +286,11 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
     json e;
     e["id"] = id;
     e["check"] = items[k].check;
+    e["in_place"] = items[k].in_place;
     e["input"] = id + ".in.npy";
-    e["output"] = id + ".out.npy";
+    e["output"] = output_name(id, out.run_id);
+    e["declined"] = declined_name(id, out.run_id);
+    if (items[k].twin != SIZE_MAX) e["twin"] = fmt::format("{:04}", items[k].twin);
     const double b = external_criteria(c, opt.angle_model, opt.contract, opt.tolerance).case_bound(c);
     e["bound"] = double_to_text(b);
     e["bound_decimal"] = b;
@@ -122,8 +299,27 @@ size_t export_case_set(const std::string& dir, const ExportOptions& opt) {
   }
   m["cases"] = cases;
   write_regular_file((fs::path(dir) / "manifest.json").string(), m.dump(1) + "\n");
-  return items.size();
+  return out;
 }
+
+namespace {
+
+// One manifest entry as read: the case's parameters (its input is read later, one case at a time).
+struct Entry {
+  std::string id, check, input, output, declined, twin;
+  bool in_place = false;
+  RopeCase c;
+  size_t twin_index = SIZE_MAX;
+};
+
+// What a property needs of a case after it was judged alone.
+struct Kept {
+  RopeCase c;  // with its input
+  bool read = false, accepted = false, pass = false;
+  Bytes out;
+};
+
+}  // namespace
 
 GateResult check_case_set(const std::string& dir, const std::optional<Contract>& contract_override,
                           const std::map<Dtype, double>& tolerance_override) {
@@ -134,7 +330,16 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
   auto fail = [&](const std::string& why) { throw std::runtime_error(mpath + ": " + why); };
   if (!m.is_object() || !m.contains("format") || m["format"] != "ropecheck-case-set")
     fail("not a ropecheck case-set manifest (format field)");
-  if (!m.contains("version") || (m["version"] != 1 && m["version"] != 2)) fail("unsupported version");
+  if (!m.contains("version") || !m["version"].is_number_integer() || m["version"] < 1 ||
+      m["version"] > kManifestVersion)
+    fail(fmt::format("unsupported version (1 to {})", kManifestVersion));
+  const int version = m["version"].get<int>();
+  std::string run;
+  if (version >= 3) {
+    if (!m.contains("run_id") || !m["run_id"].is_string() || !is_run_id(m["run_id"].get<std::string>()))
+      fail("field 'run_id' must be 16 hex digits (version 3: `cases export` stamps one)");
+    run = m["run_id"].get<std::string>();
+  }
   if (!m.contains("angle_model") || !m["angle_model"].is_string() ||
       !parse_angle_model(m["angle_model"].get<std::string>()))
     fail("field 'angle_model' must be exact or fp32");
@@ -166,7 +371,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     }
   }
   GateResult res;
-  res.kernel = "external outputs in " + dir;
+  res.kernel = "external outputs in " + dir + (run.empty() ? "" : " (export run " + run + ")");
   res.contract = contract.spec();
   if (!tolerance.empty()) res.contract += " (overridden by a flat --tolerance)";
   std::map<Dtype, BiasSums> bias;
@@ -175,53 +380,150 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
       if (r.name == name) return r;
     res.rows.push_back({});
     res.rows.back().name = name;
-    res.rows.back().what = name == "random" ? "random cases" : name == "special values" ? "special values"
-                                                                                       : "systematic matrix";
+    res.rows.back().what = row_what(name, contract);
     return res.rows.back();
   };
-  std::vector<Dtype> dtypes_seen;
   // Every missing or malformed entry, input or output, listed together (exit 2); once there is one, the
   // remaining cases' files are still checked but no longer judged.
   std::vector<std::string> problems;
+  // The entries first: the layouts pairs are checked against each other before any file is read.
+  std::vector<Entry> entries(m["cases"].size());
+  std::map<std::string, size_t> by_id;
   for (size_t k = 0; k < m["cases"].size(); ++k) {
     const json& e = m["cases"][k];
-    const std::string where = fmt::format("cases[{}]", k);
-    RopeCase c;
-    std::string in_name, out_name, check;
+    Entry& en = entries[k];
     try {
       if (!e.is_object()) throw std::runtime_error("not an object");
-      case_params_from_json(e.at("case"), c);
+      case_params_from_json(e.at("case"), en.c);
       if (!e.at("input").is_string() || !e.at("output").is_string()) throw std::runtime_error("input/output must be file names");
-      in_name = e["input"].get<std::string>();
-      out_name = e["output"].get<std::string>();
-      if (!safe_name(in_name) || !safe_name(out_name))
+      en.input = e["input"].get<std::string>();
+      en.output = e["output"].get<std::string>();
+      if (!safe_name(en.input) || !safe_name(en.output))
         throw std::runtime_error("input/output must be plain file names in the directory");
-      check = e.contains("check") && e["check"].is_string() ? e["check"].get<std::string>() : "cases";
+      en.check = e.contains("check") && e["check"].is_string() ? e["check"].get<std::string>() : "cases";
+      en.id = e.contains("id") && e["id"].is_string() ? e["id"].get<std::string>() : std::to_string(k);
+      if (version >= 3) {
+        if (!e.contains("id") || !e["id"].is_string() || !safe_name(en.id) || en.id.find('.') != std::string::npos)
+          throw std::runtime_error("'id' must be a plain name without dots");
+        if (!by_id.emplace(en.id, k).second) throw std::runtime_error("id " + en.id + " is used twice");
+        if (!e.contains("in_place") || !e["in_place"].is_boolean()) throw std::runtime_error("'in_place' must be true or false");
+        en.in_place = e["in_place"].get<bool>();
+        if (!e.contains("declined") || !e["declined"].is_string()) throw std::runtime_error("'declined' must be a file name");
+        en.declined = e["declined"].get<std::string>();
+        // The run id in both names is what keeps another export's outputs from being judged for this one.
+        if (en.output != output_name(en.id, run) || en.declined != declined_name(en.id, run))
+          throw std::runtime_error(fmt::format("output/declined must be {} and {} (the id and the run id)",
+                                               output_name(en.id, run), declined_name(en.id, run)));
+        if (e.contains("twin")) {
+          if (!e["twin"].is_string()) throw std::runtime_error("'twin' must be a case id");
+          en.twin = e["twin"].get<std::string>();
+        }
+        if ((en.check == "property: layouts") != !en.twin.empty())
+          throw std::runtime_error("a case of 'property: layouts' names its twin, no other case has one");
+      }
     } catch (const std::exception& ex) {
-      problems.push_back(mpath + ": " + where + ": " + ex.what());
-      continue;
+      problems.push_back(fmt::format("{}: cases[{}]: {}", mpath, k, ex.what()));
+      en.check.clear();  // not judged
     }
-    const std::string ip = (fs::path(dir) / in_name).string(), op = (fs::path(dir) / out_name).string();
+  }
+  m["cases"] = json();  // read into entries: the document's largest part is not needed any more
+  for (size_t k = 0; k < entries.size(); ++k) {
+    Entry& en = entries[k];
+    if (en.twin.empty() || en.check.empty()) continue;
+    const auto it = by_id.find(en.twin);
+    const Entry* t = it == by_id.end() ? nullptr : &entries[it->second];
+    if (!t || t->twin != en.id || t->check != en.check || t->c.layout == en.c.layout)
+      problems.push_back(fmt::format("{}: cases[{}]: twin {} is not a case of the other layout naming {} as its twin",
+                                     mpath, k, en.twin, en.id));
+    else
+      en.twin_index = it->second;
+  }
+  // Outputs written for another export, by case id: looked for only when an output is missing.
+  std::optional<std::map<std::string, std::vector<std::string>>> stale;
+  size_t stale_named = 0;
+  std::map<size_t, Kept> kept;  // the property cases' (a few per dtype and layout)
+  std::vector<Dtype> dtypes_seen;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Entry& en = entries[k];
+    if (en.check.empty()) continue;
+    RopeCase c = en.c;
+    const std::string where = fmt::format("cases[{}]", k);
+    const std::string ip = (fs::path(dir) / en.input).string(), op = (fs::path(dir) / en.output).string();
     // Each file: a regular file; its header checked against the case and its size against its header before
     // any data is read (a huge or sparse file costs nothing); at most kMaxCaseFileBytes of data.
-    auto read_checked = [&](const std::string& path, bool is_output) -> std::optional<NpyArray> {
+    auto read_checked = [&](const std::string& path) -> std::optional<NpyArray> {
       try {
         return npy_read(path, [&](const NpyArray& h) { check_array(h, c, path); }, kMaxCaseFileBytes);
       } catch (const std::exception& ex) {
-        std::string msg = ex.what();
-        if (is_output && msg == path + ": missing") msg += " (the external program writes one output per case)";
-        problems.push_back(msg);
+        problems.push_back(ex.what());
         return std::nullopt;
       }
     };
-    const std::optional<NpyArray> in = read_checked(ip, false);
+    const std::optional<NpyArray> in = read_checked(ip);
     if (in) {
       c.input = in->data;
       if (std::string why = c.validate_for_kernel(); !why.empty())
         problems.push_back(mpath + ": " + where + ": malformed case: " + why);
+      else if (en.check == "property: relative")
+        if (std::string why = relative_shape_problem(c); !why.empty())
+          problems.push_back(mpath + ": " + where + ": not a relative-position case: " + why);
     }
-    const std::optional<NpyArray> out_file = read_checked(op, true);
+    // An output, or (version 3) a decline marker instead: exactly one of them.
+    std::error_code ec;
+    const fs::file_status ost = fs::symlink_status(op, ec);
+    bool declined = false;
+    if (!en.declined.empty()) {
+      const std::string dp = (fs::path(dir) / en.declined).string();
+      const fs::file_status dst = fs::symlink_status(dp, ec);
+      if (fs::exists(dst) && fs::exists(ost)) {
+        problems.push_back(fmt::format("{}: both {} and {}: a case has an output or a decline marker, never both (a "
+                                       "program run again over the directory removes the one it does not write)",
+                                       (fs::path(dir) / en.id).string(), en.output, en.declined));
+        continue;
+      }
+      if (fs::exists(dst)) {
+        if (!fs::is_regular_file(dst)) {
+          problems.push_back(dp + ": " + (fs::is_symlink(dst) ? "a symbolic link" : fs::is_fifo(dst) ? "a FIFO"
+                                                                  : fs::is_directory(dst) ? "a directory"
+                                                                                          : "not a regular file") +
+                             ", not a regular file (refused)");
+          continue;
+        }
+        declined = true;
+      }
+    }
+    if (!declined && !fs::exists(ost)) {
+      std::string msg = op + ": missing (the external program writes one output per case";
+      msg += en.declined.empty() ? ")" : ", or " + en.declined + " to decline it)";
+      if (!stale) stale = other_exports_files(dir, run);
+      if (auto it = stale->find(en.id); it != stale->end()) {
+        msg += "; another export's, not judged:";
+        for (const std::string& s : it->second) msg += " " + s + " (" + run_of(s) + ")";
+        stale_named += it->second.size();
+      }
+      problems.push_back(msg);
+      continue;
+    }
+    std::optional<NpyArray> out_file;
+    if (!declined) out_file = read_checked(op);
+    // A layouts pair is checked once both inputs are read: the half-split case must be the interleaved one's twin.
+    if (en.twin_index != SIZE_MAX && in) {
+      kept[k].c = c;
+      kept[k].read = true;
+      const Kept& other = kept[en.twin_index];
+      if (other.read) {
+        const bool il = c.layout == Layout::interleaved;
+        if (std::string why = twin_problem(il ? c : other.c, il ? other.c : c); !why.empty())
+          problems.push_back(fmt::format("{}: cases {} and {}: not a layouts pair: {}", mpath, en.id, en.twin, why));
+      }
+    }
     if (!problems.empty()) continue;
+    CheckRow& r = row(en.check);
+    ++res.calls;
+    if (declined) {
+      ++r.declined;
+      continue;
+    }
     const NpyArray& out = *out_file;
     const Criteria cr = external_criteria(c, model, contract, tolerance);
     ReferenceOptions ro;
@@ -232,37 +534,108 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     jo.keep_values = false;
     const Judgement j = judge_output(c, ref, out.data.data(), cr, jo);
     if (std::find(dtypes_seen.begin(), dtypes_seen.end(), c.dtype) == dtypes_seen.end()) dtypes_seen.push_back(c.dtype);
-    CheckRow& r = row(check);
     ++r.cases;
     r.ran = true;
-    ++res.calls;
     ++res.accepted;
     res.add(r, c.dtype, j, bias);
+    if (en.twin_index != SIZE_MAX || en.check == "property: relative") {
+      kept[k].c = c;
+      kept[k].read = kept[k].accepted = true;
+      kept[k].pass = j.ok();
+      kept[k].out = out.data;
+    }
     if (!j.ok()) {
+      CaseRecord rec;
+      rec.c = c;
+      rec.in_place = en.in_place;
+      rec.angle_model = model;
+      rec.bound = cr.case_bound(c);
+      rec.check = en.check;
+      rec.failure = "case " + en.id + " (" + en.output + "):\n" + j.report(2);
+      rec.contract = contract;
+      rec.tolerance = cr.flat;
       ++r.failed;
       ++r.faults["accuracy"];
       r.failed_check = true;
-      const std::string msg = "case " + (e.contains("id") ? e["id"].dump() : std::to_string(k)) + " (" + out_name + "):\n" + j.report(2);
       if (!r.smallest || c.n_elements() < r.smallest->c.n_elements()) {
-        CaseRecord rec;
-        rec.c = c;
-        rec.angle_model = model;
-        rec.bound = cr.case_bound(c);
-        rec.check = check;
-        rec.failure = msg;
-        rec.contract = contract;
-        rec.tolerance = cr.flat;
         rec.diagnosis = diagnose(c, out.data.data(), ref, cr, model).text();
         r.diagnosis = rec.diagnosis;
-        r.smallest = rec;
-        r.smallest_message = msg;
+        r.smallest_message = rec.failure;
+        r.smallest = std::move(rec);
       }
     }
   }
   if (!problems.empty()) {
     std::string msg = fmt::format("{} problem(s) with the case set in {} (nothing judged):", problems.size(), dir);
+    if (stale_named)
+      msg += fmt::format("\n  {} file(s) named below were written for another export of {}, not for this manifest's "
+                         "(run {}, exported with {}): an earlier export's outputs are never judged; run the external "
+                         "program on this export",
+                         stale_named, dir, run.empty() ? "-" : run, m.contains("export") ? m["export"].dump() : "-");
     for (const auto& s : problems) msg += "\n  " + s;
     throw std::runtime_error(msg);
+  }
+  // The properties, on outputs each within its allowance (the gate's rule: a call that failed alone has failed
+  // its row already). A property failure is the pair's, recorded on its first case as the gate does.
+  auto property_failure = [&](CheckRow& r, const RopeCase& c, const std::string& property, const std::string& why) {
+    CaseRecord rec;
+    rec.c = c;
+    rec.angle_model = model;
+    rec.bound = external_criteria(c, model, contract, tolerance).case_bound(c);
+    rec.check = r.name;
+    rec.failure = why;
+    rec.contract = contract;
+    rec.tolerance = external_criteria(c, model, contract, tolerance).flat;
+    rec.property = property;
+    rec.diagnosis = "property " + property + " violated (each call alone is within its allowance)";
+    ++r.failed;
+    ++r.faults["accuracy"];
+    r.failed_check = true;
+    if (!r.smallest || c.n_elements() < r.smallest->c.n_elements()) {
+      r.diagnosis = rec.diagnosis;
+      r.smallest_message = rec.failure;
+      r.smallest = std::move(rec);
+    }
+  };
+  size_t pairs_unjudged = 0;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Entry& en = entries[k];
+    if (en.twin_index == SIZE_MAX || en.c.layout != Layout::interleaved) continue;
+    const Kept &ki = kept[k], &kh = kept[en.twin_index];
+    if (!(ki.accepted && kh.accepted)) {
+      ++pairs_unjudged;
+      continue;
+    }
+    if (!(ki.pass && kh.pass)) continue;
+    const std::string why = layouts_violation(ki.c, ki.out, external_criteria(ki.c, model, contract, tolerance), kh.c,
+                                              kh.out, external_criteria(kh.c, model, contract, tolerance));
+    if (!why.empty()) property_failure(row(en.check), ki.c, "layouts", "cases " + en.id + " and " + en.twin + ": " + why);
+  }
+  if (pairs_unjudged)
+    row("property: layouts").note = fmt::format("{} pair(s) not judged as a pair: one case of each declined",
+                                                pairs_unjudged);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].check != "property: relative") continue;
+    if (model != AngleModel::exact) break;  // noted below
+    const Kept& kr = kept[k];
+    if (!(kr.accepted && kr.pass)) continue;
+    const std::string why = relative_violation(kr.c, kr.out, external_criteria(kr.c, model, contract, tolerance));
+    if (!why.empty()) property_failure(row(entries[k].check), kr.c, "relative", "case " + entries[k].id + ": " + why);
+  }
+  if (model != AngleModel::exact && version >= 3)
+    row("property: relative").note = "skipped: the fp32 angle model's angles are not shift-invariant";
+  for (auto& r : res.rows)
+    if (!r.ran && r.declined && r.note.empty()) r.note = "every case declined (decline markers)";
+  // Coverage, as the gate's: a check that judged nothing is not a pass; a row all declined is not a failure as
+  // long as something was accepted.
+  if (res.accepted == 0) {
+    CheckRow& r = row("coverage");
+    r.failed_check = true;
+    r.failed = 1;
+    r.diagnosis = "coverage: every case declined";
+    r.smallest_message = fmt::format("the external program declined every case ({} decline markers): a check that "
+                                     "judged nothing is not a pass",
+                                     res.calls);
   }
   for (const auto& [d, b] : bias) {
     RopeCase probe;

@@ -1,14 +1,26 @@
 // Case sets for kernels that cannot be loaded (GPU, Python): export the gate's
 // cases as NumPy inputs plus a JSON manifest; an external program writes the
-// outputs as .npy; check them with the same verdict and exit codes.
+// outputs as .npy (or declines a case); check them with the same rows, verdict
+// and exit codes as the gate. docs/gate.md, "Kernels that cannot be loaded".
 //
-//   D/manifest.json   {"format": "ropecheck-case-set", "version": 2, "angle_model": ..., "contract": SPEC,
-//                      ["tolerance": {"f32": U, ...}], "cases": [
-//                        {"id", "check", "input": "NNNN.in.npy", "output": "NNNN.out.npy", "bound", "case": {...}}]}
+//   D/manifest.json   {"format": "ropecheck-case-set", "version": 3, "run_id": R (16 hex digits, random per export),
+//                      "export": {the export's parameters}, "angle_model": ..., "contract": SPEC,
+//                      ["tolerance": {"f32": U, ...}], "note": the protocol in one paragraph, "cases": [
+//                        {"id": "NNNN", "check": ROW, "in_place": bool, "input": "NNNN.in.npy",
+//                         "output": "NNNN.R.out.npy", "declined": "NNNN.R.declined", ["twin": "MMMM"],
+//                         "bound", "case": {...}}]}
 //   Each case's "bound" is informational: `check` derives every allowance from the case's parameters and
 //   the contract (or a --tolerance given to check itself), never from a number in the manifest.
-//   D/NNNN.in.npy     [n_tokens, n_heads, head_dim], '<f4' (f32), '<f2' (f16) or '<u2' (bf16 bit patterns)
-//   D/NNNN.out.npy    written by the external program: the same shape and element type
+//   "check" names the verdict row the case belongs to ("matrix f32 interleaved", "property: layouts", ...);
+//   "twin" pairs an interleaved case of "property: layouts" with its half-split twin (both ways).
+//   D/NNNN.in.npy       [n_tokens, n_heads, head_dim], '<f4' (f32), '<f2' (f16) or '<u2' (bf16 bit patterns)
+//   D/NNNN.R.out.npy    written by the external program: the same shape and element type; "in_place": true
+//                       asks it to compute the case in place (the result written over the input's buffer)
+//   D/NNNN.R.declined   written instead (a regular file, its content ignored) when the program declines the
+//                       case, as a loaded kernel returns RC_UNSUPPORTED
+//   The run id in the names the program writes ties every output to one export: outputs left by an earlier
+//   export of the same directory never match, and `check` names them. Versions 1 and 2 (no run id, no
+//   declines, no property cases, outputs "NNNN.out.npy") are still checked.
 #pragma once
 
 #include <map>
@@ -19,10 +31,10 @@
 namespace ropecheck::gate {
 
 // `cases check` refuses, before reading them, a manifest larger than this and any input or output file
-// whose data is larger than this (the export writes small cases: a manifest of ~600 bytes per case).
+// whose data is larger than this (the export writes small cases: a manifest of ~650 bytes per case).
 inline constexpr uint64_t kMaxManifestBytes = uint64_t(128) << 20;
 inline constexpr uint64_t kMaxCaseFileBytes = uint64_t(64) << 20;
-inline constexpr uint64_t kMaxManifestValues = uint64_t(6) << 20;  // JSON values (~25 per exported case)
+inline constexpr uint64_t kMaxManifestValues = uint64_t(6) << 20;  // JSON values (~26 per exported case)
 
 struct ExportOptions {
   std::vector<Dtype> dtypes{std::begin(kAllDtypes), std::end(kAllDtypes)};
@@ -35,11 +47,18 @@ struct ExportOptions {
   size_t random_cases = 32;
 };
 
-// Writes the manifest and the inputs; returns the number of cases. Throws std::runtime_error.
-size_t export_case_set(const std::string& dir, const ExportOptions& opt);
+struct ExportedSet {
+  size_t cases = 0;
+  std::string run_id;  // stamped into the manifest and the names of the outputs the program writes
+};
 
-// Judges the outputs. Throws std::runtime_error (exit 2) on malformed or
-// mismatched files; failures of the kernel are in the result (exit 1).
+// Writes the manifest and the inputs under a fresh run id. Throws std::runtime_error.
+ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt);
+
+// Judges the outputs (declined cases counted per row, as the gate counts RC_UNSUPPORTED). Throws
+// std::runtime_error (exit 2) listing every malformed manifest entry and every missing, refused, malformed or
+// ambiguous (output and decline marker both) input or output, naming any file written for another export of
+// the directory; failures of the kernel are in the result (exit 1).
 // contract / tolerance: overrides given to `check` (nullopt / empty: the manifest's).
 GateResult check_case_set(const std::string& dir, const std::optional<Contract>& contract,
                           const std::map<Dtype, double>& tolerance);

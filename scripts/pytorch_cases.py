@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Run a faithful PyTorch RoPE pipeline over a `ropecheck cases export` directory.
 
-Reads DIR/manifest.json and every case's NNNN.in.npy ([n_tokens][n_heads][head_dim]; '<f4' f32,
-'<f2' f16, '<u2' bf16 bit patterns), runs the named pipeline on it with the case's parameters and
-writes NNNN.out.npy of the same shape and element type. Then `ropecheck cases check --dir DIR
---contract SPEC` judges the outputs (docs/real-kernels.md, "PyTorch pipelines").
+Reads DIR/manifest.json and every case's input ([n_tokens][n_heads][head_dim]; '<f4' f32, '<f2' f16,
+'<u2' bf16 bit patterns), runs the named pipeline on it with the case's parameters and writes the
+case's "output" (NNNN.RUN.out.npy: the manifest's run id in the name ties it to this export) of the
+same shape and element type. Then `ropecheck cases check --dir DIR --contract SPEC` judges the
+outputs (docs/real-kernels.md, "PyTorch pipelines"; the protocol: docs/gate.md, "Kernels that cannot
+be loaded").
 
 Pipelines (each written the way its source model code computes, step by step, in the same dtypes):
 
@@ -25,9 +27,13 @@ Pipelines (each written the way its source model code computes, step by step, in
                 with position_scale != 1 divides the f32 positions by 1/position_scale as the HF
                 code does. Needs: angles=f32.
 
-A case whose layout the pipeline does not implement is an error: export only the layout it has
-(`ropecheck cases export --layout half-split` for hf-eager*, `--layout interleaved` for
-meta-complex).
+A pipeline implements one layout: it declines every case of the other (writes the case's
+"declined" marker, an empty file, instead of an output), as a kernel returns RC_UNSUPPORTED, and
+`check` counts those cases as declined. The pipelines are functional (no in-place form): a case
+marked "in_place" gets its result written into the input tensor (x.copy_(y)), as a caller of an
+in-place wrapper would see it. Version 1 and 2 manifests (no declines) must hold only the
+pipeline's layout (`ropecheck cases export --layout half-split` for hf-eager*, `--layout
+interleaved` for meta-complex).
 """
 import argparse
 import json
@@ -147,6 +153,16 @@ def run_meta(x, c):
     return out[0]
 
 
+def remove_stale(dir_, name):
+    """A case gets an output or a decline marker: the other, left by an earlier run over this export (another
+    pipeline), goes (`check` refuses a case that has both)."""
+    if name is not None:
+        try:
+            os.remove(os.path.join(dir_, name))
+        except FileNotFoundError:
+            pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pipeline", required=True, choices=sorted(PIPELINES))
@@ -155,18 +171,24 @@ def main():
     torch.set_num_threads(1)
     with open(os.path.join(args.dir, "manifest.json")) as f:
         m = json.load(f)
-    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2):
-        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 or 2)")
+    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2, 3):
+        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 to 3)")
     layout = PIPELINES[args.pipeline]
-    n = 0
+    n = declined = 0
     for e in m["cases"]:
         c = e["case"]
-        if c["layout"] != layout:
-            raise SystemExit(f"case {e['id']}: layout {c['layout']}; pipeline {args.pipeline} implements only "
-                             f"{layout} (export with --layout {layout})")
-        for name in (e["input"], e["output"]):
+        names = [e["input"], e["output"]] + ([e["declined"]] if "declined" in e else [])
+        for name in names:
             if os.path.basename(name) != name:
                 raise SystemExit(f"case {e['id']}: file names must be plain names in the directory")
+        if c["layout"] != layout:
+            if "declined" not in e:
+                raise SystemExit(f"case {e['id']}: layout {c['layout']}; pipeline {args.pipeline} implements only "
+                                 f"{layout} (export with --layout {layout})")
+            open(os.path.join(args.dir, e["declined"]), "wb").close()
+            remove_stale(args.dir, e["output"])
+            declined += 1
+            continue
         dtype = c["dtype"]
         x = load_input(os.path.join(args.dir, e["input"]), dtype)
         want = (c["n_tokens"], c["n_heads"], c["head_dim"])
@@ -177,9 +199,14 @@ def main():
         else:
             y = run_hf(x, c, upcast=args.pipeline == "hf-eager-f32")
         assert tuple(y.shape) == want and y.dtype == TORCH_DTYPE[dtype], (y.shape, y.dtype)
+        if e.get("in_place"):
+            x.copy_(y)
+            y = x
         np.save(os.path.join(args.dir, e["output"]), to_numpy(y, dtype), allow_pickle=False)
+        remove_stale(args.dir, e.get("declined"))
         n += 1
-    print(f"pytorch_cases: {args.pipeline} wrote {n} outputs to {args.dir} (torch {torch.__version__})")
+    print(f"pytorch_cases: {args.pipeline} wrote {n} outputs and declined {declined} cases (not {layout}) in "
+          f"{args.dir} (run {m.get('run_id', '-')}, torch {torch.__version__})")
 
 
 if __name__ == "__main__":

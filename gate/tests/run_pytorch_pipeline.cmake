@@ -1,6 +1,7 @@
 # Export a case set, run a PyTorch pipeline over it (scripts/pytorch_cases.py with Debian's
 # /usr/bin/python3 and python3-torch), then check the outputs: they must pass under CONTRACT and,
-# when DEFAULT_MUST_FAIL is set, fail under the default contract (the clauses are needed).
+# when DEFAULT_MUST_FAIL is set, fail under the default contract (the clauses are needed); when EXPECT is set,
+# the passing verdict must match that regular expression.
 file(REMOVE_RECURSE ${DIR})
 execute_process(COMMAND ${ROPECHECK_EXE} cases export --dir ${DIR} --layout ${LAYOUT} --dtype ${DTYPE}
                 RESULT_VARIABLE rc)
@@ -12,9 +13,14 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${PYTHON} ${SCRIPT} --pipeline ${PIPELINE} failed (${rc}); it needs Debian's python3-torch "
                       "and python3-numpy (scripts/install-deps.sh --pytorch)")
 endif()
-execute_process(COMMAND ${ROPECHECK_EXE} cases check --dir ${DIR} --contract ${CONTRACT} RESULT_VARIABLE rc)
+execute_process(COMMAND ${ROPECHECK_EXE} cases check --dir ${DIR} --contract ${CONTRACT} RESULT_VARIABLE rc
+                OUTPUT_VARIABLE verdict ERROR_VARIABLE verdict)
+message("${verdict}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cases check --contract ${CONTRACT} of the ${PIPELINE} outputs exited ${rc}, expected 0")
+endif()
+if(EXPECT AND NOT verdict MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the verdict of cases check --contract ${CONTRACT} does not match '${EXPECT}'")
 endif()
 if(DEFAULT_MUST_FAIL)
   execute_process(COMMAND ${ROPECHECK_EXE} cases check --dir ${DIR} OUTPUT_QUIET RESULT_VARIABLE rc)

@@ -44,20 +44,45 @@ inline std::string slurp(const std::string& p) {
   return s.str();
 }
 
-// Every case's output of an exported case set written by a kernel, as an external program would.
-inline void write_outputs(const std::string& dir, const Implementation& k) {
+inline nlohmann::json read_manifest(const std::string& dir) {
   std::ifstream f(dir + "/manifest.json");
-  const auto m = nlohmann::json::parse(f);
+  return nlohmann::json::parse(f);
+}
+
+// The path of a case's file named in the manifest ("output", "declined", "input"): version 3 names carry the
+// export's run id.
+inline std::string case_file(const std::string& dir, const std::string& id, const std::string& field = "output") {
+  const auto m = read_manifest(dir);
+  for (const auto& e : m["cases"])
+    if (e["id"] == id) return dir + "/" + e[field].get<std::string>();
+  ADD_FAILURE() << "no case " << id << " in " << dir;
+  return dir + "/none";
+}
+
+// Every case of an exported case set run by a kernel, as an external program would: in place when the
+// manifest says so; a case the kernel declines (RC_UNSUPPORTED) gets its decline marker instead of an output
+// (version 3), and of the two files only the one written stays.
+inline void write_outputs(const std::string& dir, const Implementation& k) {
+  const auto m = read_manifest(dir);
   for (const auto& e : m["cases"]) {
     RopeCase c;
     gate::case_params_from_json(e["case"], c);
     const gate::NpyArray in = gate::npy_read(dir + "/" + e["input"].get<std::string>());
     c.input = in.data;
     Bytes out;
-    ASSERT_EQ(run_kernel(k, c, out), RC_OK);
+    const bool in_place = e.contains("in_place") && e["in_place"].get<bool>();
+    const int rc = in_place ? run_kernel_in_place(k, c, out) : run_kernel(k, c, out);
+    const std::string out_path = dir + "/" + e["output"].get<std::string>();
+    if (rc == RC_UNSUPPORTED && e.contains("declined")) {
+      std::filesystem::remove(out_path);
+      std::ofstream(dir + "/" + e["declined"].get<std::string>());
+      continue;
+    }
+    ASSERT_EQ(rc, RC_OK) << e["id"];
+    if (e.contains("declined")) std::filesystem::remove(dir + "/" + e["declined"].get<std::string>());
     gate::NpyArray o = in;
     o.data = out;
-    gate::npy_write(dir + "/" + e["output"].get<std::string>(), o);
+    gate::npy_write(out_path, o);
   }
 }
 

@@ -568,18 +568,18 @@ TEST(CaseSet, ExportWriteCheckAndCorrupt) {
   write_outputs(d, *find_implementation("scalar"));
   // A truncated output: exit 2.
   {
-    const std::string p = d + "/0000.out.npy";
+    const std::string p = test::case_file(d, "0000");
     std::string b = slurp(p);
     std::ofstream(p, std::ios::binary) << b.substr(0, b.size() - 3);
     EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c3.log"), 2);
-    EXPECT_NE(slurp(d + "/../c3.log").find("0000.out.npy"), std::string::npos) << slurp(d + "/../c3.log");
+    EXPECT_NE(slurp(d + "/../c3.log").find(test::case_file(d, "0000")), std::string::npos) << slurp(d + "/../c3.log");
   }
   write_outputs(d, *find_implementation("scalar"));
   // A wrong shape: exit 2.
   {
-    gate::NpyArray a = gate::npy_read(d + "/0001.out.npy");
+    gate::NpyArray a = gate::npy_read(test::case_file(d, "0001"));
     a.shape = {a.shape[0] * a.shape[1] * a.shape[2]};
-    gate::npy_write(d + "/0001.out.npy", a);
+    gate::npy_write(test::case_file(d, "0001"), a);
     EXPECT_EQ(run_cli("cases check --dir " + d, d + "/../c4.log"), 2);
     EXPECT_NE(slurp(d + "/../c4.log").find("shape"), std::string::npos);
   }

@@ -32,6 +32,9 @@ using test::mutant;
 using test::run_cli;
 using test::slurp;
 
+// A case's output file as the manifest names it (NNNN.RUN.out.npy).
+std::string out(const std::string& set, const std::string& id) { return test::case_file(set, id); }
+
 std::string tmpdir(const std::string& name) { return test::tmpdir("inputs-" + name); }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -195,26 +198,26 @@ TEST(GateBudget, BudgetReachedInTheSystematicPartIsNotAPass) {
 TEST(CaseSetInputs, FifoOutputIsRefusedWithoutHanging) {
   const std::string d = small_case_set("fifo");
   const std::string set = d + "/set";
-  fs::remove(set + "/0000.out.npy");
-  ASSERT_EQ(mkfifo((set + "/0000.out.npy").c_str(), 0644), 0);
+  fs::remove(out(set, "0000"));
+  ASSERT_EQ(mkfifo(out(set, "0000").c_str(), 0644), 0);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2) << slurp(d + "/c.log");  // 124: timed out
   EXPECT_LT(seconds_since(t0), 60);
-  EXPECT_NE(slurp(d + "/c.log").find("0000.out.npy: a FIFO"), std::string::npos) << slurp(d + "/c.log");
+  EXPECT_NE(slurp(d + "/c.log").find(out(set, "0000") + ": a FIFO"), std::string::npos) << slurp(d + "/c.log");
 }
 
 TEST(CaseSetInputs, SymlinkOutputOrInputIsRefused) {
   const std::string d = small_case_set("symlink");
   const std::string set = d + "/set";
   // A valid .npy outside the directory, reached through a symlink: refused all the same.
-  fs::copy_file(set + "/0001.out.npy", d + "/outside.npy");
-  fs::remove(set + "/0001.out.npy");
-  fs::create_symlink(d + "/outside.npy", set + "/0001.out.npy");
+  fs::copy_file(out(set, "0001"), d + "/outside.npy");
+  fs::remove(out(set, "0001"));
+  fs::create_symlink(d + "/outside.npy", out(set, "0001"));
   fs::remove(set + "/0002.in.npy");
   fs::create_symlink("/etc/passwd", set + "/0002.in.npy");
   EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2);
   const std::string log = slurp(d + "/c.log");
-  EXPECT_NE(log.find("0001.out.npy: a symbolic link"), std::string::npos) << log;
+  EXPECT_NE(log.find(out(set, "0001") + ": a symbolic link"), std::string::npos) << log;
   EXPECT_NE(log.find("0002.in.npy: a symbolic link"), std::string::npos) << log;
   EXPECT_NE(log.find("2 problem(s)"), std::string::npos) << log;
 }
@@ -223,7 +226,7 @@ TEST(CaseSetInputs, SymlinkOutputOrInputIsRefused) {
 TEST(CaseSetInputs, SparseHugeNpyFailsFastInSmallMemory) {
   const std::string d = small_case_set("sparse");
   const std::string set = d + "/set";
-  const std::string p = set + "/0000.out.npy";
+  const std::string p = out(set, "0000");
   // A valid header for the case's shape, then a hole up to 1 GiB.
   gate::NpyArray a = gate::npy_read(p);
   a.data.clear();
@@ -234,34 +237,98 @@ TEST(CaseSetInputs, SparseHugeNpyFailsFastInSmallMemory) {
   }
   ASSERT_EQ(truncate(p.c_str(), off_t(1) << 30), 0);
   // And one that is all hole (no header at all).
-  ASSERT_EQ(truncate((set + "/0001.out.npy").c_str(), 0), 0);
-  ASSERT_EQ(truncate((set + "/0001.out.npy").c_str(), off_t(1) << 30), 0);
+  ASSERT_EQ(truncate(out(set, "0001").c_str(), 0), 0);
+  ASSERT_EQ(truncate(out(set, "0001").c_str(), off_t(1) << 30), 0);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log", "ulimit -v 524288;"), 2) << slurp(d + "/c.log");
   EXPECT_LT(seconds_since(t0), 30);
   const std::string log = slurp(d + "/c.log");
-  EXPECT_NE(log.find("0000.out.npy: not a valid .npy file for ropecheck: data holds 1073741"), std::string::npos)
+  EXPECT_NE(log.find(out(set, "0000") + ": not a valid .npy file for ropecheck: data holds 1073741"), std::string::npos)
       << log;
-  EXPECT_NE(log.find("0001.out.npy: not a valid .npy file for ropecheck: missing the"), std::string::npos) << log;
+  EXPECT_NE(log.find(out(set, "0001") + ": not a valid .npy file for ropecheck: missing the"), std::string::npos) << log;
 }
 
 TEST(CaseSetInputs, EveryMissingOrMalformedOutputIsListed) {
   const std::string d = small_case_set("missing");
   const std::string set = d + "/set";
-  for (const char* id : {"0000", "0003", "0005"}) fs::remove(set + "/" + std::string(id) + ".out.npy");
-  std::ofstream(set + "/0004.out.npy") << "not an npy";
+  for (const char* id : {"0000", "0003", "0005"}) fs::remove(out(set, id));
+  std::ofstream(out(set, "0004")) << "not an npy";
   {  // wrong shape
-    gate::NpyArray a = gate::npy_read(set + "/0006.out.npy");
+    gate::NpyArray a = gate::npy_read(out(set, "0006"));
     a.shape = {a.shape[0] * a.shape[1] * a.shape[2]};
-    gate::npy_write(set + "/0006.out.npy", a);
+    gate::npy_write(out(set, "0006"), a);
   }
+  // An output and a decline marker for one case: which one counts is not for check to guess.
+  std::ofstream(test::case_file(set, "0007", "declined"));
+  // A decline marker that is a symbolic link is refused like any file that is not a regular one.
+  fs::remove(out(set, "0008"));
+  fs::create_symlink("/etc/passwd", test::case_file(set, "0008", "declined"));
+  // A declined case (its output removed) is not a problem.
+  fs::remove(out(set, "0009"));
+  std::ofstream(test::case_file(set, "0009", "declined"));
   EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2);
   const std::string log = slurp(d + "/c.log");
-  EXPECT_NE(log.find("5 problem(s)"), std::string::npos) << log;
+  EXPECT_NE(log.find("7 problem(s)"), std::string::npos) << log;
   for (const char* id : {"0000", "0003", "0005"})
-    EXPECT_NE(log.find(std::string(id) + ".out.npy: missing"), std::string::npos) << id << "\n" << log;
-  EXPECT_NE(log.find("0004.out.npy: not a valid .npy"), std::string::npos) << log;
-  EXPECT_NE(log.find("0006.out.npy: shape"), std::string::npos) << log;
+    EXPECT_NE(log.find(out(set, id) + ": missing"), std::string::npos) << id << "\n" << log;
+  EXPECT_NE(log.find(out(set, "0004") + ": not a valid .npy"), std::string::npos) << log;
+  EXPECT_NE(log.find(out(set, "0006") + ": shape"), std::string::npos) << log;
+  EXPECT_NE(log.find(set + "/0007: both"), std::string::npos) << log;
+  EXPECT_NE(log.find(test::case_file(set, "0008", "declined") + ": a symbolic link"), std::string::npos) << log;
+  EXPECT_EQ(log.find("/0009."), std::string::npos) << log;
+}
+
+// Outputs left in the directory by an earlier export (other parameters) are never judged for a new one: every
+// case of the new export without its own output is listed with the other export's files beside it, by name.
+TEST(CaseSetInputs, OutputsOfAnEarlierExportAreRejectedByName) {
+  const std::string d = small_case_set("stale");
+  const std::string set = d + "/set";
+  const std::string old_run = test::read_manifest(set)["run_id"];
+  const std::string old_output = fs::path(out(set, "0000")).filename().string();
+  ASSERT_NE(old_output.find(old_run), std::string::npos) << old_output;
+  // The version-2 name, as a program that ignores the manifest's names writes it.
+  fs::copy_file(out(set, "0001"), set + "/0001.out.npy");
+  ASSERT_EQ(run_cli("cases export --dir " + set + " --dtype f32 --layout half-split --seed 9 --random-cases 1",
+                    d + "/export2.log"),
+            0)
+      << slurp(d + "/export2.log");
+  const auto m = test::read_manifest(set);
+  const std::string run = m["run_id"];
+  EXPECT_NE(run, old_run);
+  EXPECT_EQ(m["export"]["seed"], 9);
+  EXPECT_EQ(m["export"]["layouts"], nlohmann::json::array({"half-split"}));
+  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2);
+  const std::string log = slurp(d + "/c.log");
+  EXPECT_NE(log.find("nothing judged"), std::string::npos) << log;
+  EXPECT_NE(log.find("written for another export of " + set + ", not for this manifest's (run " + run),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("\"seed\":9"), std::string::npos) << log;  // the export's parameters
+  EXPECT_NE(log.find(out(set, "0000") + ": missing"), std::string::npos) << log;
+  EXPECT_NE(log.find(old_output + " (run " + old_run + ")"), std::string::npos) << log;
+  EXPECT_NE(log.find("0001.out.npy (no run id"), std::string::npos) << log;
+  EXPECT_EQ(log.find("verdict"), std::string::npos) << log;
+  // Once the program has run on this export, the earlier export's files are ignored.
+  write_outputs(set);
+  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/ok2.log"), 0) << slurp(d + "/ok2.log");
+}
+
+// A version-3 manifest's output and decline names carry its run id: an entry naming another file is malformed,
+// so an output of another export cannot be judged through an edited manifest.
+TEST(CaseSetInputs, OutputNamesWithoutTheRunIdAreMalformed) {
+  const std::string d = small_case_set("names");
+  const std::string set = d + "/set";
+  auto m = test::read_manifest(set);
+  m["cases"][2]["output"] = "0002.out.npy";
+  m["cases"][3]["in_place"] = "yes";
+  std::ofstream(set + "/manifest.json") << m.dump(1);
+  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2);
+  const std::string log = slurp(d + "/c.log");
+  EXPECT_NE(log.find("2 problem(s)"), std::string::npos) << log;
+  EXPECT_NE(log.find("cases[2]: output/declined must be 0002." + m["run_id"].get<std::string>() + ".out.npy"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("cases[3]: 'in_place' must be true or false"), std::string::npos) << log;
 }
 
 TEST(CaseSetInputs, OversizedManifestIsRefusedBeforeReading) {

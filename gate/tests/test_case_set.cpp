@@ -1,0 +1,226 @@
+// `cases export` / `cases check` against the gate's rows: the property cases (position 0, layouts, relative)
+// exported and judged, in-place cases run in place, declined cases counted per row with the coverage rule.
+// The outputs are written by kernels (the planted bugs of impls/mutants) as an external program would
+// (support.hpp: write_outputs); hostile directories, missing and stale outputs: test_inputs.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "impls/plugin_loader.hpp"
+#include "support.hpp"
+
+using namespace ropecheck;
+namespace fs = std::filesystem;
+
+namespace {
+
+using test::mutant;
+using test::run_cli;
+using test::slurp;
+
+Implementation load(const std::string& stem) {
+  PluginLoad pl = load_kernel_plugin(mutant(stem));
+  if (!pl.impl) throw std::runtime_error(pl.error);
+  return *pl.impl;
+}
+
+// The scalar kernel, declining bf16 as a kernel without a bf16 path would.
+extern "C" int scalar_declining_bf16(const rc_rope_args* a) {
+  if (a->dtype == RC_BF16) return RC_UNSUPPORTED;
+  return ropecheck_scalar_rope(a);
+}
+
+// One row of the verdict table as its cells: check, cases, declined, worst e, radial, tangential, angle,
+// result, diagnosis (which may hold a '|' of its own: more cells). Empty when the row is not in the table.
+std::vector<std::string> row_cells(const std::string& log, const std::string& name) {
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| " + name + " |", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line.substr(1));
+    while (std::getline(ls, cell, '|')) cells.push_back(cell.substr(1, cell.size() >= 2 ? cell.size() - 2 : 0));
+    return cells;
+  }
+  return {};
+}
+
+// Export D/set with ARGS, write its outputs with kernel k, check it; the check's exit status and log.
+int export_write_check(const std::string& d, const std::string& args, const Implementation& k, std::string& log) {
+  const std::string set = d + "/set";
+  EXPECT_EQ(run_cli("cases export --dir " + set + " " + args, d + "/export.log"), 0) << slurp(d + "/export.log");
+  test::write_outputs(set, k);
+  const int rc = run_cli("cases check --dir " + set, d + "/check.log");
+  log = slurp(d + "/check.log");
+  return rc;
+}
+
+}  // namespace
+
+// The export holds the gate's property cases and its in-place cases; check judges them in the gate's rows.
+TEST(CaseSetParity, PropertyAndInPlaceCasesAreExportedAndJudgedInTheGatesRows) {
+  const std::string d = test::tmpdir("caseset-rows");
+  std::string log;
+  EXPECT_EQ(export_write_check(d, "--dtype f32 --random-cases 6", *find_implementation("scalar"), log), 0) << log;
+  const auto m = test::read_manifest(d + "/set");
+  EXPECT_EQ(m["version"], 3);
+  size_t in_place = 0, twins = 0;
+  for (const auto& e : m["cases"]) {
+    in_place += e["in_place"].get<bool>();
+    if (e.contains("twin")) {
+      ++twins;
+      EXPECT_EQ(e["check"], "property: layouts");
+    }
+  }
+  EXPECT_GT(in_place, 32u);  // half the matrix (2 x 16) and more
+  EXPECT_EQ(twins, 6u);      // three pairs
+  // Rows, cases, declined, result: f32 in two layouts gives 2 x 2 position-0 cases, 3 layouts pairs, 2
+  // relative cases, and 32 matrix cases per layout.
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"matrix f32 interleaved", "32"}, {"matrix f32 half-split", "32"}, {"special values", "6"},
+      {"property: position 0", "4"},    {"property: layouts", "6"},      {"property: relative", "2"},
+      {"random", "6"}};
+  for (const auto& [name, cases] : rows) {
+    const auto cells = row_cells(log, name);
+    ASSERT_GE(cells.size(), 9u) << name << "\n" << log;
+    EXPECT_EQ(cells[1], cases) << name;
+    EXPECT_EQ(cells[2], "0") << name;
+    EXPECT_EQ(cells[7], "pass") << name;
+  }
+  EXPECT_EQ(row_cells(log, "bias f32").at(7), "pass") << log;
+  EXPECT_TRUE(row_cells(log, "coverage").empty()) << log;
+}
+
+// Half-split paired as interleaved: the interleaved rows pass, the half-split twins fail the layouts row, as in
+// the gate.
+TEST(CaseSetParity, LayoutPairingBugFailsThePropertyLayoutsRow) {
+  const std::string d = test::tmpdir("caseset-layouts");
+  std::string log;
+  EXPECT_EQ(export_write_check(d, "--dtype f32 --random-cases 0", load("mut_layout_pairing"), log), 1) << log;
+  EXPECT_EQ(row_cells(log, "matrix f32 interleaved").at(7), "pass") << log;
+  EXPECT_EQ(row_cells(log, "property: position 0").at(7), "pass") << log;  // angle 0: any pairing is right
+  const auto layouts = row_cells(log, "property: layouts");
+  ASSERT_GE(layouts.size(), 9u) << log;
+  EXPECT_EQ(layouts[1], "6");
+  EXPECT_EQ(layouts[7].rfind("FAIL (3", 0), 0u) << log;  // the three half-split twins
+  EXPECT_NE(log.find("FAILED property: layouts"), std::string::npos) << log;
+  EXPECT_NE(log.find("verdict: FAIL"), std::string::npos) << log;
+}
+
+// The in-place cases run in place: a kernel that re-reads its input after writing the output passes every
+// out-of-place case and fails in-place ones, named as such.
+TEST(CaseSetParity, InPlaceCasesAreRunInPlace) {
+  const std::string d = test::tmpdir("caseset-inplace");
+  std::string log;
+  EXPECT_EQ(export_write_check(d, "--dtype f32 --layout interleaved --random-cases 0", load("mut_inplace_alias"), log), 1)
+      << log;
+  const auto matrix = row_cells(log, "matrix f32 interleaved");
+  ASSERT_GE(matrix.size(), 9u) << log;
+  EXPECT_EQ(matrix[7].rfind("FAIL", 0), 0u) << log;
+  EXPECT_NE(log.find("smallest failing case: "), std::string::npos) << log;
+  // Every failing row's smallest case is an in-place one.
+  std::istringstream in(log);
+  size_t smallest = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("smallest failing case: ") != std::string::npos) {
+      ++smallest;
+      EXPECT_NE(line.find(" in-place"), std::string::npos) << line;
+    }
+  EXPECT_GT(smallest, 0u);
+  // The same cases with the in-place flags cleared pass: the flag, not the data, made them fail.
+  auto m = test::read_manifest(d + "/set");
+  for (auto& e : m["cases"]) e["in_place"] = false;
+  std::ofstream(d + "/set/manifest.json") << m.dump(1);
+  test::write_outputs(d + "/set", load("mut_inplace_alias"));
+  EXPECT_EQ(run_cli("cases check --dir " + d + "/set", d + "/oop.log"), 0) << slurp(d + "/oop.log");
+}
+
+// Declined cases are counted per row; a row of declined cases is reported, not failed, when something was
+// accepted; the layouts pairs with a declined side are not judged as pairs, and the row says so.
+TEST(CaseSetParity, DeclinedCasesAreCountedPerRow) {
+  const std::string d = test::tmpdir("caseset-declines");
+  Implementation k = *find_implementation("scalar");
+  k.name = "scalar declining bf16";
+  k.fn = scalar_declining_bf16;
+  std::string log;
+  EXPECT_EQ(export_write_check(d, "--dtype f32,bf16 --random-cases 8", k, log), 0) << log;
+  for (const char* l : {"interleaved", "half-split"}) {
+    const auto bf = row_cells(log, std::string("matrix bf16 ") + l);
+    ASSERT_GE(bf.size(), 9u) << log;
+    EXPECT_EQ(bf[1], "0");
+    EXPECT_EQ(bf[2], "32");
+    EXPECT_EQ(bf[7], "not run");
+    EXPECT_NE(log.find(std::string("note: matrix bf16 ") + l + ": every case declined"), std::string::npos) << log;
+    EXPECT_EQ(row_cells(log, std::string("matrix f32 ") + l).at(2), "0") << log;
+  }
+  const auto pos0 = row_cells(log, "property: position 0");
+  EXPECT_EQ(pos0.at(1), "4");
+  EXPECT_EQ(pos0.at(2), "4");
+  const auto layouts = row_cells(log, "property: layouts");
+  EXPECT_EQ(layouts.at(1), "6");
+  EXPECT_EQ(layouts.at(2), "6");
+  EXPECT_EQ(layouts.at(7), "pass");
+  EXPECT_TRUE(row_cells(log, "coverage").empty()) << log;
+  EXPECT_TRUE(row_cells(log, "bias bf16").empty()) << log;
+  // The header counts every case as a call and the accepted ones apart.
+  const auto m = test::read_manifest(d + "/set");
+  size_t bf16 = 0;
+  for (const auto& e : m["cases"]) bf16 += e["case"]["dtype"] == "bf16";
+  EXPECT_NE(log.find(std::to_string(m["cases"].size()) + " calls, " + std::to_string(m["cases"].size() - bf16) +
+                     " accepted"),
+            std::string::npos)
+      << log;
+}
+
+// Everything declined: the coverage row fails, as in the gate (a check that judged nothing is not a pass).
+TEST(CaseSetParity, EverythingDeclinedFailsCoverage) {
+  const std::string d = test::tmpdir("caseset-coverage");
+  std::string log;
+  EXPECT_EQ(export_write_check(d, "--dtype f16 --random-cases 3", load("mut_declines_all"), log), 1) << log;
+  const auto cov = row_cells(log, "coverage");
+  ASSERT_GE(cov.size(), 9u) << log;
+  EXPECT_EQ(cov[7].rfind("FAIL", 0), 0u) << log;
+  EXPECT_NE(log.find("declined every case"), std::string::npos) << log;
+  EXPECT_NE(log.find("verdict: FAIL"), std::string::npos) << log;
+}
+
+// A property's cases must be what the property reads: a layouts pair whose half-split case is not the twin,
+// or a relative case whose positions are not (m, n, m+s, n+s), is a malformed case set (exit 2), never judged.
+TEST(CaseSetParity, PropertyCasesMustHaveTheirShape) {
+  const std::string d = test::tmpdir("caseset-shapes");
+  std::string log;
+  ASSERT_EQ(export_write_check(d, "--dtype f32 --random-cases 0", *find_implementation("scalar"), log), 0) << log;
+  const std::string set = d + "/set";
+  auto m = test::read_manifest(set);
+  std::string half, relative;
+  for (auto& e : m["cases"]) {
+    if (e["check"] == "property: layouts" && e["case"]["layout"] == "half-split" && half.empty()) {
+      half = e["id"];
+      e["case"]["base"] = "0x1.388p+14";  // 20000: the other case's base is another
+    }
+    if (e["check"] == "property: relative" && relative.empty()) {
+      relative = e["id"];
+      e["case"]["positions"][2] = e["case"]["positions"][2].get<int64_t>() + 1;
+    }
+  }
+  ASSERT_FALSE(half.empty() || relative.empty());
+  std::ofstream(set + "/manifest.json") << m.dump(1);
+  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2);
+  log = slurp(d + "/c.log");
+  EXPECT_NE(log.find("2 problem(s)"), std::string::npos) << log;
+  EXPECT_NE(log.find("cases " + half + " and "), std::string::npos) << log;
+  EXPECT_NE(log.find("not a layouts pair: the half-split case's parameters are not its twin's"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("not a relative-position case: tokens 0..3"), std::string::npos) << log;
+  // A twin that does not name it back.
+  m = test::read_manifest(set);
+  for (auto& e : m["cases"])
+    if (e["id"] == half) e["twin"] = e["id"];
+  std::ofstream(set + "/manifest.json") << m.dump(1);
+  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c2.log"), 2);
+  EXPECT_NE(slurp(d + "/c2.log").find("is not a case of the other layout naming"), std::string::npos)
+      << slurp(d + "/c2.log");
+}
