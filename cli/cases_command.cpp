@@ -4,15 +4,19 @@
 #include <iostream>
 #include <sstream>
 
+#include <filesystem>
+
 #include "cli/commands.hpp"
 #include "gate/case_set.hpp"
+#include "gate/gate_report.hpp"
 
 using namespace ropecheck;
 
 namespace {
 
 struct CasesArgs {
-  std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit, contract;
+  std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit, contract, report_dir, baseline;
+  report::Slack slack;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
   uint64_t random_cases = 32;
@@ -41,6 +45,10 @@ CLI::App* add(CLI::App& app) {
   g.chk->add_option("--contract", g.contract, "judge under this contract instead of the manifest's");
   g.chk->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
   g.chk->add_option("--junit", g.junit, "write JUnit XML here");
+  g.chk->add_option("--report-dir", g.report_dir, "write the check's report.{json,md,html} here");
+  g.chk->add_option("--baseline", g.baseline,
+                    "compare the check's report with a committed report.json (exit 1 on a regression, 2 if unreadable)");
+  cli::add_slack_options(g.chk, g.slack, "with --baseline: ");
   return s;
 }
 
@@ -76,8 +84,18 @@ int run() {
                 << "\"in_place\") or its \"declined\" marker, then run: ropecheck cases check --dir " << g.dir << "\n";
       return 0;
     }
+    if (!g.baseline.empty()) (void)report::load_report(g.baseline);  // a bad baseline fails before the check
     const gate::GateResult r = gate::check_case_set(g.dir, contract, tol);
-    return gate::emit_verdict(r, g.junit);
+    int rc = gate::emit_verdict(r, g.junit);
+    if (!g.report_dir.empty() || !g.baseline.empty()) {
+      const nlohmann::json params = {{"dir", std::filesystem::path(g.dir).filename().string()},
+                                     {"contract_override", g.contract},
+                                     {"tolerance", g.tolerance}};
+      const int cmp = gate::write_and_compare(gate::make_gate_report(r, "cases-check", params), g.report_dir,
+                                              g.baseline, g.slack, std::cout);
+      if (rc == 0 && cmp) rc = 1;
+    }
+    return rc;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -68,25 +68,6 @@ bool is_run_id(const std::string& s) {
 std::string output_name(const std::string& id, const std::string& run) { return id + "." + run + ".out.npy"; }
 std::string declined_name(const std::string& id, const std::string& run) { return id + "." + run + ".declined"; }
 
-// What each row checks, in the gate's words (gate/gate.cpp names the same rows).
-std::string row_what(const std::string& name, const Contract& contract) {
-  if (name.rfind("matrix ", 0) == 0)
-    return "head/rotary dims 2..256 (partial rotary, vector tails), 1-3 heads, shuffled positions 0, 1, 2, 3, 7 .. "
-           "max, base/scale/inv_freq variants, in place and out of place";
-  if (name == "special values")
-    return "+-0, subnormals, huge, NaN, +-Inf in rotated and pass-through dims (docs/error-model.md rules)";
-  if (name == "property: position 0")
-    return contract.identity_bits ? "every position 0: the output is the input, bit for bit"
-                                  : "every position 0: the output has the input's values (+-0 alike; NaN beside a "
-                                    "non-finite partner)";
-  if (name == "property: layouts") return "interleaved(x) = P^-1 half-split(P x) within the sum of both bounds, per pair";
-  if (name == "property: relative")
-    return "<R(m)q, R(n)k> = <R(m+s)q, R(n+s)k> within the bound's propagation (exact angle model)";
-  if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
-  if (name == "coverage") return "the external program accepts at least one case";
-  return "cases";
-}
-
 struct ExportItem {
   RopeCase c;
   std::string check;
@@ -114,35 +95,20 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
   // Position 0: the gate's cases (special values mixed in; the judge's identity clause rules every pair).
   for (Dtype d : opt.dtypes)
     for (Layout l : opt.layouts)
-      for (int ip = 0; ip < 2; ++ip) {
-        RopeCase c;
-        c.dtype = d;
-        c.layout = l;
-        c.head_dim = 64;
-        c.rotary_dim = 48;
-        c.n_heads = 2;
-        c.positions.assign(4, 0);
-        c.base = 500000;
-        const auto sv = special_value_cases(d, l, opt.seed + 1, opt.max_position);  // its value mix
-        c.input.assign(c.n_bytes(), 0);
-        for (size_t k = 0; k < c.n_elements(); ++k)
-          store_bits(d, c.input.data(), k, load_bits(d, sv[2].input.data(), k % sv[2].n_elements()));
-        items.push_back({c, "property: position 0", ip == 1});
-      }
-  // Layouts: for a dtype asked in both layouts, three interleaved cases of the systematic generator (another
-  // seed: full, partial and wide heads, positions 0..max, tables and scales) and their half-split twins.
+      for (int ip = 0; ip < 2; ++ip)
+        items.push_back({position_zero_case(d, l, opt.seed, opt.max_position), "property: position 0", ip == 1});
+  // Layouts: for a dtype asked in both layouts, the gate's interleaved cases and their half-split twins.
   const bool both_layouts = std::count(opt.layouts.begin(), opt.layouts.end(), Layout::interleaved) &&
                             std::count(opt.layouts.begin(), opt.layouts.end(), Layout::half_split);
-  for (Dtype d : opt.dtypes) {
-    if (!both_layouts) break;
-    const auto sys = systematic_cases(d, Layout::interleaved, opt.max_position, opt.seed ^ 0x1a7005ull, nullptr);
-    for (const auto& [hd, rd] : {std::pair<uint32_t, uint32_t>{64, 64}, {20, 8}, {128, 64}}) {
-      const auto it = std::find_if(sys.begin(), sys.end(),
-                                   [&](const RopeCase& c) { return c.head_dim == hd && c.rotary_dim == rd; });
-      if (it == sys.end()) continue;
-      const size_t k = items.size();
-      items.push_back({*it, "property: layouts", false, k + 1});
-      items.push_back({half_split_twin(*it), "property: layouts", false, k});
+  {
+    std::mt19937_64 lrng(opt.seed ^ 0x1a7005ull);
+    for (Dtype d : opt.dtypes) {
+      if (!both_layouts) break;
+      for (const RopeCase& ci : layouts_cases(d, opt.max_position, lrng)) {
+        const size_t k = items.size();
+        items.push_back({ci, "property: layouts", false, k + 1});
+        items.push_back({half_split_twin(ci), "property: layouts", false, k});
+      }
     }
   }
   // Relative position, under the exact angle model only (the gate skips it under fp32: its angles are not
@@ -152,24 +118,15 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
     for (Dtype d : opt.dtypes)
       for (Layout l : opt.layouts) items.push_back({relative_case(d, l, opt.max_position, rng), "property: relative"});
   }
-  std::mt19937_64 rng(opt.seed ^ 0x77);
-  for (size_t k = 0; k < opt.random_cases && !opt.dtypes.empty() && !opt.layouts.empty(); ++k) {
-    RopeCase c;
-    c.dtype = opt.dtypes[rng() % opt.dtypes.size()];
-    c.layout = opt.layouts[rng() % opt.layouts.size()];
-    c.head_dim = uint32_t(2 + rng() % 255);
-    c.rotary_dim = 2 * uint32_t(1 + rng() % (c.head_dim / 2));
-    c.n_heads = uint32_t(1 + rng() % 4);
-    const size_t nt = 1 + rng() % 6;
-    for (size_t t = 0; t < nt; ++t) {
-      const double lg = std::uniform_real_distribution<double>(0, std::log2(double(opt.max_position) + 1))(rng);
-      c.positions.push_back(std::min<int64_t>(opt.max_position, int64_t(std::exp2(lg)) - 1));
-    }
-    c.base = std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
-    c.input.assign(c.n_bytes(), 0);
-    for (size_t e = 0; e < c.n_elements(); ++e)
-      store_f32(c.dtype, c.input.data(), e,
-                float(std::ldexp(std::uniform_real_distribution<double>(-2, 2)(rng), int(rng() % 9) - 4)));
+  // Random cases: the gate's draws (its seed, its combination order, gate.hpp random_case), so a program that
+  // accepts every dtype x layout gets the gate's random cases.
+  std::vector<std::pair<Dtype, Layout>> combos;
+  for (Dtype d : opt.dtypes)
+    for (Layout l : opt.layouts) combos.push_back({d, l});
+  std::mt19937_64 rng(opt.seed ^ 0xabcdef12345ull);
+  for (size_t k = 0; k < opt.random_cases && !combos.empty(); ++k) {
+    const auto [d, l] = combos[rng() % combos.size()];
+    const RopeCase c = random_case(d, l, opt.max_position, rng);
     const bool in_place = rng() % 2 == 1;
     items.push_back({c, "random", in_place});
   }

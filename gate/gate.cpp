@@ -261,6 +261,83 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& out_i, const Crit
   return "";
 }
 
+RopeCase position_zero_case(Dtype d, Layout l, uint64_t seed, int64_t max_position) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = 64;
+  c.rotary_dim = 48;
+  c.n_heads = 2;
+  c.positions.assign(4, 0);
+  c.base = 500000;
+  const auto sv = special_value_cases(d, l, seed + 1, max_position);  // its value mix
+  c.input.assign(c.n_bytes(), 0);
+  for (size_t k = 0; k < c.n_elements(); ++k)
+    store_bits(d, c.input.data(), k, load_bits(d, sv[2].input.data(), k % sv[2].n_elements()));
+  return c;
+}
+
+std::vector<RopeCase> layouts_cases(Dtype d, int64_t max_position, std::mt19937_64& rng) {
+  std::vector<RopeCase> out;
+  const std::pair<uint32_t, uint32_t> dims[] = {{64, 64}, {20, 12}, {128, 96}};
+  for (const auto& [hd, rd] : dims) {
+    RopeCase ci;
+    ci.dtype = d;
+    ci.layout = Layout::interleaved;
+    ci.head_dim = hd;
+    ci.rotary_dim = rd;
+    ci.n_heads = 2;
+    ci.positions = position_mix(rng, max_position, 6);
+    ci.base = 10000;
+    fill_random(ci, rng);
+    out.push_back(std::move(ci));
+  }
+  return out;
+}
+
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = uint32_t(2 + rng() % 255);
+  c.rotary_dim = 2 * uint32_t(1 + rng() % (c.head_dim / 2));
+  if (rng() % 2) c.rotary_dim = c.head_dim - c.head_dim % 2;
+  c.n_heads = uint32_t(1 + rng() % 4);
+  const size_t nt = 1 + rng() % 6;
+  for (size_t t = 0; t < nt; ++t) {
+    // log-uniform positions in [0, max]
+    const double lg = std::uniform_real_distribution<double>(0, std::log2(double(max_position) + 1))(rng);
+    c.positions.push_back(std::min<int64_t>(max_position, int64_t(std::exp2(lg)) - 1));
+  }
+  // Half the time a base models ship (kernels with a fixed base would otherwise accept almost no random
+  // case: llama2.c's, docs/real-kernels.md), else log-uniform in [2, 2e6].
+  const double common_bases[] = {10000.0, 500000.0, 1000000.0, 100000.0};
+  c.base = rng() % 2 ? common_bases[rng() % std::size(common_bases)]
+                     : std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
+  if (rng() % 4 == 0) c.position_scale = std::ldexp(1.0, int(rng() % 7) - 4);
+  if (rng() % 5 == 0) c.inv_freq = rope_table(rng, c.rotary_dim, c.base);
+  fill_random(c, rng);
+  return c;
+}
+
+std::string row_what(const std::string& name, const Contract& contract) {
+  if (name.rfind("matrix ", 0) == 0)
+    return "head/rotary dims 2..256 (partial rotary, vector tails), 1-3 heads, shuffled positions 0, 1, 2, 3, 7 .. "
+           "max, base/scale/inv_freq variants, in place and out of place";
+  if (name == "special values")
+    return "+-0, subnormals, huge, NaN, +-Inf in rotated and pass-through dims (docs/error-model.md rules)";
+  if (name == "property: position 0")
+    return contract.identity_bits ? "every position 0: the output is the input, bit for bit"
+                                  : "every position 0: the output has the input's values (+-0 alike; NaN beside a "
+                                    "non-finite partner)";
+  if (name == "property: layouts") return "interleaved(x) = P^-1 half-split(P x) within the sum of both bounds, per pair";
+  if (name == "property: relative")
+    return "<R(m)q, R(n)k> = <R(m+s)q, R(n+s)k> within the bound's propagation (exact angle model)";
+  if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
+  if (name == "coverage") return "the kernel accepts at least one case of a dtype x layout asked for";
+  return "cases";
+}
+
 RopeCase relative_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng) {
   RopeCase c;
   c.dtype = d;
@@ -765,9 +842,8 @@ void Gate::run_matrix() {
   for (Dtype d : opt_.dtypes)
     for (Layout l : opt_.layouts) {
       if (!impl_.supports(d) || !impl_.supports(l)) continue;
-      CheckRow& r = row(fmt::format("matrix {} {}", to_string(d), to_string(l)),
-                        "head/rotary dims 2..256 (partial rotary, vector tails), 1-3 heads, shuffled positions "
-                        "0, 1, 2, 3, 7 .. max, base/scale/inv_freq variants, in place and out of place");
+      const std::string name = fmt::format("matrix {} {}", to_string(d), to_string(l));
+      CheckRow& r = row(name, row_what(name, opt_.contract));
       std::vector<bool> ip;
       const auto cases = systematic_cases(d, l, opt_.max_position, opt_.seed, &ip);
       for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], ip[k]);
@@ -778,8 +854,7 @@ void Gate::run_matrix() {
 }
 
 void Gate::run_specials() {
-  CheckRow& r = row("special values",
-                    "+-0, subnormals, huge, NaN, +-Inf in rotated and pass-through dims (docs/error-model.md rules)");
+  CheckRow& r = row("special values", row_what("special values", opt_.contract));
   for (const auto& [d, l] : accepted_combos_) {
     const auto cases = special_value_cases(d, l, opt_.seed, opt_.max_position);
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
@@ -791,24 +866,10 @@ void Gate::run_properties() {
   Rng rng(opt_.seed ^ 0x5eedf00dull);
   // Position 0 is the identity: the judge holds every angle-0 pair to the contract's identity clause.
   {
-    CheckRow& r = row("property: position 0",
-                      opt_.contract.identity_bits ? "every position 0: the output is the input, bit for bit"
-                                                  : "every position 0: the output has the input's values (+-0 alike; "
-                                                    "NaN beside a non-finite partner)");
+    CheckRow& r = row("property: position 0", row_what("property: position 0", opt_.contract));
     for (const auto& [d, l] : accepted_combos_) {
       for (int ip = 0; ip < 2; ++ip) {
-        RopeCase c;
-        c.dtype = d;
-        c.layout = l;
-        c.head_dim = 64;
-        c.rotary_dim = 48;
-        c.n_heads = 2;
-        c.positions.assign(4, 0);
-        c.base = 500000;
-        auto sv = special_value_cases(d, l, opt_.seed + 1, opt_.max_position);  // reuse its value mix
-        c.input.assign(c.n_bytes(), 0);
-        for (size_t k = 0; k < c.n_elements(); ++k)
-          store_bits(d, c.input.data(), k, load_bits(d, sv[2].input.data(), k % sv[2].n_elements()));
+        const RopeCase c = position_zero_case(d, l, opt_.seed, opt_.max_position);
         run_case(r, c, ip == 1);
       }
     }
@@ -816,23 +877,13 @@ void Gate::run_properties() {
   }
   // Layout equivalence: interleaved(x) and half-split(P x) agree within both bounds.
   {
-    CheckRow& r = row("property: layouts",
-                      "interleaved(x) = P^-1 half-split(P x) within the sum of both bounds, per pair");
+    CheckRow& r = row("property: layouts", row_what("property: layouts", opt_.contract));
+    Rng lrng(opt_.seed ^ 0x1a7005ull);
     for (Dtype d : opt_.dtypes) {
       const bool both = std::count(accepted_combos_.begin(), accepted_combos_.end(), std::pair{d, Layout::interleaved}) &&
                         std::count(accepted_combos_.begin(), accepted_combos_.end(), std::pair{d, Layout::half_split});
       if (!both) continue;
-      const std::pair<uint32_t, uint32_t> dims[] = {{64, 64}, {20, 12}, {128, 96}};
-      for (const auto& [hd, rd] : dims) {
-        RopeCase ci;
-        ci.dtype = d;
-        ci.layout = Layout::interleaved;
-        ci.head_dim = hd;
-        ci.rotary_dim = rd;
-        ci.n_heads = 2;
-        ci.positions = position_mix(rng, opt_.max_position, 6);
-        ci.base = 10000;
-        fill_random(ci, rng);
+      for (const RopeCase& ci : layouts_cases(d, opt_.max_position, lrng)) {
         const RopeCase ch = half_split_twin(ci);
         Outcome oi = run_case(r, ci, false);
         Outcome oh = run_case(r, ch, false);
@@ -851,8 +902,7 @@ void Gate::run_properties() {
   }
   // Relative position: <R_m q, R_n k> = <R_{m+s} q, R_{n+s} k>.
   {
-    CheckRow& r = row("property: relative",
-                      "<R(m)q, R(n)k> = <R(m+s)q, R(n+s)k> within the bound's propagation (exact angle model)");
+    CheckRow& r = row("property: relative", row_what("property: relative", opt_.contract));
     if (opt_.angle_model != AngleModel::exact) {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
     } else {
@@ -1062,9 +1112,7 @@ void Gate::finish_sandbox() {
 }
 
 void Gate::run_random() {
-  CheckRow& r = row("random", fmt::format("{} random cases (--cases): dims, heads, tokens, positions, base, scale, "
-                                          "tables, in place",
-                                          opt_.random_cases));
+  CheckRow& r = row("random", fmt::format("{} {}", opt_.random_cases, row_what("random", opt_.contract)));
   if (accepted_combos_.empty()) {
     r.note = "no accepted dtype/layout";
     return;
@@ -1080,27 +1128,7 @@ void Gate::run_random() {
       break;
     }
     const auto [d, l] = accepted_combos_[rng() % accepted_combos_.size()];
-    RopeCase c;
-    c.dtype = d;
-    c.layout = l;
-    c.head_dim = uint32_t(2 + rng() % 255);
-    c.rotary_dim = 2 * uint32_t(1 + rng() % (c.head_dim / 2));
-    if (rng() % 2) c.rotary_dim = c.head_dim - c.head_dim % 2;
-    c.n_heads = uint32_t(1 + rng() % 4);
-    const size_t nt = 1 + rng() % 6;
-    for (size_t t = 0; t < nt; ++t) {
-      // log-uniform positions in [0, max]
-      const double lg = std::uniform_real_distribution<double>(0, std::log2(double(opt_.max_position) + 1))(rng);
-      c.positions.push_back(std::min<int64_t>(opt_.max_position, int64_t(std::exp2(lg)) - 1));
-    }
-    // Half the time a base models ship (kernels with a fixed base would otherwise accept almost no random
-    // case: llama2.c's, docs/real-kernels.md), else log-uniform in [2, 2e6].
-    const double common_bases[] = {10000.0, 500000.0, 1000000.0, 100000.0};
-    c.base = rng() % 2 ? common_bases[rng() % std::size(common_bases)]
-                       : std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
-    if (rng() % 4 == 0) c.position_scale = std::ldexp(1.0, int(rng() % 7) - 4);
-    if (rng() % 5 == 0) c.inv_freq = rope_table(rng, c.rotary_dim, c.base);
-    fill_random(c, rng);
+    const RopeCase c = random_case(d, l, opt_.max_position, rng);
     run_case(r, c, rng() % 2 == 1);
     ++n;
   }
@@ -1175,7 +1203,7 @@ GateResult Gate::run() {
   progress("kernel " + impl_.name + ": systematic matrix");
   run_matrix();
   if (accepted_combos_.empty()) {
-    CheckRow& r = row("coverage", "the kernel accepts at least one dtype x layout asked for");
+    CheckRow& r = row("coverage", row_what("coverage", opt_.contract));
     r.failed_check = true;
     r.failed = 1;
     r.smallest_message = aborted_          ? "the kernel hung: nothing could be checked"

@@ -147,6 +147,15 @@ RopeCase half_split_twin(const RopeCase& interleaved);
 std::string layouts_violation(const RopeCase& ci, const Bytes& out_i, const Criteria& cri, const RopeCase& ch,
                               const Bytes& out_h, const Criteria& crh);
 RopeCase relative_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng);
+// The gate's other property and random cases, one definition for the gate and `cases export`: position 0 (the
+// special values' value mix at position 0), three interleaved layouts cases (their twins: half_split_twin), and
+// one random case of a dtype and layout.
+RopeCase position_zero_case(Dtype d, Layout l, uint64_t seed, int64_t max_position);
+std::vector<RopeCase> layouts_cases(Dtype d, int64_t max_position, std::mt19937_64& rng);
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng);
+// What a row of the verdict checks ("matrix DTYPE LAYOUT", "special values", "property: ...", "random",
+// "coverage"), in one set of words for the gate and `cases check`.
+std::string row_what(const std::string& name, const Contract& contract);
 std::string relative_violation(const RopeCase& c, const Bytes& out, const Criteria& cr);
 
 // The case generators (deterministic in the seed).

@@ -224,3 +224,26 @@ TEST(CaseSetParity, PropertyCasesMustHaveTheirShape) {
   EXPECT_NE(slurp(d + "/c2.log").find("is not a case of the other layout naming"), std::string::npos)
       << slurp(d + "/c2.log");
 }
+
+namespace {
+
+// `cases check` writes its report and compares it with a baseline like the gate: the same outputs pass their
+// own baseline, a less accurate kernel's outputs (within the contract) fail it.
+TEST(CaseSetReport, CheckWritesItsReportAndALessAccurateKernelFailsTheBaseline) {
+  const std::string d = test::tmpdir("case-set-report");
+  const std::string set = d + "/set";
+  ASSERT_EQ(run_cli("cases export --dir " + set + " --dtype f32 --random-cases 40", d + "/export.log"), 0)
+      << slurp(d + "/export.log");
+  test::write_outputs(set, load("ok_double"));
+  ASSERT_EQ(run_cli("cases check --dir " + set + " --report-dir " + d + "/base", d + "/1.log"), 0) << slurp(d + "/1.log");
+  ASSERT_TRUE(fs::exists(d + "/base/report.json"));
+  EXPECT_NE(slurp(d + "/base/report.json").find("\"cases-check\""), std::string::npos);
+  EXPECT_EQ(run_cli("cases check --dir " + set + " --baseline " + d + "/base/report.json", d + "/2.log"), 0)
+      << slurp(d + "/2.log");
+  test::write_outputs(set, load("ok_fast_f32"));
+  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/3.log"), 0) << "within the default contract: " << slurp(d + "/3.log");
+  EXPECT_EQ(run_cli("cases check --dir " + set + " --baseline " + d + "/base/report.json", d + "/4.log"), 1);
+  EXPECT_NE(slurp(d + "/4.log").find("regression"), std::string::npos) << slurp(d + "/4.log");
+}
+
+}  // namespace
