@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "properties/error_model.hpp"
 #include "reports/report.hpp"
 
 namespace ropecheck::report {
@@ -422,21 +423,6 @@ std::string render_html(const Report& r) {
          td(w.rounded[0] + " " + w.rounded[1], "bits") + td(w.exact[0] + " " + w.exact[1], "bits") + "</tr>\n";
   }
   o += "</table></section>\n</body>\n</html>\n";
-  return o;
-}
-
-SweepOptions headline_options(uint64_t seed, uint32_t tokens_per_bucket) {
-  SweepOptions o;
-  o.impls = {"scalar", "conventional-fp32"};
-  o.seed = seed;
-  o.max_log2_position = 23;  // the last bucket is [2^23, 2^24)
-  o.bucket_step = 1;
-  o.tokens_per_bucket = tokens_per_bucket;
-  o.n_heads = 4;
-  o.head_dim = 128;
-  o.rotary_dim = 128;
-  o.also_exact_model = true;
-  o.layouts = {Layout::interleaved};
   return o;
 }
 

@@ -1,8 +1,9 @@
 #include "reports/report.hpp"
 
 #include <fmt/format.h>
-#include <hwy/targets.h>
 
+#include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -12,14 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "properties/judge.hpp"
-
-#ifndef ROPECHECK_VERSION
-#define ROPECHECK_VERSION "unknown"
-#endif
-#ifndef ROPECHECK_BUILD_TYPE
-#define ROPECHECK_BUILD_TYPE "unknown"
-#endif
+#include "properties/contract.hpp"
+#include "properties/error_model.hpp"
 
 namespace ropecheck::report {
 
@@ -53,169 +48,6 @@ std::vector<double> default_histogram_edges() {
   std::vector<double> e{0.0};
   for (int k = -12; k <= 30; ++k) e.push_back(std::ldexp(1.0, k));
   return e;
-}
-
-namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0 || line.rfind("cpu model", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string v = line.substr(colon + 1);
-        v.erase(0, v.find_first_not_of(" \t"));
-        return v;
-      }
-    }
-  }
-  return "unknown";
-}
-
-std::string bits_hex(Dtype d, uint32_t bits) {
-  return d == Dtype::f32 ? fmt::format("0x{:08x}", bits) : fmt::format("0x{:04x}", bits);
-}
-
-BucketStats bucket_stats_of(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
-  BucketStats b;
-  b.bucket = bucket;
-  b.label = bucket < 0 ? "all" : bucket_label(bucket);
-  b.count = s.count;
-  b.max = s.max;
-  b.p99 = s.percentile(0.99);
-  b.mean = s.mean();
-  b.bias = s.bias();
-  b.tangential_bias = s.tangential_bias();
-  b.rms = s.rms();  // the bias compare's spread
-  Decomposition dc;
-  dc.max_radial = s.max_radial;
-  dc.max_tangential = s.max_tangential;
-  dc.angle_count = s.angle_count;
-  dc.max_angle_rad = s.max_angle;
-  dc.mean_angle_rad = s.mean_angle();
-  dc.max_angle_ulps = s.max_angle_ulps;
-  dc.resolved_angle_count = s.resolved_angle_count;
-  dc.max_resolved_angle_ulps = s.max_resolved_angle_ulps;
-  b.decomposition = dc;
-  if (w && w->valid()) {
-    WorstCase c;
-    c.error = w->e;
-    c.radial = w->radial;
-    c.tangential = w->tangential;
-    c.position = w->position;
-    c.token = w->token;
-    c.head = w->head;
-    c.pair = w->pair;
-    c.dim0 = w->dim0;
-    c.dim1 = w->dim1;
-    for (int k = 0; k < 2; ++k) {
-      c.input[k] = bits_hex(d, w->in_bits[k]);
-      c.got[k] = bits_hex(d, w->got_bits[k]);
-      c.rounded[k] = bits_hex(d, w->rounded_bits[k]);
-      c.exact[k] = hexfloat(w->exact[k]);
-    }
-    b.worst = c;
-  }
-  return b;
-}
-
-}  // namespace
-
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
-  return bucket_stats_of(bucket, s, w, d);
-}
-
-std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges) {
-  std::vector<uint64_t> h(edges.size(), 0);
-  for (float v : values) {
-    size_t i = edges.size() - 1;
-    while (i > 0 && !(double(v) >= edges[i])) --i;
-    ++h[i];
-  }
-  return h;
-}
-
-Environment current_environment() {
-  Environment e;
-  e.tool_version = ROPECHECK_VERSION;
-#if defined(__clang__)
-  e.compiler = "clang " __clang_version__;
-#elif defined(__GNUC__)
-  e.compiler = "gcc " __VERSION__;
-#else
-  e.compiler = "unknown";
-#endif
-  e.build_type = ROPECHECK_BUILD_TYPE;
-  e.cpu_model = cpu_model();
-  for (int64_t t : hwy::SupportedAndGeneratedTargets()) e.simd_targets.emplace_back(hwy::TargetName(t));
-  e.implementations = implementation_names();
-  return e;
-}
-
-Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& rows) {
-  Report r;
-  r.kind = "sweep";
-  r.environment = current_environment();
-  r.seed = o.seed;
-  json impls = json::array();
-  for (const auto& n : o.impls) impls.push_back(n);
-  json dtypes = json::array(), layouts = json::array();
-  for (Dtype d : o.dtypes) dtypes.push_back(std::string(to_string(d)));
-  for (Layout l : o.layouts) layouts.push_back(std::string(to_string(l)));
-  r.parameters = {{"impls", impls},
-                  {"contract", o.contract ? o.contract->spec() : std::string("each kernel's own")},
-                  {"seed", o.seed},
-                  {"max_log2_position", o.max_log2_position},
-                  {"bucket_step", o.bucket_step},
-                  {"tokens_per_bucket", o.tokens_per_bucket},
-                  {"n_heads", o.n_heads},
-                  {"head_dim", o.head_dim},
-                  {"rotary_dim", o.rotary_dim},
-                  {"base", o.base},
-                  {"also_exact_model", o.also_exact_model},
-                  {"dtypes", dtypes},
-                  {"layouts", layouts},
-                  {"input_distribution", "normal(0, 1), rounded to the dtype"}};
-  r.histogram_edges = default_histogram_edges();
-  for (const auto& row : rows) {
-    Series s;
-    s.kernel = row.impl;
-    s.angle_model = std::string(to_string(row.model));
-    s.dtype = std::string(to_string(row.dtype));
-    s.layout = std::string(to_string(row.layout));
-    s.bound = row.bound;
-    s.judged_under_own_model = row.own_model;
-    s.contract = row.contract.spec();
-    s.worst_ratio = row.worst_ratio;
-    s.violations = row.violations;
-    s.first_finding = row.first_finding;
-    const WorstPair* overall = nullptr;
-    for (const auto& [b, w] : row.worst_by_bucket)
-      if (w.valid() && (!overall || w.e > overall->e)) overall = &w;
-    s.all = bucket_stats_of(-1, row.all, overall, row.dtype);
-    for (const auto& [b, st] : row.by_bucket) {
-      auto it = row.worst_by_bucket.find(b);
-      s.buckets.push_back(bucket_stats_of(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
-    }
-    s.histogram = histogram(row.all.values, r.histogram_edges);
-    if (row.expected_to_pass) {
-      Check c;
-      c.name = "accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
-      c.status = s.violations == 0 ? "pass" : "fail";
-      const std::string contract = row.contract.short_spec();
-      c.detail = s.violations == 0
-                     ? fmt::format("{} pairs within their allowances under contract {} (the closest at {:.3g} of its "
-                                   "allowance); max {:.3g} u, flat bound {:.3g} u",
-                                   s.all.count, contract, row.worst_ratio, s.all.max, s.bound)
-                     : fmt::format("{} violation(s) under contract {} (the worst pair at {:.3g} of its allowance); "
-                                   "max {:.3g} u, flat bound {:.3g} u",
-                                   s.violations, contract, row.worst_ratio, s.all.max, s.bound);
-      r.checks.push_back(c);
-    }
-    r.series.push_back(std::move(s));
-  }
-  return r;
 }
 
 // ---- JSON ----------------------------------------------------------------------------

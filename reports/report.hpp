@@ -2,6 +2,9 @@
 // style error tables), report.html (one self-contained file with inline SVG
 // plots), and the baseline compare that fails CI when a kernel got less
 // accurate. Schema and compare rules: docs/reports.md.
+//
+// This side only reads findings: it never runs a kernel. The run side that
+// makes a Report (the sweep, this machine's Environment) is runs/.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +13,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "reports/sweep.hpp"
 
 namespace ropecheck::report {
 
@@ -118,17 +119,6 @@ struct Report {
 // The histogram bins: [0, 2^-12), [2^-12, 2^-11), ..., [2^30, inf).
 std::vector<double> default_histogram_edges();
 
-// This build and machine.
-Environment current_environment();
-
-// A bucket's statistics from judged pairs (bucket -1: all); w, when given, its worst pair (with bits).
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d);
-// Counts of values per bin of edges (bin i is [edges[i], edges[i+1]), the last one unbounded).
-std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges);
-
-// A report from a sweep's rows and its options.
-Report make_sweep_report(const SweepOptions& opt, const std::vector<SweepRow>& rows);
-
 nlohmann::json to_json(const Report& r);
 Report from_json(const nlohmann::json& j);  // throws ReportError
 // A regular file of at most kMaxReportBytes (a FIFO or a huge file is refused before reading); throws ReportError.
@@ -147,9 +137,7 @@ void write_text_file(const std::string& path, const std::string& text);
 
 // ---- the headline plot --------------------------------------------------------
 
-// Sweep options for the headline: scalar and conventional-fp32, every dtype,
-// interleaved, every octave from 1 to 2^24.
-SweepOptions headline_options(uint64_t seed = 1, uint32_t tokens_per_bucket = 16);
+// (Its sweep: headline_options() in runs/sweep_report.hpp.)
 // Max pair error (u, log scale) against position, one panel per dtype:
 // accurate angles (scalar) vs the conventional fp32 pipeline judged under the exact model.
 std::string render_headline_svg(const Report& r);

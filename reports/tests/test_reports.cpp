@@ -8,6 +8,7 @@
 
 #include "report_test_util.hpp"
 #include "reports/report.hpp"
+#include "runs/tests/sweep_fixtures.hpp"
 #ifdef ROPECHECK_MUTANT_DIR
 #include "impls/plugin_loader.hpp"
 #endif
@@ -15,6 +16,10 @@
 namespace ropecheck::report {
 namespace {
 
+using sweep_testing::impl;
+using sweep_testing::small_options;
+using sweep_testing::sweep_report;
+using sweep_testing::unit_of;
 using testing::read_file;
 using testing::run_command;
 using testing::scratch_dir;
@@ -79,26 +84,6 @@ Implementation degraded_scalar(rc_rope_apply_fn fn) {
   return i;
 }
 
-SweepOptions small_options() {
-  SweepOptions o;
-  o.seed = 7;
-  o.tokens_per_bucket = 4;
-  o.n_heads = 2;
-  o.head_dim = 64;
-  o.rotary_dim = 64;
-  return o;
-}
-
-Report sweep_report(const SweepOptions& o, const std::vector<const Implementation*>& impls) {
-  return make_sweep_report(o, run_sweep(o, impls));
-}
-
-const Implementation* impl(const char* name) {
-  const Implementation* i = find_implementation(name);
-  EXPECT_NE(i, nullptr) << name;
-  return i;
-}
-
 bool has_diff(const CompareResult& r, const std::string& kind, const std::string& what_contains, bool failing) {
   for (const auto& d : r.diffs)
     if (d.kind == kind && d.what.find(what_contains) != std::string::npos && d.failing == failing) return true;
@@ -141,14 +126,6 @@ Report without_decomposition(const Report& r) {
   }
   return from_json(j);
 }
-
-const BucketStats* bucket_of(const Series& s, int b) {
-  for (const BucketStats& x : s.buckets)
-    if (x.bucket == b) return &x;
-  return nullptr;
-}
-
-double unit_of(const std::string& dtype) { return dtype == "f32" ? 0x1p-24 : dtype == "f16" ? 0x1p-11 : 0x1p-8; }
 
 // ---- JSON ------------------------------------------------------------------------
 
@@ -289,66 +266,6 @@ TEST(ReportJson, DecompositionIsRecordedAndConsistent) {
     EXPECT_TRUE(j["series"][0]["buckets"][1].contains(k)) << k;
   EXPECT_TRUE(j["series"][0].contains("contract"));
   EXPECT_EQ(to_json(from_json(j)), j);
-}
-
-// The accurate scalar kernel: its angle error is the output's rounding, a few u
-// of the storage type in radians, at every position; where rounding cannot mask
-// it (PairError::resolved) it is far below an ulp of f32 at |phi|. The conventional
-// fp32 pipeline judged against the exact rotation: its angle error grows with
-// the position (x16 every 4 octaves) in radians, but in f32 ulps of |phi| it
-// stays near 1 in every bucket where it can be resolved: an f32 angle off by
-// about an ulp, the contract angles=f32's design. (A bucket's maximum over few
-// resolved pairs is a small sample: the ulp range is checked on buckets with at
-// least 64 of them.)
-TEST(ReportSweep, AngleErrorOfAccurateAnglesIsTinyAndOfF32AnglesNearOneUlpAtEveryPosition) {
-  SweepOptions o = small_options();
-  o.tokens_per_bucket = 8;
-  const Report r = sweep_report(o, {impl("scalar"), impl("conventional-fp32")});
-  for (const char* dt : {"f32", "f16", "bf16"})
-    for (const char* lay : {"interleaved", "half-split"}) {
-      const std::string tail = std::string(" / ") + dt + " / " + lay;
-      const Series* acc = r.find("scalar / exact" + tail);
-      const Series* drift = r.find("conventional-fp32 / exact" + tail);
-      const Series* own = r.find("conventional-fp32 / fp32" + tail);
-      ASSERT_TRUE(acc && drift && own) << tail;
-      const double u = unit_of(dt);
-      size_t resolved = 0;
-      double lo = INFINITY, hi = 0;
-      double prev_rad = 0;
-      for (const BucketStats& b : drift->buckets) {
-        const Decomposition& d = *b.decomposition;
-        const Decomposition& a = *bucket_of(*acc, b.bucket)->decomposition;
-        const Decomposition& o = *bucket_of(*own, b.bucket)->decomposition;
-        const std::string where = std::string(dt) + " " + lay + " " + b.label;
-        EXPECT_LE(a.max_angle_rad, 4 * u) << where;  // the rounding of the output, nothing more
-        EXPECT_LE(o.max_angle_rad, 4 * u) << where;  // the fp32 pipeline against its own angle
-        if (a.resolved_angle_count) {
-          EXPECT_LT(a.max_resolved_angle_ulps, 0.25) << where;
-        }
-        if (o.resolved_angle_count) {
-          EXPECT_LT(o.max_resolved_angle_ulps, 0.25) << where;
-        }
-        // Radians: x16 per bucket (4 octaves) once above the rounding and below pi.
-        if (b.bucket >= 6 && d.max_angle_rad < 1.0 && prev_rad > 4 * u) {
-          EXPECT_GT(d.max_angle_rad, 6 * prev_rad) << where;
-          EXPECT_LT(d.max_angle_rad, 40 * prev_rad) << where;
-        }
-        prev_rad = d.max_angle_rad;
-        if (d.resolved_angle_count >= 64) {
-          ++resolved;
-          lo = std::min(lo, d.max_resolved_angle_ulps);
-          hi = std::max(hi, d.max_resolved_angle_ulps);
-        }
-      }
-      // f32 resolves the angle from position 2^8 on, f16 from 2^16, bf16 from 2^20.
-      EXPECT_GE(resolved, std::string(dt) == "f32" ? 6u : std::string(dt) == "f16" ? 3u : 2u) << tail;
-      EXPECT_GE(lo, 0.5) << tail;
-      EXPECT_LE(hi, 4.0) << tail;
-      EXPECT_LE(hi, 4 * lo) << tail << ": roughly constant in ulps";
-      std::printf("%s %s: conventional-fp32 under exact, max angle error %.3g..%.3g f32 ulps over %zu buckets; "
-                  "scalar %.3g ulps\n",
-                  dt, lay, lo, hi, resolved, acc->all.decomposition->max_resolved_angle_ulps);
-    }
 }
 
 // Reports written before the decomposition, the contract and worst_ratio
@@ -855,14 +772,6 @@ TEST(ReportCli, SweepContractJudgesTheFp32PipelineUnderItsDeclaredContract) {
   auto bad = run_command(sweep + " --contract angles=sloppy", dir + "/bad.txt");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--contract: angles: expected exact, f32 or f32:K"), std::string::npos) << bad.output;
-}
-
-TEST(ReportSweep, TableShowsComponentsAnglesAndContract) {
-  const std::string t = format_sweep_table(run_sweep(small_options(), {impl("scalar")}));
-  for (const char* part : {"Max pair error (u) by position bucket", "Error components by position bucket",
-                           "Max angle error by position bucket, in f32 ulps of |phi|", "| contract |",
-                           "| worst/allowance |", "| scalar | exact | f32 | interleaved | identity=bits |"})
-    EXPECT_NE(t.find(part), std::string::npos) << part << "\n" << t;
 }
 
 TEST(ReportCli, CorruptOrIncompatibleReportsExitTwo) {
