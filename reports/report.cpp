@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,23 @@ bool Report::all_checks_pass() const {
   for (const auto& c : checks)
     if (c.status == "fail") return false;
   return true;
+}
+
+std::optional<std::string> simd_target_of(const std::string& kernel) {
+  const std::string prefix = "simd-";
+  if (kernel.size() <= prefix.size() || kernel.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  std::string t = kernel.substr(prefix.size());
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+  return t;
+}
+
+bool lists_target(const std::vector<std::string>& targets, const std::string& target) {
+  auto upper = [](std::string x) {
+    std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    return x;
+  };
+  const std::string want = upper(target);
+  return std::any_of(targets.begin(), targets.end(), [&](const std::string& t) { return upper(t) == want; });
 }
 
 std::vector<double> default_histogram_edges() {
@@ -239,6 +257,7 @@ json to_json(const Report& r) {
   j["environment"] = {{"tool_version", e.tool_version}, {"compiler", e.compiler},
                       {"build_type", e.build_type},     {"cpu_model", e.cpu_model},
                       {"simd_targets", e.simd_targets}, {"implementations", e.implementations}};
+  if (e.simd_compiled_targets) j["environment"]["simd_compiled_targets"] = *e.simd_compiled_targets;
   j["seed"] = r.seed;
   j["parameters"] = r.parameters;
   j["error_unit"] = "u of the output dtype (pair error ||y - yhat|| / (max(||x||, min_normal) * u))";
@@ -293,6 +312,8 @@ Report from_json(const json& j) {
   r.environment.build_type = get_str(e, "build_type", "environment");
   r.environment.cpu_model = get_str(e, "cpu_model", "environment");
   r.environment.simd_targets = get_strings(e, "simd_targets", "environment");
+  if (e.contains("simd_compiled_targets"))  // optional: older reports do not have it
+    r.environment.simd_compiled_targets = get_strings(e, "simd_compiled_targets", "environment");
   r.environment.implementations = get_strings(e, "implementations", "environment");
   r.seed = get_int<uint64_t>(j, "seed", "report");
   r.parameters = field(j, "parameters", "report");
@@ -596,14 +617,21 @@ std::string CompareResult::table() const {
                      "ropecheck recorded it): {} bucket(s) compared without it (it never fails a compare)\n",
                      who, std::max(decomposition_missing_baseline, decomposition_missing_current));
   }
+  std::string not_here;
+  if (series_not_run_here || checks_not_run_here) {
+    o += fmt::format("note: {} series and {} check(s) of the baseline were not run here: this CPU lacks their SIMD "
+                     "target(s) {} (informational, not a coverage loss; a CPU with the target compares them)\n",
+                     series_not_run_here, checks_not_run_here, fmt::join(targets_not_here, ", "));
+    not_here = fmt::format("; {} series and {} check(s) not run here", series_not_run_here, checks_not_run_here);
+  }
   if (fails)
     o += fmt::format("compare: FAIL: {} regression(s) ({} of them bias), {} coverage loss(es), {} check(s) newly "
-                     "failing ({} series, {} buckets, {} checks compared)\n",
-                     regress, bias, cover, checks, series_compared, buckets_compared, checks_compared);
+                     "failing ({} series, {} buckets, {} checks compared{})\n",
+                     regress, bias, cover, checks, series_compared, buckets_compared, checks_compared, not_here);
   else
     o += fmt::format("compare: OK: no bucket's max or mean error grew beyond the slack, no bias moved beyond its "
-                     "allowance, no check newly fails, coverage kept ({} series, {} buckets, {} checks compared)\n",
-                     series_compared, buckets_compared, checks_compared);
+                     "allowance, no check newly fails, coverage kept ({} series, {} buckets, {} checks compared{})\n",
+                     series_compared, buckets_compared, checks_compared, not_here);
   return o;
 }
 
@@ -638,11 +666,35 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
   for (const auto& c : cur.checks) cur_checks.emplace(c.name, &c);
   for (const auto& c : base.checks) base_checks.emplace(c.name, &c);
 
+  // A baseline series of a SIMD target this CPU lacks cannot be run here: a note, not a coverage loss, and
+  // so is its check. Missing for any other reason (another kernel; a target this CPU runs; a target this
+  // build does not compile) it is a coverage loss, and the row says which target was there.
+  const Environment& here = cur.environment;
+  std::map<std::string, std::string> checks_not_here;  // check name -> why
+  std::set<std::string> targets_not_here;
+  auto absent = [&](const Series& bs) {
+    const auto target = simd_target_of(bs.kernel);
+    if (!target) {
+      add(true, "coverage", bs.key(), "", "series", "present", "gone");
+    } else if (lists_target(here.simd_targets, *target)) {
+      add(true, "coverage", bs.key(), "", "series", "present", "gone (this CPU runs the target " + *target + ")");
+    } else if (here.simd_compiled_targets && !lists_target(*here.simd_compiled_targets, *target)) {
+      add(true, "coverage", bs.key(), "", "series", "present",
+          "gone (this build does not compile the target " + *target + ")");
+    } else {
+      const std::string why = "not run here (this CPU lacks the target " + *target + ")";
+      add(false, "not-run-here", bs.key(), "", "series", "present", why);
+      ++res.series_not_run_here;
+      targets_not_here.insert(*target);
+      if (const Check* c = base.check_of(bs)) checks_not_here.emplace(c->name, why);
+    }
+  };
+
   for (const auto& bs : base.series) {
     const auto cs_it = cur_series.find(bs.key());
     const Series* cs = cs_it == cur_series.end() ? nullptr : cs_it->second;
     if (!cs) {
-      add(true, "coverage", bs.key(), "", "series", "present", "gone");
+      absent(bs);
       continue;
     }
     ++res.series_compared;
@@ -730,7 +782,13 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     const auto cc_it = cur_checks.find(bc.name);
     const Check* cc = cc_it == cur_checks.end() ? nullptr : cc_it->second;
     if (!cc) {
-      add(true, "coverage", bc.name, "", "check", bc.status, "gone");
+      const auto why = checks_not_here.find(bc.name);
+      if (why == checks_not_here.end()) {
+        add(true, "coverage", bc.name, "", "check", bc.status, "gone");
+      } else {
+        add(false, "not-run-here", bc.name, "", "check", bc.status, why->second);
+        ++res.checks_not_run_here;
+      }
       continue;
     }
     ++res.checks_compared;
@@ -743,6 +801,7 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     if (!base_checks.count(cc.name))
       add(cc.status == "fail", cc.status == "fail" ? "check" : "new", cc.name, "", "status", "absent",
           cc.status == "fail" ? "fail: " + cc.detail : cc.status);
+  res.targets_not_here.assign(targets_not_here.begin(), targets_not_here.end());
   // Failures first, then notes, each in the order found.
   std::stable_sort(res.diffs.begin(), res.diffs.end(),
                    [](const Difference& a, const Difference& b) { return a.failing > b.failing; });

@@ -94,9 +94,21 @@ struct Check {
 
 struct Environment {
   std::string tool_version, compiler, build_type, cpu_model;
-  std::vector<std::string> simd_targets;     // Highway targets supported here and compiled in
+  // Highway targets (hwy::TargetName: "AVX3_DL", "AVX2", ...) compiled in and supported by this CPU: the
+  // targets of the `simd-<target>` kernels that ran.
+  std::vector<std::string> simd_targets;
+  // Every target compiled in, whether this CPU runs it or not. Absent in reports written before it was
+  // recorded (then a compare cannot tell a CPU without a target from a build without it).
+  std::optional<std::vector<std::string>> simd_compiled_targets;
   std::vector<std::string> implementations;  // registered kernels
 };
+
+// The SIMD target a kernel's series needs: "simd-<target>" (impls/simd names each kernel "simd-" + the
+// lower-case hwy::TargetName) needs that target, returned as Highway spells it ("simd-avx3_dl" ->
+// "AVX3_DL"); every other kernel (scalar, conventional-fp32, the dispatched `simd`, plugins) none.
+std::optional<std::string> simd_target_of(const std::string& kernel);
+// Whether a target list (Environment::simd_targets, ...) holds this target, ignoring case.
+bool lists_target(const std::vector<std::string>& targets, const std::string& target);
 
 struct Report {
   int schema_version = kSchemaVersion;
@@ -165,7 +177,8 @@ std::string describe(const Slack& slack);
 struct Difference {
   bool failing = false;
   std::string kind;    // "regression", "coverage", "check", "improved", "new", "parameter", "bound",
-                       // "contract", "info" (a component or angle error moved beyond the slack: never fails)
+                       // "contract", "info" (a component or angle error moved beyond the slack: never fails),
+                       // "not-run-here" (a series, or its check, of a SIMD target this CPU lacks: never fails)
   std::string what;    // series key or check name
   std::string bucket;  // bucket label, or "" when not per bucket
   std::string metric;  // "max", "mean", "bias", "count", "status", ...
@@ -182,11 +195,21 @@ struct CompareResult {
   // Buckets compared whose baseline (current) report has no error decomposition
   // (written before it was recorded): their components and angle errors were not compared.
   size_t decomposition_missing_baseline = 0, decomposition_missing_current = 0;
+  // Baseline series (and their checks) absent here because this CPU lacks their SIMD target (compiled in,
+  // not supported): informational, not a coverage loss. The targets, as the baseline's kernels name them.
+  size_t series_not_run_here = 0, checks_not_run_here = 0;
+  std::vector<std::string> targets_not_here;
   bool failed() const;
   // The differences as an aligned table and a one-line verdict.
   std::string table() const;
 };
 
+// A baseline series the current report lacks is a coverage loss, except when it is not run here: its kernel
+// needs a SIMD target (simd_target_of) that the current report's environment does not list in simd_targets
+// (this CPU does not run it) but does list in simd_compiled_targets (the build has it), or records no
+// compiled targets (a report from before they were). Its check goes with it. The baseline's own target list
+// is not consulted: the series being in the baseline shows its machine ran it (docs/reports.md, "Baselines
+// from other CPUs").
 CompareResult compare_reports(const Report& baseline, const Report& current, const Slack& slack = {});
 
 }  // namespace ropecheck::report

@@ -108,7 +108,13 @@ Environment current_environment() {
 #endif
   e.build_type = ROPECHECK_BUILD_TYPE;
   e.cpu_model = cpu_model();
-  for (int64_t t : hwy::SupportedAndGeneratedTargets()) e.simd_targets.emplace_back(hwy::TargetName(t));
+  // The targets of the SIMD kernels themselves, not hwy::SupportedAndGeneratedTargets() here: that one
+  // answers for this file's HWY_TARGETS, which lack AVX3_DL (impls/simd asks for it with HWY_WANT_AVX3_DL),
+  // so reports written before listed no AVX3_DL next to a simd-avx3_dl series.
+  for (const simd::SimdTarget& t : simd::supported_targets()) e.simd_targets.emplace_back(hwy::TargetName(t.target));
+  e.simd_compiled_targets.emplace();
+  for (const simd::SimdTarget& t : simd::compiled_targets())
+    e.simd_compiled_targets->emplace_back(hwy::TargetName(t.target));
   e.implementations = implementation_names();
   return e;
 }

@@ -14,7 +14,10 @@
 
 namespace ropecheck::report {
 
-// This build and machine.
+// This build and machine. simd_compiled_targets: the Highway targets the `simd-<target>` kernels were
+// compiled for; simd_targets: those this CPU runs, i.e. exactly the targets of the registered
+// `simd-<target>` kernels (what a compare uses to tell a series this CPU cannot run from one that went
+// missing; docs/reports.md, "Baselines from other CPUs").
 Environment current_environment();
 
 // A bucket's statistics from judged pairs (bucket -1: all); w, when given, its worst pair (with bits).

@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "report_test_util.hpp"
 #include "reports/report.hpp"
@@ -434,6 +437,134 @@ TEST(ReportCompare, CoverageShrinkFailsAndANewKernelIsANote) {
   EXPECT_TRUE(count_shrank) << count.table();
 }
 
+// ---- baselines from other CPUs ------------------------------------------------------
+
+// A report as a machine running these SIMD kernels writes it: each of the scalar kernel's series (and
+// checks) again under the name of each SIMD kernel (they are bit-identical to scalar), simd_targets the
+// kernels' targets, simd_compiled_targets as given (nullopt: a report from before they were recorded).
+Report as_written_on(const Report& scalar, const std::vector<std::string>& simd_kernels,
+                     const std::optional<std::vector<std::string>>& compiled) {
+  Report r = scalar;
+  r.environment.simd_targets.clear();
+  r.environment.simd_compiled_targets = compiled;
+  for (const std::string& k : simd_kernels) {
+    if (const auto t = simd_target_of(k)) r.environment.simd_targets.push_back(*t);  // `simd` needs none
+    for (const Series& s : scalar.series) {
+      if (s.kernel != "scalar") continue;
+      Series x = s;
+      x.kernel = k;
+      if (const Check* c = scalar.check_of(s)) {
+        Check y = *c;
+        y.name = "accuracy/" + k + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
+        r.checks.push_back(y);
+      }
+      r.series.push_back(std::move(x));
+    }
+  }
+  return r;
+}
+
+size_t count_diffs(const CompareResult& r, const std::string& kind, const std::string& metric, bool failing) {
+  size_t n = 0;
+  for (const auto& d : r.diffs) n += d.kind == kind && d.metric == metric && d.failing == failing;
+  return n;
+}
+
+const std::vector<std::string> kX86Targets = {"AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"};
+
+// Task: a baseline made on an AVX-512 machine, compared on one without AVX-512. The series (and checks) of
+// simd-avx3_dl and simd-avx3 cannot run here: listed as not run here, informational, the compare passes;
+// everything the CPU does run is compared as usual.
+TEST(ReportCompare, ASeriesOfATargetThisCpuLacksIsNotRunHereNotACoverageLoss) {
+  const Report scalar = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  const size_t per_kernel = 3 * 2;  // dtypes x layouts
+  const Report base = as_written_on(scalar, {"simd-avx3_dl", "simd-avx3", "simd-avx2"}, kX86Targets);
+  const Report here = as_written_on(scalar, {"simd-avx2"}, kX86Targets);
+  const CompareResult res = compare_reports(base, here);
+  EXPECT_FALSE(res.failed()) << res.table();
+  EXPECT_EQ(res.series_not_run_here, 2 * per_kernel);
+  EXPECT_EQ(res.checks_not_run_here, 2 * per_kernel);
+  EXPECT_EQ(res.targets_not_here, (std::vector<std::string>{"AVX3", "AVX3_DL"}));
+  EXPECT_EQ(count_diffs(res, "not-run-here", "series", false), 2 * per_kernel) << res.table();
+  EXPECT_EQ(count_diffs(res, "not-run-here", "check", false), 2 * per_kernel) << res.table();
+  EXPECT_EQ(count_diffs(res, "coverage", "series", true) + count_diffs(res, "coverage", "check", true), 0u);
+  EXPECT_TRUE(has_diff(res, "not-run-here", "simd-avx3_dl / exact / bf16 / half-split", false)) << res.table();
+  EXPECT_TRUE(has_diff(res, "not-run-here", "accuracy/simd-avx3/exact/f32/interleaved", false)) << res.table();
+  EXPECT_EQ(res.series_compared, here.series.size());  // everything run here is compared
+  const std::string table = res.table();
+  EXPECT_NE(table.find("not run here (this CPU lacks the target AVX3_DL)"), std::string::npos) << table;
+  EXPECT_NE(table.find("this CPU lacks their SIMD target(s) AVX3, AVX3_DL"), std::string::npos) << table;
+  EXPECT_NE(table.find("compare: OK"), std::string::npos) << table;
+  EXPECT_NE(table.find("12 series and 12 check(s) not run here"), std::string::npos) << table;
+
+  // The baseline's own target list is not what decides (the committed baseline of ec99f19 lists no
+  // AVX3_DL next to its simd-avx3_dl series), nor does a current report from before the compiled targets
+  // were recorded change the verdict.
+  Report base_unlisted = base;
+  base_unlisted.environment.simd_targets = {"AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"};
+  EXPECT_EQ(compare_reports(base_unlisted, here).series_not_run_here, 2 * per_kernel);
+  EXPECT_FALSE(compare_reports(base_unlisted, here).failed());
+  const Report here_older = as_written_on(scalar, {"simd-avx2"}, std::nullopt);
+  EXPECT_FALSE(compare_reports(base, here_older).failed()) << compare_reports(base, here_older).table();
+  EXPECT_EQ(compare_reports(base, here_older).series_not_run_here, 2 * per_kernel);
+
+  // A SIMD series that did run here is held to the baseline as any other.
+  Report worse = here;
+  for (Series& s : worse.series)
+    if (s.kernel == "simd-avx2") s.buckets.back().max *= 2;
+  const CompareResult reg = compare_reports(base, worse);
+  EXPECT_TRUE(reg.failed());
+  EXPECT_TRUE(has_diff(reg, "regression", "simd-avx2 / exact", true)) << reg.table();
+  EXPECT_EQ(reg.series_not_run_here, 2 * per_kernel);
+}
+
+// A baseline series missing for any other reason is still a coverage loss: a kernel that needs no SIMD
+// target (conventional-fp32, the dispatched `simd`), a SIMD kernel whose target this CPU runs, and a SIMD
+// kernel whose target this build does not compile (a build that lost a target on a CPU that has it looks
+// the same to the CPU: the compiled list tells them apart).
+TEST(ReportCompare, ASeriesMissingForAnyOtherReasonIsStillACoverageLoss) {
+  const Report scalar = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  const Report base = as_written_on(scalar, {"simd-avx3_dl", "simd-avx2", "simd"}, kX86Targets);
+
+  // conventional-fp32 gone, on a CPU without AVX3_DL: its series and checks are lost coverage; simd-avx3_dl's
+  // are still only not run here.
+  Report no_conv = as_written_on(scalar, {"simd-avx2", "simd"}, kX86Targets);
+  std::erase_if(no_conv.series, [](const Series& s) { return s.kernel == "conventional-fp32"; });
+  std::erase_if(no_conv.checks, [](const Check& c) { return c.name.rfind("accuracy/conventional-fp32/", 0) == 0; });
+  no_conv.environment.simd_targets = {"AVX2", "SSE4", "SSSE3", "SCALAR"};  // the dispatched `simd` lists none
+  const CompareResult conv = compare_reports(base, no_conv);
+  EXPECT_TRUE(conv.failed());
+  EXPECT_TRUE(has_diff(conv, "coverage", "conventional-fp32 / fp32 / f32 / interleaved", true)) << conv.table();
+  EXPECT_TRUE(has_diff(conv, "coverage", "accuracy/conventional-fp32/fp32/bf16/half-split", true)) << conv.table();
+  EXPECT_EQ(count_diffs(conv, "coverage", "series", true), 2 * 6u);  // under fp32 and under exact
+  EXPECT_EQ(conv.series_not_run_here, 6u);
+  EXPECT_NE(conv.table().find("compare: FAIL"), std::string::npos);
+
+  // The dispatched `simd` kernel runs on every CPU: gone is gone.
+  Report no_dispatch = as_written_on(scalar, {"simd-avx2"}, kX86Targets);
+  const CompareResult dispatch = compare_reports(base, no_dispatch);
+  EXPECT_TRUE(has_diff(dispatch, "coverage", "simd / exact / f16 / interleaved", true)) << dispatch.table();
+
+  // simd-avx2 gone while this CPU lists AVX2: it should have run (e.g. `sweep --impl scalar`).
+  Report no_avx2 = as_written_on(scalar, {"simd"}, kX86Targets);
+  no_avx2.environment.simd_targets = {"AVX2", "SSE4", "SSSE3", "SCALAR"};
+  const CompareResult avx2 = compare_reports(base, no_avx2);
+  EXPECT_TRUE(avx2.failed());
+  EXPECT_TRUE(has_diff(avx2, "coverage", "simd-avx2 / exact / f32 / half-split", true)) << avx2.table();
+  EXPECT_TRUE(has_diff(avx2, "coverage", "accuracy/simd-avx2/exact/f32/half-split", true)) << avx2.table();
+  EXPECT_NE(avx2.table().find("gone (this CPU runs the target AVX2)"), std::string::npos) << avx2.table();
+
+  // simd-avx3_dl gone because the build no longer compiles AVX3_DL: lost, whatever the CPU.
+  const Report lost_target = as_written_on(scalar, {"simd-avx2", "simd"},
+                                           std::vector<std::string>{"AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"});
+  const CompareResult build = compare_reports(base, lost_target);
+  EXPECT_TRUE(build.failed());
+  EXPECT_EQ(build.series_not_run_here, 0u) << build.table();
+  EXPECT_TRUE(has_diff(build, "coverage", "simd-avx3_dl / exact / f32 / interleaved", true)) << build.table();
+  EXPECT_TRUE(has_diff(build, "coverage", "accuracy/simd-avx3_dl/exact/f32/interleaved", true)) << build.table();
+  EXPECT_NE(build.table().find("gone (this build does not compile the target AVX3_DL)"), std::string::npos);
+}
+
 TEST(ReportCompare, APassingCheckThatNowFailsFails) {
   const Report base = sweep_report(small_options(), {impl("scalar")});
   Report cur = base;
@@ -704,6 +835,34 @@ TEST(ReportCli, CompareExitCodes) {
   auto check = run_command(cli + " report compare --slack-rel 1e9 --baseline " + a + " --current " + d,
                            dir + "/out4.txt");
   EXPECT_EQ(check.exit_code, 1) << check.output;
+}
+
+// `report compare` (and `sweep --baseline`, which prints the same table) says so: a baseline from a CPU
+// with AVX-512 compared on one without passes, naming what was not run here; a lost kernel still exits 1.
+TEST(ReportCli, CompareSaysNotRunHere) {
+  const std::string dir = scratch_dir("not-run-here");
+  const Report scalar = sweep_report(small_options(), {impl("scalar")});
+  const Report base = as_written_on(scalar, {"simd-avx3_dl", "simd-avx3", "simd-avx2"}, kX86Targets);
+  const Report here = as_written_on(scalar, {"simd-avx2"}, kX86Targets);
+  const std::string b = dir + "/base.json", c = dir + "/here.json";
+  write_text_file(b, to_json(base).dump());
+  write_text_file(c, to_json(here).dump());
+  const std::string cli = ROPECHECK_CLI;
+  auto ok = run_command(cli + " report compare --baseline " + b + " --current " + c, dir + "/ok.txt");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("| note   | not-run-here | simd-avx3_dl / exact / f32 / interleaved"), std::string::npos)
+      << ok.output;
+  EXPECT_NE(ok.output.find("not run here (this CPU lacks the target AVX3)"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("compare: OK"), std::string::npos) << ok.output;
+
+  Report lost = here;
+  lost.series.erase(lost.series.begin());  // scalar / exact / f32 / interleaved
+  write_text_file(c, to_json(lost).dump());
+  auto fail = run_command(cli + " report compare --baseline " + b + " --current " + c, dir + "/fail.txt");
+  EXPECT_EQ(fail.exit_code, 1) << fail.output;
+  EXPECT_NE(fail.output.find("| FAIL   | coverage     | scalar / exact / f32 / interleaved"), std::string::npos)
+      << fail.output;
+  EXPECT_NE(fail.output.find("not run here"), std::string::npos) << fail.output;  // still listed
 }
 
 // sweep --contract: the conventional fp32 pipeline judged against the exact

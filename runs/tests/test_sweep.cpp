@@ -88,5 +88,39 @@ TEST(Sweep, TableShowsComponentsAnglesAndContract) {
     EXPECT_NE(t.find(part), std::string::npos) << part << "\n" << t;
 }
 
+// The environment a report records lists, in simd_targets, exactly the targets of the registered
+// `simd-<target>` kernels: what a compare reads to tell a series this CPU cannot run from a lost one
+// (docs/reports.md, "Baselines from other CPUs"). Each is compiled in, and both lists survive JSON.
+TEST(Sweep, TheEnvironmentListsTheTargetOfEveryRegisteredSimdKernel) {
+  const Environment e = current_environment();
+  ASSERT_TRUE(e.simd_compiled_targets.has_value());
+  size_t simd_kernels = 0;
+  for (const Implementation& i : implementations())
+    if (const auto t = simd_target_of(i.name)) {
+      ++simd_kernels;
+      EXPECT_TRUE(lists_target(e.simd_targets, *t)) << i.name << " is registered, its target " << *t
+                                                    << " is not in simd_targets";
+    }
+  EXPECT_GT(simd_kernels, 0u);
+  EXPECT_EQ(e.simd_targets.size(), simd_kernels) << "a listed target without its kernel";
+  for (const std::string& t : e.simd_targets) EXPECT_TRUE(lists_target(*e.simd_compiled_targets, t)) << t;
+  EXPECT_EQ(e.implementations, implementation_names());
+  // The naming convention both sides rely on.
+  EXPECT_EQ(simd_target_of("simd-avx3_dl").value_or(""), "AVX3_DL");
+  EXPECT_EQ(simd_target_of("simd-scalar").value_or(""), "SCALAR");
+  for (const char* k : {"simd", "scalar", "conventional-fp32", "simd-", "fast-f32"})
+    EXPECT_FALSE(simd_target_of(k).has_value()) << k;
+
+  Report r;
+  r.environment = e;
+  r.histogram_edges = default_histogram_edges();
+  const Report back = from_json(nlohmann::json::parse(to_json(r).dump()));
+  EXPECT_EQ(back.environment.simd_targets, e.simd_targets);
+  EXPECT_EQ(back.environment.simd_compiled_targets, e.simd_compiled_targets);
+  nlohmann::json older = to_json(r);  // written before the compiled targets were recorded: still reads
+  older["environment"].erase("simd_compiled_targets");
+  EXPECT_FALSE(from_json(older).environment.simd_compiled_targets.has_value());
+}
+
 }  // namespace
 }  // namespace ropecheck::report
