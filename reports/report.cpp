@@ -419,6 +419,107 @@ void write_report_dir(const Report& r, const std::string& dir) {
   write_text_file((d / "report.html").string(), render_html(r));
 }
 
+// ---- the verdict and the summary ------------------------------------------------------
+
+std::string Verdict::headline() const {
+  if (checks == 0) return "NO CHECKS: nothing in this report was judged";
+  if (!pass()) return fmt::format("FAIL: {} of {} checks fail", failing.size(), checks);
+  return fmt::format("PASS: {} of {} checks pass{}", passing, checks,
+                     skipped ? fmt::format(", {} skipped", skipped) : std::string());
+}
+
+Verdict verdict_of(const Report& r) {
+  Verdict v;
+  v.checks = r.checks.size();
+  for (const Check& c : r.checks) {
+    if (c.status == "fail") v.failing.push_back(&c);
+    v.passing += c.status == "pass";
+    v.skipped += c.status == "skip";
+  }
+  return v;
+}
+
+std::vector<SeriesSummary> summarize(const Report& r) {
+  std::vector<SeriesSummary> out;
+  for (const Series& s : r.series) {
+    SeriesSummary m;
+    m.series = &s;
+    m.check = r.check_of(s);
+    m.verdict = !m.check ? "not a check" : m.check->status == "fail" ? "FAIL" : m.check->status;
+    for (const BucketStats& b : s.buckets)
+      if (!m.worst_bucket || !(b.max <= m.worst_bucket->max)) m.worst_bucket = &b;  // a NaN max is the worst
+    m.where = !m.worst_bucket ? "-"
+              : m.worst_bucket->worst
+                  ? fmt::format("{} (position {})", m.worst_bucket->label, m.worst_bucket->worst->position)
+                  : m.worst_bucket->label;
+    if (m.check && m.check->status == "fail") m.detail = m.check->detail;
+    else if (!m.check && s.violations)  // e.g. the fp32 pipeline under exact angles: its drift, shown, not judged
+      m.detail = fmt::format("{} pair(s) beyond the allowance under the {} angle model, which is not the one it is "
+                             "judged under: informational",
+                             s.violations, s.angle_model);
+    if (m.check && m.check->status == "fail") m.finding = s.first_finding;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+namespace {
+
+// A value in words: "a, b" for a list, "k: v; k: v" for an object, a list or object inside another in
+// parentheses so that its commas and semicolons stay its own.
+std::string json_text(const json& v, bool nested = false) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "-";
+  if (v.is_array() || v.is_object()) {
+    if (v.empty()) return "(none)";
+    std::string o;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it != v.begin()) o += v.is_array() ? ", " : "; ";
+      if (v.is_object()) o += it.key() + ": ";
+      o += json_text(*it, true);
+    }
+    return nested ? "(" + o + ")" : o;
+  }
+  return v.dump();  // numbers and booleans read as they are written
+}
+
+}  // namespace
+
+std::string parameter_text(const Report& r, const std::string& key) {
+  if (!r.parameters.is_object() || !r.parameters.contains(key)) return "-";
+  const json& v = r.parameters.at(key);
+  // The sweep's lists: empty is every one (runs/sweep.hpp, SweepOptions); say which, from the series.
+  const std::pair<const char*, std::string Series::*> every[] = {
+      {"impls", &Series::kernel}, {"dtypes", &Series::dtype}, {"layouts", &Series::layout}};
+  if (r.kind == "sweep" && v.is_array() && v.empty())
+    for (const auto& [name, field] : every)
+      if (key == name) {
+        std::vector<std::string> seen;
+        for (const Series& s : r.series)
+          if (std::find(seen.begin(), seen.end(), s.*field) == seen.end()) seen.push_back(s.*field);
+        return seen.empty() ? "every one" : fmt::format("every one ({})", fmt::join(seen, ", "));
+      }
+  return json_text(v);
+}
+
+std::vector<std::pair<std::string, std::string>> run_facts(const Report& r) {
+  const Environment& e = r.environment;
+  auto list = [](const std::vector<std::string>& v) { return v.empty() ? "none" : fmt::format("{}", fmt::join(v, ", ")); };
+  std::vector<std::pair<std::string, std::string>> f = {
+      {"schema version", std::to_string(r.schema_version)},
+      {"ropecheck", e.tool_version + " (" + e.build_type + ")"},
+      {"compiler", e.compiler},
+      {"CPU", e.cpu_model},
+      {"SIMD targets (this CPU)", list(e.simd_targets)},
+      {"SIMD targets (compiled)", e.simd_compiled_targets ? list(*e.simd_compiled_targets) : "not recorded"},
+      {"implementations", list(e.implementations)},
+      {"seed", std::to_string(r.seed)}};
+  if (r.parameters.is_object())
+    for (auto it = r.parameters.begin(); it != r.parameters.end(); ++it)
+      if (it.key() != "seed") f.emplace_back(it.key(), parameter_text(r, it.key()));
+  return f;
+}
+
 // ---- markdown ----------------------------------------------------------------------
 
 namespace {
@@ -442,20 +543,31 @@ std::string short_contract(const std::string& spec) {
 }
 
 std::string render_markdown(const Report& r) {
+  // For people: the verdict and a line per series first, then the tables, then every check and statistic,
+  // and the run's parameters last (report.html has the same order).
   std::string o = "# ropecheck " + r.kind + " report\n\n";
-  const auto& e = r.environment;
-  o += fmt::format("ropecheck {} ({}, {}), CPU: {}, SIMD targets: {}\n\n", e.tool_version, e.compiler, e.build_type,
-                   e.cpu_model, e.simd_targets.empty() ? "none" : fmt::format("{}", fmt::join(e.simd_targets, ", ")));
-  o += fmt::format("Seed {}. Parameters: `{}`\n\n", r.seed, r.parameters.dump());
-  o += "Errors are pair errors in u of the output dtype (u = 2^-24 f32, 2^-11 f16, 2^-8 bf16): "
-       "e = ||y - yhat|| / (max(||x||, min_normal) u). Cells read like Boost.Math's error tables: "
-       "Max = worst pair (Mean = mean over pairs).\n\n";
+  const Verdict v = verdict_of(r);
+  o += "**" + v.headline() + "**\n\n";
+  for (const Check* c : v.failing) o += fmt::format("* `{}`: {}\n", c->name, md_escape(c->detail));
+  if (!v.failing.empty()) o += "\n";
 
-  o += "## Checks\n\n| check | source | status | detail |\n|---|---|---|---|\n";
-  for (const auto& c : r.checks)
-    o += fmt::format("| {} | {} | {} | {} |\n", md_escape(c.name), c.source, c.status == "fail" ? "**FAIL**" : c.status,
-                     md_escape(c.detail));
-  if (r.checks.empty()) o += "| (none) | | | |\n";
+  o += "## Summary\n\nErrors are pair errors in u of the output dtype (u = 2^-24 f32, 2^-11 f16, 2^-8 bf16): "
+       "e = ||y - yhat|| / (max(||x||, min_normal) u). The verdict is per pair (each within the allowance its "
+       "kernel's error model and contract derive); the bound is the flat bound of those criteria, and "
+       "worst/allowance how close the worst pair came to its own allowance.\n\n"
+       "| kernel | angle model | dtype | layout | verdict | max (u) | bound (u) | worst/allowance | worst at | contract "
+       "| detail |\n|---|---|---|---|---|---:|---:|---:|---|---|---|\n";
+  const std::vector<SeriesSummary> summary = summarize(r);
+  for (const SeriesSummary& m : summary) {
+    const Series& s = *m.series;
+    o += fmt::format("| {} | {} | {} | {} | {} | {:.3g} | {:.3g} | {} | {} | {} | {} |\n", s.kernel, s.angle_model,
+                     s.dtype, s.layout, m.verdict == "FAIL" ? "**FAIL**" : m.verdict, s.all.max, s.bound,
+                     s.worst_ratio ? fmt::format("{:.3g}", *s.worst_ratio) : "-", m.where,
+                     s.contract ? short_contract(*s.contract) : "-", md_escape(m.detail));
+  }
+  for (const SeriesSummary& m : summary)
+    if (!m.finding.empty()) o += fmt::format("\n{} fails; its first finding:\n\n```\n{}\n```\n", m.series->key(),
+                                             m.finding.substr(0, m.finding.find_last_not_of('\n') + 1));
 
   // One table per dtype x layout: rows are buckets, columns kernels/models.
   std::vector<std::pair<std::string, std::string>> groups;
@@ -511,7 +623,13 @@ std::string render_markdown(const Report& r) {
     o += "\n† not a check: judged under a model other than the kernel's own without a contract for it (shows the "
          "drift of its angles).\n";
 
-  o += "\n## Summary\n\n| kernel | angle model | dtype | layout | contract | pairs | max | p99 | mean | max radial | "
+  o += "\n## Checks\n\n| check | source | status | detail |\n|---|---|---|---|\n";
+  for (const auto& c : r.checks)
+    o += fmt::format("| {} | {} | {} | {} |\n", md_escape(c.name), c.source, c.status == "fail" ? "**FAIL**" : c.status,
+                     md_escape(c.detail));
+  if (r.checks.empty()) o += "| (none) | | | |\n";
+
+  o += "\n## Statistics\n\n| kernel | angle model | dtype | layout | contract | pairs | max | p99 | mean | max radial | "
        "max tangential | bias (radial) | bias (tangential) | max angle (rad) | mean angle (rad) | max angle (f32 ulps, "
        "resolved) | bound | worst/allowance | violations |\n"
        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -540,6 +658,9 @@ std::string render_markdown(const Report& r) {
                      s.angle_model, s.dtype, s.layout, w.error, w.position, w.token, w.head, w.pair, w.input[0],
                      w.input[1], w.got[0], w.got[1], w.rounded[0], w.rounded[1]);
   }
+
+  o += "\n## Run\n\n| | |\n|---|---|\n";
+  for (const auto& [k, v] : run_facts(r)) o += fmt::format("| {} | {} |\n", md_escape(k), md_escape(v));
   return o;
 }
 

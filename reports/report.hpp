@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ropecheck::report {
@@ -136,6 +137,38 @@ Report from_json(const nlohmann::json& j);  // throws ReportError
 // A regular file of at most kMaxReportBytes (a FIFO or a huge file is refused before reading); throws ReportError.
 inline constexpr uintmax_t kMaxReportBytes = uintmax_t(256) << 20;
 Report load_report(const std::string& path);
+
+// ---- what report.md and report.html open with ------------------------------------------
+
+// The verdict: the checks, and which of them fail (in report order). pass() with no failing check.
+struct Verdict {
+  size_t checks = 0, passing = 0, skipped = 0;
+  std::vector<const Check*> failing;
+  bool pass() const { return failing.empty(); }
+  std::string headline() const;  // "PASS: 12 of 12 checks pass" / "FAIL: 2 of 12 checks fail" / "NO CHECKS ..."
+};
+Verdict verdict_of(const Report& r);
+
+// One series in a line: its verdict, its worst error against its bound and where it occurs, and why it
+// fails.
+struct SeriesSummary {
+  const Series* series = nullptr;
+  const Check* check = nullptr;           // null: informational (not a check)
+  std::string verdict;                    // "pass", "FAIL", "skip", or "not a check"
+  const BucketStats* worst_bucket = nullptr;  // the bucket with the largest max (the first of equal ones)
+  std::string where;                      // "2^28.. (position 301989888)": the worst bucket and pair, or "-"
+  // Failing: the check's detail; a series with violations also its first finding (the judge's diagnosis
+  // with the case and the bits, several lines). Empty for a passing series.
+  std::string detail, finding;
+};
+std::vector<SeriesSummary> summarize(const Report& r);
+
+// A run parameter in words: a list as "a, b", an object as "k: v; k: v", a string as itself. An empty list
+// of the sweep's `impls`, `dtypes` or `layouts` means every one: it reads "every one (f32, f16, bf16)",
+// the kernels, dtypes or layouts the report holds.
+std::string parameter_text(const Report& r, const std::string& key);
+// The run in words, one (name, value) a row: the build, the machine, the seed and every parameter.
+std::vector<std::pair<std::string, std::string>> run_facts(const Report& r);
 
 std::string render_markdown(const Report& r);
 // A recorded contract SPEC in its short form ("identity=bits"; the SPEC itself if it does not parse).

@@ -1000,6 +1000,99 @@ TEST(ReportBaseline, CommittedBaselineCoversTheBuiltInKernels) {
   EXPECT_EQ(b.parameters.at("max_log2_position"), d.max_log2_position);
 }
 
+// ---- for people: verdict and summary first -------------------------------------------
+
+// Positions of the parts, in order, in a rendered page (npos when one is missing).
+std::vector<size_t> positions(const std::string& text, const std::vector<std::string>& parts) {
+  std::vector<size_t> at;
+  for (const std::string& p : parts) at.push_back(text.find(p));
+  return at;
+}
+
+void expect_in_order(const std::string& text, const std::vector<std::string>& parts, const char* what) {
+  const std::vector<size_t> at = positions(text, parts);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ASSERT_NE(at[i], std::string::npos) << what << ": no " << parts[i];
+    if (i) {
+      EXPECT_LT(at[i - 1], at[i]) << what << ": " << parts[i - 1] << " should come before " << parts[i];
+    }
+  }
+}
+
+// report.md and report.html open with the verdict (the failing checks named) and a line per series (worst
+// error against its bound, where, the contract, why it fails), then the plots (html) or tables (md), then
+// everything else; the run's parameters read as words, not JSON.
+TEST(ReportRender, VerdictAndSummaryComeFirst) {
+  const Report r = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  Report failing = r;
+  Series& s = failing.series[0];  // scalar / exact / f32 / interleaved
+  ASSERT_EQ(s.key(), "scalar / exact / f32 / interleaved");
+  s.violations = 3;
+  s.first_finding = "accuracy: pair error 9 u (allowed 3.8)\n  case: f32 interleaved\n  input: 0x3f800000";
+  Check& c = failing.checks[0];
+  ASSERT_EQ(c.name, "accuracy/scalar/exact/f32/interleaved");
+  c.status = "fail";
+  c.detail = "3 violation(s) under contract identity=bits";
+
+  const Verdict v = verdict_of(failing);
+  EXPECT_EQ(v.headline(), fmt::format("FAIL: 1 of {} checks fail", r.checks.size()));
+  EXPECT_EQ(verdict_of(r).headline(), fmt::format("PASS: {0} of {0} checks pass", r.checks.size()));
+  EXPECT_EQ(verdict_of(Report{}).headline(), "NO CHECKS: nothing in this report was judged");
+
+  const std::vector<SeriesSummary> sum = summarize(failing);
+  ASSERT_EQ(sum.size(), r.series.size());
+  EXPECT_EQ(sum[0].verdict, "FAIL");
+  EXPECT_EQ(sum[0].detail, c.detail);
+  EXPECT_EQ(sum[0].finding, s.first_finding);
+  for (const SeriesSummary& m : sum) {
+    ASSERT_NE(m.worst_bucket, nullptr) << m.series->key();
+    for (const BucketStats& b : m.series->buckets) EXPECT_LE(b.max, m.worst_bucket->max) << m.series->key();
+    EXPECT_EQ(m.where.rfind(m.worst_bucket->label + " (position ", 0), 0u) << m.where;
+    if (m.series->kernel == "conventional-fp32" && m.series->angle_model == "exact") {
+      EXPECT_EQ(m.verdict, "not a check");  // its drift under exact angles, informational
+      EXPECT_NE(m.detail.find("informational"), std::string::npos) << m.detail;
+    } else if (m.series != &s) {
+      EXPECT_EQ(m.verdict, "pass") << m.series->key();
+      EXPECT_TRUE(m.detail.empty()) << m.detail;
+    }
+  }
+
+  const std::string html = render_html(failing);
+  expect_in_order(html,
+                  {"id=\"verdict\"", "FAIL: 1 of", "accuracy/scalar/exact/f32/interleaved</code>", "id=\"summary\"",
+                   "pair error 9 u (allowed 3.8)</summary>", "id=\"plot-max-f32-interleaved\"", "id=\"details\"",
+                   "<details id=\"details-run\"", "id=\"environment-table\"", "id=\"checks\"",
+                   "id=\"table-f32-interleaved\"", "id=\"statistics\"", "id=\"worst-cases\""},
+                  "report.html");
+  EXPECT_NE(html.find("class=\"verdict fail\""), std::string::npos);
+  EXPECT_NE(render_html(r).find("class=\"verdict pass\""), std::string::npos);
+  const std::string md = render_markdown(failing);
+  expect_in_order(md,
+                  {"**FAIL: 1 of", "* `accuracy/scalar/exact/f32/interleaved`: 3 violation(s)", "## Summary",
+                   "| scalar | exact | f32 | interleaved | **FAIL** |", "its first finding:", "## f32 interleaved",
+                   "## Checks", "## Statistics", "## Worst cases", "## Run"},
+                  "report.md");
+
+  // Parameters in words: no JSON brackets; the sweep's empty lists are every one the report holds.
+  for (const std::string& page : {html, md}) {
+    EXPECT_EQ(page.find("[]"), std::string::npos);
+    EXPECT_EQ(page.find("[\""), std::string::npos);
+  }
+  EXPECT_EQ(parameter_text(r, "dtypes"), "every one (f32, f16, bf16)");
+  EXPECT_EQ(parameter_text(r, "layouts"), "every one (interleaved, half-split)");
+  EXPECT_EQ(parameter_text(r, "contract"), "each kernel's own");
+  EXPECT_EQ(parameter_text(r, "tokens_per_bucket"), "4");
+  EXPECT_EQ(parameter_text(r, "absent"), "-");
+  Report other = r;
+  other.kind = "gate";
+  other.parameters = {{"dtypes", nlohmann::json::array()},
+                      {"shapes", {{{"heads", 2}, {"dims", {64, 128}}}, {{"heads", 1}}}},
+                      {"limits", {{"seconds", 1.5}, {"strict", true}}}};
+  EXPECT_EQ(parameter_text(other, "dtypes"), "(none)");  // "every one" is the sweep's convention only
+  EXPECT_EQ(parameter_text(other, "shapes"), "(dims: (64, 128); heads: 2), (heads: 1)");
+  EXPECT_EQ(parameter_text(other, "limits"), "seconds: 1.5; strict: true");
+}
+
 TEST(ReportHeadline, DrawsBothPipelinesForEveryDtype) {
   SweepOptions o = headline_options(1, 1);
   o.max_log2_position = 8;  // small: the full one is `ropecheck report headline`
