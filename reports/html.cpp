@@ -281,6 +281,7 @@ td.nowrap{white-space:nowrap}
 .verdict{padding:0.5em 1em;border-radius:4px;margin:1em 0}.verdict-line{font-size:1.3em;font-weight:bold;margin:0.2em 0}
 .verdict.pass{background:#e3f4e3;border:1px solid #8c8}.verdict.fail{background:#fde0e0;border:1px solid #d88}
 .verdict.none{background:#eee;border:1px solid #bbb}
+#checks td,td.detail{white-space:pre-line}
 pre.finding{font-size:11px;font-weight:normal;white-space:pre-wrap;margin:0.3em 0 0}
 details{margin:0.4em 0}details>summary{cursor:pointer;font-weight:bold}
 details.finding{margin:0.3em 0 0}details.finding>summary{font-weight:normal;font-size:11px}
@@ -310,8 +311,15 @@ std::string render_html(const Report& r) {
        "</p>\n";
   if (!v.failing.empty()) {
     o += "<ul id=\"failing-checks\">\n";
-    for (const Check* c : v.failing)
-      o += "<li><code>" + esc(c->name) + "</code> (" + esc(c->source) + "): " + esc(c->detail) + "</li>\n";
+    // Each by name with the first line of its detail (a gate's diagnosis); the rest (cases, bits) on a click.
+    for (const Check* c : v.failing) {
+      const size_t eol = c->detail.find('\n');
+      o += "<li><code>" + esc(c->name) + "</code> (" + esc(c->source) + "): " + esc(c->detail.substr(0, eol));
+      if (eol != std::string::npos)
+        o += "<details class=\"finding\"><summary>more</summary><pre class=\"finding\">" +
+             esc(c->detail.substr(eol + 1)) + "</pre></details>";
+      o += "</li>\n";
+    }
     o += "</ul>\n";
   }
   o += "</section>\n";
@@ -323,8 +331,8 @@ std::string render_html(const Report& r) {
        "is per pair: each pair's radial and tangential error within the allowance its kernel's error model and "
        "contract derive (docs/error-model.md); <i>bound</i> is the flat bound of those criteria, <i>worst / "
        "allowance</i> how close the worst pair came to its own allowance (&gt; 1: a violation). A series that is "
-       "not a check is a kernel judged under an angle model other than its own without a contract for it (its "
-       "drift).</p>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th><th>angle model</th><th>dtype</th>"
+       "not a check is informational, only the checks decide the verdict (in a sweep: a kernel judged under an "
+       "angle model other than its own without a contract for it, its drift).</p>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th><th>angle model</th><th>dtype</th>"
        "<th>layout</th><th>verdict</th><th>max error (u)</th><th>bound (u)</th><th>worst / allowance</th><th>worst "
        "at</th><th>contract</th><th>detail</th></tr>\n";
   for (const SeriesSummary& m : summarize(r)) {

@@ -453,10 +453,10 @@ std::vector<SeriesSummary> summarize(const Report& r) {
                   ? fmt::format("{} (position {})", m.worst_bucket->label, m.worst_bucket->worst->position)
                   : m.worst_bucket->label;
     if (m.check && m.check->status == "fail") m.detail = m.check->detail;
-    else if (!m.check && s.violations)  // e.g. the fp32 pipeline under exact angles: its drift, shown, not judged
-      m.detail = fmt::format("{} pair(s) beyond the allowance under the {} angle model, which is not the one it is "
-                             "judged under: informational",
-                             s.violations, s.angle_model);
+    else if (!m.check && s.violations)  // e.g. the sweep's fp32 pipeline under exact angles: its drift, shown
+      m.detail = fmt::format("{} violation(s); informational: the series is not a check of this report (its "
+                             "checks decide the verdict)",
+                             s.violations);
     if (m.check && m.check->status == "fail") m.finding = s.first_finding;
     out.push_back(std::move(m));
   }
@@ -548,7 +548,9 @@ std::string render_markdown(const Report& r) {
   std::string o = "# ropecheck " + r.kind + " report\n\n";
   const Verdict v = verdict_of(r);
   o += "**" + v.headline() + "**\n\n";
-  for (const Check* c : v.failing) o += fmt::format("* `{}`: {}\n", c->name, md_escape(c->detail));
+  // Each by name with the first line of its detail (a gate's diagnosis); the whole detail is under Checks.
+  for (const Check* c : v.failing)
+    o += fmt::format("* `{}`: {}\n", c->name, md_escape(c->detail.substr(0, c->detail.find('\n'))));
   if (!v.failing.empty()) o += "\n";
 
   o += "## Summary\n\nErrors are pair errors in u of the output dtype (u = 2^-24 f32, 2^-11 f16, 2^-8 bf16): "

@@ -1032,7 +1032,7 @@ TEST(ReportRender, VerdictAndSummaryComeFirst) {
   Check& c = failing.checks[0];
   ASSERT_EQ(c.name, "accuracy/scalar/exact/f32/interleaved");
   c.status = "fail";
-  c.detail = "3 violation(s) under contract identity=bits";
+  c.detail = "3 violation(s) under contract identity=bits\nsmallest failing case: f32 interleaved head_dim=2";
 
   const Verdict v = verdict_of(failing);
   EXPECT_EQ(v.headline(), fmt::format("FAIL: 1 of {} checks fail", r.checks.size()));
@@ -1065,10 +1065,16 @@ TEST(ReportRender, VerdictAndSummaryComeFirst) {
                    "id=\"table-f32-interleaved\"", "id=\"statistics\"", "id=\"worst-cases\""},
                   "report.html");
   EXPECT_NE(html.find("class=\"verdict fail\""), std::string::npos);
+  // A multi-line detail (a gate's diagnosis, then its cases): the verdict shows its first line, the rest on a
+  // click (html) or under Checks (md).
+  EXPECT_NE(html.find("3 violation(s) under contract identity=bits<details class=\"finding\"><summary>more</summary>"
+                      "<pre class=\"finding\">smallest failing case"),
+            std::string::npos);
   EXPECT_NE(render_html(r).find("class=\"verdict pass\""), std::string::npos);
   const std::string md = render_markdown(failing);
   expect_in_order(md,
-                  {"**FAIL: 1 of", "* `accuracy/scalar/exact/f32/interleaved`: 3 violation(s)", "## Summary",
+                  {"**FAIL: 1 of", "* `accuracy/scalar/exact/f32/interleaved`: 3 violation(s) under contract "
+                   "identity=bits\n", "## Summary",
                    "| scalar | exact | f32 | interleaved | **FAIL** |", "its first finding:", "## f32 interleaved",
                    "## Checks", "## Statistics", "## Worst cases", "## Run"},
                   "report.md");
