@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "reports/report.hpp"
+#include "runs/sweep_report.hpp"
 
 namespace ropecheck {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "reports/report.hpp"
-#include "reports/sweep.hpp"
+#include "runs/sweep_report.hpp"
 
 namespace ropecheck {
 namespace {

@@ -14,6 +14,7 @@
 
 #include "gate/gate.hpp"
 #include "reports/report.hpp"
+#include "runs/findings.hpp"
 
 namespace ropecheck::gate {
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "properties/error_model.hpp"
 #include "reports/report.hpp"
 
 namespace ropecheck::report {
@@ -271,11 +272,19 @@ Plot hist_plot(const Report& r, const Groups& g, const std::string& dt, const st
 }
 
 const char* kCss = R"(body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1900px}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}h3{font-size:1.05em}
 table{border-collapse:collapse;font-size:12px;margin:0.6em 0}
-th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.fail td,td.fail{background:#fde0e0;font-weight:bold}td.pass{background:#e3f4e3}
+tr.fail td,td.fail{background:#fde0e0;font-weight:bold}td.pass{background:#e3f4e3}tr.info td{color:#555}
+td.nowrap{white-space:nowrap}
+.verdict{padding:0.5em 1em;border-radius:4px;margin:1em 0}.verdict-line{font-size:1.3em;font-weight:bold;margin:0.2em 0}
+.verdict.pass{background:#e3f4e3;border:1px solid #8c8}.verdict.fail{background:#fde0e0;border:1px solid #d88}
+.verdict.none{background:#eee;border:1px solid #bbb}
+#checks td,td.detail{white-space:pre-line}
+pre.finding{font-size:11px;font-weight:normal;white-space:pre-wrap;margin:0.3em 0 0}
+details{margin:0.4em 0}details>summary{cursor:pointer;font-weight:bold}
+details.finding{margin:0.3em 0 0}details.finding>summary{font-weight:normal;font-size:11px}
 .plots{display:flex;flex-wrap:wrap;gap:12px}.plots svg{border:1px solid #ddd}
 code,.bits{font-family:monospace;font-size:11px}.note{color:#555;font-size:12px}
 )";
@@ -288,41 +297,71 @@ std::string tdn(double v, const char* f = "{:.3g}") { return "<td class=\"num\">
 }  // namespace
 
 std::string render_html(const Report& r) {
+  // For people, in the order they read: the verdict, a line per series, the plots; then the details (run,
+  // environment, every check, the per-bucket tables, every statistic, the worst cases' bits), collapsed.
   const Groups g = groups_of(r);
-  const auto& e = r.environment;
   std::string o = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ropecheck " +
                   esc(r.kind) + " report</title>\n<style>\n" + kCss + "</style>\n</head>\n<body>\n";
   o += "<h1 id=\"title\">ropecheck " + esc(r.kind) + " report</h1>\n";
-  o += "<p class=\"note\">Errors are pair errors in u of the output dtype (u = 2<sup>-24</sup> f32, 2<sup>-11</sup> "
-       "f16, 2<sup>-8</sup> bf16): e = &#8214;y &#8722; &#375;&#8214; / (max(&#8214;x&#8214;, min_normal) u). Dashed "
-       "lines: a kernel judged under an angle model other than its own (its drift; &#8224;: not a check unless a contract "
-       "was given for it). Verdicts are per pair: each pair's radial and tangential error within the allowance its "
-       "kernel's error model and contract derive (docs/error-model.md); the bound shown is the flat bound of those "
-       "criteria.</p>\n";
-  o += "<section id=\"environment\"><h2>Run</h2>\n<table id=\"environment-table\" class=\"kv\">\n";
-  auto kv = [&](const std::string& k, const std::string& v) { o += "<tr><th>" + esc(k) + "</th>" + td(v) + "</tr>\n"; };
-  kv("schema version", std::to_string(r.schema_version));
-  kv("ropecheck", e.tool_version + " (" + e.build_type + ")");
-  kv("compiler", e.compiler);
-  kv("CPU", e.cpu_model);
-  kv("SIMD targets", e.simd_targets.empty() ? "none" : fmt::format("{}", fmt::join(e.simd_targets, ", ")));
-  kv("implementations", fmt::format("{}", fmt::join(e.implementations, ", ")));
-  kv("seed", std::to_string(r.seed));
-  for (auto it = r.parameters.begin(); it != r.parameters.end(); ++it)
-    if (it.key() != "seed") kv(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+
+  // The verdict, and the failing checks by name.
+  const Verdict v = verdict_of(r);
+  const std::string vcls = v.checks == 0 ? "none" : v.pass() ? "pass" : "fail";
+  o += "<section id=\"verdict\" class=\"verdict " + vcls + "\">\n<p class=\"verdict-line\">" + esc(v.headline()) +
+       "</p>\n";
+  if (!v.failing.empty()) {
+    o += "<ul id=\"failing-checks\">\n";
+    // Each by name with the first line of its detail (a gate's diagnosis); the rest (cases, bits) on a click.
+    for (const Check* c : v.failing) {
+      const size_t eol = c->detail.find('\n');
+      o += "<li><code>" + esc(c->name) + "</code> (" + esc(c->source) + "): " + esc(c->detail.substr(0, eol));
+      if (eol != std::string::npos)
+        o += "<details class=\"finding\"><summary>more</summary><pre class=\"finding\">" +
+             esc(c->detail.substr(eol + 1)) + "</pre></details>";
+      o += "</li>\n";
+    }
+    o += "</ul>\n";
+  }
+  o += "</section>\n";
+
+  // A line per series: worst error against its bound, where, under which contract, and why it fails.
+  o += "<section id=\"summary-section\"><h2>Summary</h2>\n<p class=\"note\">One row per kernel (angle model), dtype "
+       "and layout. Errors are pair errors in u of the output dtype (u = 2<sup>-24</sup> f32, 2<sup>-11</sup> f16, "
+       "2<sup>-8</sup> bf16): e = &#8214;y &#8722; &#375;&#8214; / (max(&#8214;x&#8214;, min_normal) u). The verdict "
+       "is per pair: each pair's radial and tangential error within the allowance its kernel's error model and "
+       "contract derive (docs/error-model.md); <i>bound</i> is the flat bound of those criteria, <i>worst / "
+       "allowance</i> how close the worst pair came to its own allowance (&gt; 1: a violation). A series that is "
+       "not a check is informational, only the checks decide the verdict (in a sweep: a kernel judged under an "
+       "angle model other than its own without a contract for it, its drift).</p>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th><th>angle model</th><th>dtype</th>"
+       "<th>layout</th><th>verdict</th><th>max error (u)</th><th>bound (u)</th><th>worst / allowance</th><th>worst "
+       "at</th><th>contract</th><th>detail</th></tr>\n";
+  for (const SeriesSummary& m : summarize(r)) {
+    const Series& s = *m.series;
+    const std::string cls = m.verdict == "FAIL" ? "fail" : m.verdict == "pass" ? "pass" : "info";
+    // The finding's first line says what is wrong; its case and bits, several lines, open on a click.
+    std::string detail = esc(m.detail);
+    if (!m.finding.empty()) {
+      const size_t eol = m.finding.find('\n');
+      const std::string rest = eol == std::string::npos ? "" : m.finding.substr(eol + 1);
+      detail += "<details class=\"finding\"><summary>" + esc(m.finding.substr(0, eol)) + "</summary>" +
+                (rest.empty() ? "" : "<pre class=\"finding\">" + esc(rest) + "</pre>") + "</details>";
+    }
+    o += "<tr class=\"" + cls + "\">" + td(s.kernel, "nowrap") + td(s.angle_model) + td(s.dtype) + td(s.layout) +
+         td(m.verdict, "verdict " + cls) + tdn(s.all.max) + tdn(s.bound) +
+         (s.worst_ratio ? tdn(*s.worst_ratio) : "<td>-</td>") + td(m.where, "nowrap") +
+         td(s.contract ? short_contract(*s.contract) : "-") + "<td class=\"detail\">" + detail + "</td></tr>\n";
+  }
   o += "</table></section>\n";
 
-  o += "<section id=\"checks-section\"><h2>Checks</h2>\n<table id=\"checks\" class=\"checks\">\n"
-       "<tr><th>check</th><th>source</th><th>status</th><th>detail</th></tr>\n";
-  for (const auto& c : r.checks)
-    o += "<tr" + std::string(c.status == "fail" ? " class=\"fail\"" : "") + ">" + td(c.name) + td(c.source) +
-         td(c.status, c.status == "pass" ? "pass" : c.status == "fail" ? "fail" : "") + td(c.detail) + "</tr>\n";
-  o += "</table></section>\n";
-
+  // The error against position, a section per dtype and layout.
+  o += "<section id=\"plots\"><h2>Error against position</h2>\n<p class=\"note\">Per position bucket [2<sup>k</sup>, "
+       "2<sup>k+1</sup>): the max and mean pair error (u), the kernel's angle error in ulps of f32 at |&#966;| where "
+       "rounding cannot mask it, and the error histogram. Dashed lines: a kernel judged under an angle model other "
+       "than its own.</p>\n";
   for (const auto& [dt, lay] : g.list) {
     const std::string gid = group_id(dt, lay);
     o += "<section class=\"group\" id=\"group-" + gid + "\" data-dtype=\"" + esc(dt) + "\" data-layout=\"" + esc(lay) +
-         "\">\n<h2>" + esc(dt) + " " + esc(lay) + "</h2>\n<div class=\"plots\">\n";
+         "\">\n<h3>" + esc(dt) + " " + esc(lay) + "</h3>\n<div class=\"plots\">\n";
     Plot pm = bucket_plot(r, g, dt, lay, true), pa = bucket_plot(r, g, dt, lay, false),
          pg = angle_plot(r, g, dt, lay), ph = hist_plot(r, g, dt, lay);
     for (Plot* p : {&pm, &pa, &pg, &ph}) {
@@ -331,7 +370,29 @@ std::string render_html(const Report& r) {
       p->standalone = true;
       o += svg_plot(*p);
     }
-    o += "</div>\n";
+    o += "</div>\n</section>\n";
+  }
+  o += "</section>\n";
+
+  // The details, collapsed.
+  o += "<section id=\"details\"><h2>Details</h2>\n";
+  o += "<details id=\"details-run\"><summary>Run parameters and environment</summary>\n"
+       "<table id=\"environment-table\" class=\"kv\">\n";
+  for (const auto& [k, val] : run_facts(r)) o += "<tr><th>" + esc(k) + "</th>" + td(val) + "</tr>\n";
+  o += "</table></details>\n";
+
+  o += fmt::format("<details id=\"details-checks\"><summary>Every check ({}, {} failing)</summary>\n",
+                   r.checks.size(), v.failing.size());
+  o += "<table id=\"checks\" class=\"checks\">\n<tr><th>check</th><th>source</th><th>status</th><th>detail</th></tr>\n";
+  for (const auto& c : r.checks)
+    o += "<tr" + std::string(c.status == "fail" ? " class=\"fail\"" : "") + ">" + td(c.name) + td(c.source) +
+         td(c.status, c.status == "pass" ? "pass" : c.status == "fail" ? "fail" : "") + td(c.detail) + "</tr>\n";
+  o += "</table></details>\n";
+
+  for (const auto& [dt, lay] : g.list) {
+    const std::string gid = group_id(dt, lay);
+    o += "<details class=\"group-tables\" id=\"details-" + gid + "\"><summary>" + esc(dt) + " " + esc(lay) +
+         ": errors, components and angle error per position bucket</summary>\n";
     // Boost.Math-style table: rows buckets, columns kernel (model).
     std::vector<const Series*> cols;
     std::set<int> buckets;
@@ -372,7 +433,7 @@ std::string render_html(const Report& r) {
     o += "<p class=\"note\">Components and angle error: R, T = max |radial|, max |tangential| component (u); the "
          "largest |angle error| from the exact output to the kernel's (rad) and, over the pairs where rounding can "
          "explain at most 1/8 ulp, in ulps of f32 at |&#966;| (&#8211;: no such pair). Hover for the mean angle error "
-         "and the counts.</p>\n";
+         "and the counts. &#8224;: not a check.</p>\n";
     o += "<table id=\"table-components-" + gid + "\" class=\"components-table\">\n<tr><th>position</th>";
     for (const Series* s : cols) o += "<th>" + esc(line_key(*s)) + (r.check_of(*s) ? "" : " &#8224;") + "</th>";
     o += "</tr>\n";
@@ -387,14 +448,14 @@ std::string render_html(const Report& r) {
                          d.resolved_angle_count ? fmt::format("{:.3g} ulp", d.max_resolved_angle_ulps)
                                                 : std::string("&#8211; ulp"));
     };
-    o += rows(comp) + "</section>\n";
+    o += rows(comp) + "</details>\n";
   }
 
-  o += "<section id=\"summary-section\"><h2>Summary</h2>\n<table id=\"summary\" class=\"summary\">\n<tr><th>kernel</th>"
-       "<th>angle model</th><th>dtype</th><th>layout</th><th>contract</th><th>pairs</th><th>max</th><th>p99</th>"
-       "<th>mean</th><th>max radial</th><th>max tangential</th><th>bias (radial)</th><th>bias (tangential)</th>"
-       "<th>max angle (rad)</th><th>mean angle (rad)</th><th>max angle (f32 ulps, resolved)</th><th>bound</th>"
-       "<th>worst / allowance</th><th>violations</th></tr>\n";
+  o += "<details id=\"details-statistics\"><summary>Every statistic per series</summary>\n<table id=\"statistics\" "
+       "class=\"statistics\">\n<tr><th>kernel</th><th>angle model</th><th>dtype</th><th>layout</th><th>contract</th>"
+       "<th>pairs</th><th>max</th><th>p99</th><th>mean</th><th>max radial</th><th>max tangential</th><th>bias (radial)"
+       "</th><th>bias (tangential)</th><th>max angle (rad)</th><th>mean angle (rad)</th><th>max angle (f32 ulps, "
+       "resolved)</th><th>bound</th><th>worst / allowance</th><th>violations</th></tr>\n";
   for (const auto& s : r.series) {
     const auto& d = s.all.decomposition;
     const std::string none = "<td>-</td>";
@@ -407,11 +468,12 @@ std::string render_html(const Report& r) {
          (d && d->resolved_angle_count ? tdn(d->max_resolved_angle_ulps) : none) + tdn(s.bound) +
          (s.worst_ratio ? tdn(*s.worst_ratio) : none) + tdn(double(s.violations), "{:.0f}") + "</tr>\n";
   }
-  o += "</table></section>\n";
+  o += "</table></details>\n";
 
-  o += "<section id=\"worst-section\"><h2>Worst cases</h2>\n<table id=\"worst-cases\" class=\"worst\">\n<tr><th>kernel"
-       "</th><th>angle model</th><th>dtype</th><th>layout</th><th>error (u)</th><th>position</th><th>token / head / "
-       "pair (dims)</th><th>input bits</th><th>got bits</th><th>correctly rounded</th><th>exact</th></tr>\n";
+  o += "<details id=\"details-worst\"><summary>Worst cases, with their bits</summary>\n<table id=\"worst-cases\" "
+       "class=\"worst\">\n<tr><th>kernel</th><th>angle model</th><th>dtype</th><th>layout</th><th>error (u)</th>"
+       "<th>position</th><th>token / head / pair (dims)</th><th>input bits</th><th>got bits</th><th>correctly rounded"
+       "</th><th>exact</th></tr>\n";
   for (const auto& s : r.series) {
     if (!s.all.worst) continue;
     const WorstCase& w = *s.all.worst;
@@ -421,22 +483,7 @@ std::string render_html(const Report& r) {
          td(w.input[0] + " " + w.input[1], "bits") + td(w.got[0] + " " + w.got[1], "bits") +
          td(w.rounded[0] + " " + w.rounded[1], "bits") + td(w.exact[0] + " " + w.exact[1], "bits") + "</tr>\n";
   }
-  o += "</table></section>\n</body>\n</html>\n";
-  return o;
-}
-
-SweepOptions headline_options(uint64_t seed, uint32_t tokens_per_bucket) {
-  SweepOptions o;
-  o.impls = {"scalar", "conventional-fp32"};
-  o.seed = seed;
-  o.max_log2_position = 23;  // the last bucket is [2^23, 2^24)
-  o.bucket_step = 1;
-  o.tokens_per_bucket = tokens_per_bucket;
-  o.n_heads = 4;
-  o.head_dim = 128;
-  o.rotary_dim = 128;
-  o.also_exact_model = true;
-  o.layouts = {Layout::interleaved};
+  o += "</table></details>\n</section>\n</body>\n</html>\n";
   return o;
 }
 

@@ -1,8 +1,10 @@
 #include "reports/report.hpp"
 
 #include <fmt/format.h>
-#include <hwy/targets.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -12,14 +14,8 @@
 #include <set>
 #include <sstream>
 
-#include "properties/judge.hpp"
-
-#ifndef ROPECHECK_VERSION
-#define ROPECHECK_VERSION "unknown"
-#endif
-#ifndef ROPECHECK_BUILD_TYPE
-#define ROPECHECK_BUILD_TYPE "unknown"
-#endif
+#include "properties/contract.hpp"
+#include "properties/error_model.hpp"
 
 namespace ropecheck::report {
 
@@ -49,173 +45,27 @@ bool Report::all_checks_pass() const {
   return true;
 }
 
+std::optional<std::string> simd_target_of(const std::string& kernel) {
+  const std::string prefix = "simd-";
+  if (kernel.size() <= prefix.size() || kernel.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  std::string t = kernel.substr(prefix.size());
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+  return t;
+}
+
+bool lists_target(const std::vector<std::string>& targets, const std::string& target) {
+  auto upper = [](std::string x) {
+    std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    return x;
+  };
+  const std::string want = upper(target);
+  return std::any_of(targets.begin(), targets.end(), [&](const std::string& t) { return upper(t) == want; });
+}
+
 std::vector<double> default_histogram_edges() {
   std::vector<double> e{0.0};
   for (int k = -12; k <= 30; ++k) e.push_back(std::ldexp(1.0, k));
   return e;
-}
-
-namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0 || line.rfind("cpu model", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string v = line.substr(colon + 1);
-        v.erase(0, v.find_first_not_of(" \t"));
-        return v;
-      }
-    }
-  }
-  return "unknown";
-}
-
-std::string bits_hex(Dtype d, uint32_t bits) {
-  return d == Dtype::f32 ? fmt::format("0x{:08x}", bits) : fmt::format("0x{:04x}", bits);
-}
-
-BucketStats bucket_stats_of(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
-  BucketStats b;
-  b.bucket = bucket;
-  b.label = bucket < 0 ? "all" : bucket_label(bucket);
-  b.count = s.count;
-  b.max = s.max;
-  b.p99 = s.percentile(0.99);
-  b.mean = s.mean();
-  b.bias = s.bias();
-  b.tangential_bias = s.tangential_bias();
-  b.rms = s.rms();  // the bias compare's spread
-  Decomposition dc;
-  dc.max_radial = s.max_radial;
-  dc.max_tangential = s.max_tangential;
-  dc.angle_count = s.angle_count;
-  dc.max_angle_rad = s.max_angle;
-  dc.mean_angle_rad = s.mean_angle();
-  dc.max_angle_ulps = s.max_angle_ulps;
-  dc.resolved_angle_count = s.resolved_angle_count;
-  dc.max_resolved_angle_ulps = s.max_resolved_angle_ulps;
-  b.decomposition = dc;
-  if (w && w->valid()) {
-    WorstCase c;
-    c.error = w->e;
-    c.radial = w->radial;
-    c.tangential = w->tangential;
-    c.position = w->position;
-    c.token = w->token;
-    c.head = w->head;
-    c.pair = w->pair;
-    c.dim0 = w->dim0;
-    c.dim1 = w->dim1;
-    for (int k = 0; k < 2; ++k) {
-      c.input[k] = bits_hex(d, w->in_bits[k]);
-      c.got[k] = bits_hex(d, w->got_bits[k]);
-      c.rounded[k] = bits_hex(d, w->rounded_bits[k]);
-      c.exact[k] = hexfloat(w->exact[k]);
-    }
-    b.worst = c;
-  }
-  return b;
-}
-
-}  // namespace
-
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d) {
-  return bucket_stats_of(bucket, s, w, d);
-}
-
-std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges) {
-  std::vector<uint64_t> h(edges.size(), 0);
-  for (float v : values) {
-    size_t i = edges.size() - 1;
-    while (i > 0 && !(double(v) >= edges[i])) --i;
-    ++h[i];
-  }
-  return h;
-}
-
-Environment current_environment() {
-  Environment e;
-  e.tool_version = ROPECHECK_VERSION;
-#if defined(__clang__)
-  e.compiler = "clang " __clang_version__;
-#elif defined(__GNUC__)
-  e.compiler = "gcc " __VERSION__;
-#else
-  e.compiler = "unknown";
-#endif
-  e.build_type = ROPECHECK_BUILD_TYPE;
-  e.cpu_model = cpu_model();
-  for (int64_t t : hwy::SupportedAndGeneratedTargets()) e.simd_targets.emplace_back(hwy::TargetName(t));
-  e.implementations = implementation_names();
-  return e;
-}
-
-Report make_sweep_report(const SweepOptions& o, const std::vector<SweepRow>& rows) {
-  Report r;
-  r.kind = "sweep";
-  r.environment = current_environment();
-  r.seed = o.seed;
-  json impls = json::array();
-  for (const auto& n : o.impls) impls.push_back(n);
-  json dtypes = json::array(), layouts = json::array();
-  for (Dtype d : o.dtypes) dtypes.push_back(std::string(to_string(d)));
-  for (Layout l : o.layouts) layouts.push_back(std::string(to_string(l)));
-  r.parameters = {{"impls", impls},
-                  {"contract", o.contract ? o.contract->spec() : std::string("each kernel's own")},
-                  {"seed", o.seed},
-                  {"max_log2_position", o.max_log2_position},
-                  {"bucket_step", o.bucket_step},
-                  {"tokens_per_bucket", o.tokens_per_bucket},
-                  {"n_heads", o.n_heads},
-                  {"head_dim", o.head_dim},
-                  {"rotary_dim", o.rotary_dim},
-                  {"base", o.base},
-                  {"also_exact_model", o.also_exact_model},
-                  {"dtypes", dtypes},
-                  {"layouts", layouts},
-                  {"input_distribution", "normal(0, 1), rounded to the dtype"}};
-  r.histogram_edges = default_histogram_edges();
-  for (const auto& row : rows) {
-    Series s;
-    s.kernel = row.impl;
-    s.angle_model = std::string(to_string(row.model));
-    s.dtype = std::string(to_string(row.dtype));
-    s.layout = std::string(to_string(row.layout));
-    s.bound = row.bound;
-    s.judged_under_own_model = row.own_model;
-    s.contract = row.contract.spec();
-    s.worst_ratio = row.worst_ratio;
-    s.violations = row.violations;
-    s.first_finding = row.first_finding;
-    const WorstPair* overall = nullptr;
-    for (const auto& [b, w] : row.worst_by_bucket)
-      if (w.valid() && (!overall || w.e > overall->e)) overall = &w;
-    s.all = bucket_stats_of(-1, row.all, overall, row.dtype);
-    for (const auto& [b, st] : row.by_bucket) {
-      auto it = row.worst_by_bucket.find(b);
-      s.buckets.push_back(bucket_stats_of(b, st, it == row.worst_by_bucket.end() ? nullptr : &it->second, row.dtype));
-    }
-    s.histogram = histogram(row.all.values, r.histogram_edges);
-    if (row.expected_to_pass) {
-      Check c;
-      c.name = "accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
-      c.status = s.violations == 0 ? "pass" : "fail";
-      const std::string contract = row.contract.short_spec();
-      c.detail = s.violations == 0
-                     ? fmt::format("{} pairs within their allowances under contract {} (the closest at {:.3g} of its "
-                                   "allowance); max {:.3g} u, flat bound {:.3g} u",
-                                   s.all.count, contract, row.worst_ratio, s.all.max, s.bound)
-                     : fmt::format("{} violation(s) under contract {} (the worst pair at {:.3g} of its allowance); "
-                                   "max {:.3g} u, flat bound {:.3g} u",
-                                   s.violations, contract, row.worst_ratio, s.all.max, s.bound);
-      r.checks.push_back(c);
-    }
-    r.series.push_back(std::move(s));
-  }
-  return r;
 }
 
 // ---- JSON ----------------------------------------------------------------------------
@@ -407,6 +257,7 @@ json to_json(const Report& r) {
   j["environment"] = {{"tool_version", e.tool_version}, {"compiler", e.compiler},
                       {"build_type", e.build_type},     {"cpu_model", e.cpu_model},
                       {"simd_targets", e.simd_targets}, {"implementations", e.implementations}};
+  if (e.simd_compiled_targets) j["environment"]["simd_compiled_targets"] = *e.simd_compiled_targets;
   j["seed"] = r.seed;
   j["parameters"] = r.parameters;
   j["error_unit"] = "u of the output dtype (pair error ||y - yhat|| / (max(||x||, min_normal) * u))";
@@ -461,6 +312,8 @@ Report from_json(const json& j) {
   r.environment.build_type = get_str(e, "build_type", "environment");
   r.environment.cpu_model = get_str(e, "cpu_model", "environment");
   r.environment.simd_targets = get_strings(e, "simd_targets", "environment");
+  if (e.contains("simd_compiled_targets"))  // optional: older reports do not have it
+    r.environment.simd_compiled_targets = get_strings(e, "simd_compiled_targets", "environment");
   r.environment.implementations = get_strings(e, "implementations", "environment");
   r.seed = get_int<uint64_t>(j, "seed", "report");
   r.parameters = field(j, "parameters", "report");
@@ -566,6 +419,107 @@ void write_report_dir(const Report& r, const std::string& dir) {
   write_text_file((d / "report.html").string(), render_html(r));
 }
 
+// ---- the verdict and the summary ------------------------------------------------------
+
+std::string Verdict::headline() const {
+  if (checks == 0) return "NO CHECKS: nothing in this report was judged";
+  if (!pass()) return fmt::format("FAIL: {} of {} checks fail", failing.size(), checks);
+  return fmt::format("PASS: {} of {} checks pass{}", passing, checks,
+                     skipped ? fmt::format(", {} skipped", skipped) : std::string());
+}
+
+Verdict verdict_of(const Report& r) {
+  Verdict v;
+  v.checks = r.checks.size();
+  for (const Check& c : r.checks) {
+    if (c.status == "fail") v.failing.push_back(&c);
+    v.passing += c.status == "pass";
+    v.skipped += c.status == "skip";
+  }
+  return v;
+}
+
+std::vector<SeriesSummary> summarize(const Report& r) {
+  std::vector<SeriesSummary> out;
+  for (const Series& s : r.series) {
+    SeriesSummary m;
+    m.series = &s;
+    m.check = r.check_of(s);
+    m.verdict = !m.check ? "not a check" : m.check->status == "fail" ? "FAIL" : m.check->status;
+    for (const BucketStats& b : s.buckets)
+      if (!m.worst_bucket || !(b.max <= m.worst_bucket->max)) m.worst_bucket = &b;  // a NaN max is the worst
+    m.where = !m.worst_bucket ? "-"
+              : m.worst_bucket->worst
+                  ? fmt::format("{} (position {})", m.worst_bucket->label, m.worst_bucket->worst->position)
+                  : m.worst_bucket->label;
+    if (m.check && m.check->status == "fail") m.detail = m.check->detail;
+    else if (!m.check && s.violations)  // e.g. the sweep's fp32 pipeline under exact angles: its drift, shown
+      m.detail = fmt::format("{} violation(s); informational: the series is not a check of this report (its "
+                             "checks decide the verdict)",
+                             s.violations);
+    if (m.check && m.check->status == "fail") m.finding = s.first_finding;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+namespace {
+
+// A value in words: "a, b" for a list, "k: v; k: v" for an object, a list or object inside another in
+// parentheses so that its commas and semicolons stay its own.
+std::string json_text(const json& v, bool nested = false) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "-";
+  if (v.is_array() || v.is_object()) {
+    if (v.empty()) return "(none)";
+    std::string o;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it != v.begin()) o += v.is_array() ? ", " : "; ";
+      if (v.is_object()) o += it.key() + ": ";
+      o += json_text(*it, true);
+    }
+    return nested ? "(" + o + ")" : o;
+  }
+  return v.dump();  // numbers and booleans read as they are written
+}
+
+}  // namespace
+
+std::string parameter_text(const Report& r, const std::string& key) {
+  if (!r.parameters.is_object() || !r.parameters.contains(key)) return "-";
+  const json& v = r.parameters.at(key);
+  // The sweep's lists: empty is every one (runs/sweep.hpp, SweepOptions); say which, from the series.
+  const std::pair<const char*, std::string Series::*> every[] = {
+      {"impls", &Series::kernel}, {"dtypes", &Series::dtype}, {"layouts", &Series::layout}};
+  if (r.kind == "sweep" && v.is_array() && v.empty())
+    for (const auto& [name, field] : every)
+      if (key == name) {
+        std::vector<std::string> seen;
+        for (const Series& s : r.series)
+          if (std::find(seen.begin(), seen.end(), s.*field) == seen.end()) seen.push_back(s.*field);
+        return seen.empty() ? "every one" : fmt::format("every one ({})", fmt::join(seen, ", "));
+      }
+  return json_text(v);
+}
+
+std::vector<std::pair<std::string, std::string>> run_facts(const Report& r) {
+  const Environment& e = r.environment;
+  auto list = [](const std::vector<std::string>& v) { return v.empty() ? "none" : fmt::format("{}", fmt::join(v, ", ")); };
+  std::vector<std::pair<std::string, std::string>> f = {
+      {"schema version", std::to_string(r.schema_version)},
+      {"ropecheck", e.tool_version + " (" + e.build_type + ")"},
+      {"compiler", e.compiler},
+      {"CPU", e.cpu_model},
+      {"SIMD targets (this CPU)", list(e.simd_targets)},
+      {"SIMD targets (compiled)", e.simd_compiled_targets ? list(*e.simd_compiled_targets) : "not recorded"},
+      {"implementations", list(e.implementations)},
+      {"seed", std::to_string(r.seed)}};
+  if (r.parameters.is_object())
+    for (auto it = r.parameters.begin(); it != r.parameters.end(); ++it)
+      if (it.key() != "seed") f.emplace_back(it.key(), parameter_text(r, it.key()));
+  return f;
+}
+
 // ---- markdown ----------------------------------------------------------------------
 
 namespace {
@@ -589,20 +543,33 @@ std::string short_contract(const std::string& spec) {
 }
 
 std::string render_markdown(const Report& r) {
+  // For people: the verdict and a line per series first, then the tables, then every check and statistic,
+  // and the run's parameters last (report.html has the same order).
   std::string o = "# ropecheck " + r.kind + " report\n\n";
-  const auto& e = r.environment;
-  o += fmt::format("ropecheck {} ({}, {}), CPU: {}, SIMD targets: {}\n\n", e.tool_version, e.compiler, e.build_type,
-                   e.cpu_model, e.simd_targets.empty() ? "none" : fmt::format("{}", fmt::join(e.simd_targets, ", ")));
-  o += fmt::format("Seed {}. Parameters: `{}`\n\n", r.seed, r.parameters.dump());
-  o += "Errors are pair errors in u of the output dtype (u = 2^-24 f32, 2^-11 f16, 2^-8 bf16): "
-       "e = ||y - yhat|| / (max(||x||, min_normal) u). Cells read like Boost.Math's error tables: "
-       "Max = worst pair (Mean = mean over pairs).\n\n";
+  const Verdict v = verdict_of(r);
+  o += "**" + v.headline() + "**\n\n";
+  // Each by name with the first line of its detail (a gate's diagnosis); the whole detail is under Checks.
+  for (const Check* c : v.failing)
+    o += fmt::format("* `{}`: {}\n", c->name, md_escape(c->detail.substr(0, c->detail.find('\n'))));
+  if (!v.failing.empty()) o += "\n";
 
-  o += "## Checks\n\n| check | source | status | detail |\n|---|---|---|---|\n";
-  for (const auto& c : r.checks)
-    o += fmt::format("| {} | {} | {} | {} |\n", md_escape(c.name), c.source, c.status == "fail" ? "**FAIL**" : c.status,
-                     md_escape(c.detail));
-  if (r.checks.empty()) o += "| (none) | | | |\n";
+  o += "## Summary\n\nErrors are pair errors in u of the output dtype (u = 2^-24 f32, 2^-11 f16, 2^-8 bf16): "
+       "e = ||y - yhat|| / (max(||x||, min_normal) u). The verdict is per pair (each within the allowance its "
+       "kernel's error model and contract derive); the bound is the flat bound of those criteria, and "
+       "worst/allowance how close the worst pair came to its own allowance.\n\n"
+       "| kernel | angle model | dtype | layout | verdict | max (u) | bound (u) | worst/allowance | worst at | contract "
+       "| detail |\n|---|---|---|---|---|---:|---:|---:|---|---|---|\n";
+  const std::vector<SeriesSummary> summary = summarize(r);
+  for (const SeriesSummary& m : summary) {
+    const Series& s = *m.series;
+    o += fmt::format("| {} | {} | {} | {} | {} | {:.3g} | {:.3g} | {} | {} | {} | {} |\n", s.kernel, s.angle_model,
+                     s.dtype, s.layout, m.verdict == "FAIL" ? "**FAIL**" : m.verdict, s.all.max, s.bound,
+                     s.worst_ratio ? fmt::format("{:.3g}", *s.worst_ratio) : "-", m.where,
+                     s.contract ? short_contract(*s.contract) : "-", md_escape(m.detail));
+  }
+  for (const SeriesSummary& m : summary)
+    if (!m.finding.empty()) o += fmt::format("\n{} fails; its first finding:\n\n```\n{}\n```\n", m.series->key(),
+                                             m.finding.substr(0, m.finding.find_last_not_of('\n') + 1));
 
   // One table per dtype x layout: rows are buckets, columns kernels/models.
   std::vector<std::pair<std::string, std::string>> groups;
@@ -658,7 +625,13 @@ std::string render_markdown(const Report& r) {
     o += "\n† not a check: judged under a model other than the kernel's own without a contract for it (shows the "
          "drift of its angles).\n";
 
-  o += "\n## Summary\n\n| kernel | angle model | dtype | layout | contract | pairs | max | p99 | mean | max radial | "
+  o += "\n## Checks\n\n| check | source | status | detail |\n|---|---|---|---|\n";
+  for (const auto& c : r.checks)
+    o += fmt::format("| {} | {} | {} | {} |\n", md_escape(c.name), c.source, c.status == "fail" ? "**FAIL**" : c.status,
+                     md_escape(c.detail));
+  if (r.checks.empty()) o += "| (none) | | | |\n";
+
+  o += "\n## Statistics\n\n| kernel | angle model | dtype | layout | contract | pairs | max | p99 | mean | max radial | "
        "max tangential | bias (radial) | bias (tangential) | max angle (rad) | mean angle (rad) | max angle (f32 ulps, "
        "resolved) | bound | worst/allowance | violations |\n"
        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -687,6 +660,9 @@ std::string render_markdown(const Report& r) {
                      s.angle_model, s.dtype, s.layout, w.error, w.position, w.token, w.head, w.pair, w.input[0],
                      w.input[1], w.got[0], w.got[1], w.rounded[0], w.rounded[1]);
   }
+
+  o += "\n## Run\n\n| | |\n|---|---|\n";
+  for (const auto& [k, v] : run_facts(r)) o += fmt::format("| {} | {} |\n", md_escape(k), md_escape(v));
   return o;
 }
 
@@ -764,14 +740,21 @@ std::string CompareResult::table() const {
                      "ropecheck recorded it): {} bucket(s) compared without it (it never fails a compare)\n",
                      who, std::max(decomposition_missing_baseline, decomposition_missing_current));
   }
+  std::string not_here;
+  if (series_not_run_here || checks_not_run_here) {
+    o += fmt::format("note: {} series and {} check(s) of the baseline were not run here: this CPU lacks their SIMD "
+                     "target(s) {} (informational, not a coverage loss; a CPU with the target compares them)\n",
+                     series_not_run_here, checks_not_run_here, fmt::join(targets_not_here, ", "));
+    not_here = fmt::format("; {} series and {} check(s) not run here", series_not_run_here, checks_not_run_here);
+  }
   if (fails)
     o += fmt::format("compare: FAIL: {} regression(s) ({} of them bias), {} coverage loss(es), {} check(s) newly "
-                     "failing ({} series, {} buckets, {} checks compared)\n",
-                     regress, bias, cover, checks, series_compared, buckets_compared, checks_compared);
+                     "failing ({} series, {} buckets, {} checks compared{})\n",
+                     regress, bias, cover, checks, series_compared, buckets_compared, checks_compared, not_here);
   else
     o += fmt::format("compare: OK: no bucket's max or mean error grew beyond the slack, no bias moved beyond its "
-                     "allowance, no check newly fails, coverage kept ({} series, {} buckets, {} checks compared)\n",
-                     series_compared, buckets_compared, checks_compared);
+                     "allowance, no check newly fails, coverage kept ({} series, {} buckets, {} checks compared{})\n",
+                     series_compared, buckets_compared, checks_compared, not_here);
   return o;
 }
 
@@ -806,11 +789,35 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
   for (const auto& c : cur.checks) cur_checks.emplace(c.name, &c);
   for (const auto& c : base.checks) base_checks.emplace(c.name, &c);
 
+  // A baseline series of a SIMD target this CPU lacks cannot be run here: a note, not a coverage loss, and
+  // so is its check. Missing for any other reason (another kernel; a target this CPU runs; a target this
+  // build does not compile) it is a coverage loss, and the row says which target was there.
+  const Environment& here = cur.environment;
+  std::map<std::string, std::string> checks_not_here;  // check name -> why
+  std::set<std::string> targets_not_here;
+  auto absent = [&](const Series& bs) {
+    const auto target = simd_target_of(bs.kernel);
+    if (!target) {
+      add(true, "coverage", bs.key(), "", "series", "present", "gone");
+    } else if (lists_target(here.simd_targets, *target)) {
+      add(true, "coverage", bs.key(), "", "series", "present", "gone (this CPU runs the target " + *target + ")");
+    } else if (here.simd_compiled_targets && !lists_target(*here.simd_compiled_targets, *target)) {
+      add(true, "coverage", bs.key(), "", "series", "present",
+          "gone (this build does not compile the target " + *target + ")");
+    } else {
+      const std::string why = "not run here (this CPU lacks the target " + *target + ")";
+      add(false, "not-run-here", bs.key(), "", "series", "present", why);
+      ++res.series_not_run_here;
+      targets_not_here.insert(*target);
+      if (const Check* c = base.check_of(bs)) checks_not_here.emplace(c->name, why);
+    }
+  };
+
   for (const auto& bs : base.series) {
     const auto cs_it = cur_series.find(bs.key());
     const Series* cs = cs_it == cur_series.end() ? nullptr : cs_it->second;
     if (!cs) {
-      add(true, "coverage", bs.key(), "", "series", "present", "gone");
+      absent(bs);
       continue;
     }
     ++res.series_compared;
@@ -898,7 +905,13 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     const auto cc_it = cur_checks.find(bc.name);
     const Check* cc = cc_it == cur_checks.end() ? nullptr : cc_it->second;
     if (!cc) {
-      add(true, "coverage", bc.name, "", "check", bc.status, "gone");
+      const auto why = checks_not_here.find(bc.name);
+      if (why == checks_not_here.end()) {
+        add(true, "coverage", bc.name, "", "check", bc.status, "gone");
+      } else {
+        add(false, "not-run-here", bc.name, "", "check", bc.status, why->second);
+        ++res.checks_not_run_here;
+      }
       continue;
     }
     ++res.checks_compared;
@@ -911,6 +924,7 @@ CompareResult compare_reports(const Report& base, const Report& cur, const Slack
     if (!base_checks.count(cc.name))
       add(cc.status == "fail", cc.status == "fail" ? "check" : "new", cc.name, "", "status", "absent",
           cc.status == "fail" ? "fail: " + cc.detail : cc.status);
+  res.targets_not_here.assign(targets_not_here.begin(), targets_not_here.end());
   // Failures first, then notes, each in the order found.
   std::stable_sort(res.diffs.begin(), res.diffs.end(),
                    [](const Difference& a, const Difference& b) { return a.failing > b.failing; });

@@ -2,6 +2,9 @@
 // style error tables), report.html (one self-contained file with inline SVG
 // plots), and the baseline compare that fails CI when a kernel got less
 // accurate. Schema and compare rules: docs/reports.md.
+//
+// This side only reads findings: it never runs a kernel. The run side that
+// makes a Report (the sweep, this machine's Environment) is runs/.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +12,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include "reports/sweep.hpp"
 
 namespace ropecheck::report {
 
@@ -93,9 +95,21 @@ struct Check {
 
 struct Environment {
   std::string tool_version, compiler, build_type, cpu_model;
-  std::vector<std::string> simd_targets;     // Highway targets supported here and compiled in
+  // Highway targets (hwy::TargetName: "AVX3_DL", "AVX2", ...) compiled in and supported by this CPU: the
+  // targets of the `simd-<target>` kernels that ran.
+  std::vector<std::string> simd_targets;
+  // Every target compiled in, whether this CPU runs it or not. Absent in reports written before it was
+  // recorded (then a compare cannot tell a CPU without a target from a build without it).
+  std::optional<std::vector<std::string>> simd_compiled_targets;
   std::vector<std::string> implementations;  // registered kernels
 };
+
+// The SIMD target a kernel's series needs: "simd-<target>" (impls/simd names each kernel "simd-" + the
+// lower-case hwy::TargetName) needs that target, returned as Highway spells it ("simd-avx3_dl" ->
+// "AVX3_DL"); every other kernel (scalar, conventional-fp32, the dispatched `simd`, plugins) none.
+std::optional<std::string> simd_target_of(const std::string& kernel);
+// Whether a target list (Environment::simd_targets, ...) holds this target, ignoring case.
+bool lists_target(const std::vector<std::string>& targets, const std::string& target);
 
 struct Report {
   int schema_version = kSchemaVersion;
@@ -118,22 +132,43 @@ struct Report {
 // The histogram bins: [0, 2^-12), [2^-12, 2^-11), ..., [2^30, inf).
 std::vector<double> default_histogram_edges();
 
-// This build and machine.
-Environment current_environment();
-
-// A bucket's statistics from judged pairs (bucket -1: all); w, when given, its worst pair (with bits).
-BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dtype d);
-// Counts of values per bin of edges (bin i is [edges[i], edges[i+1]), the last one unbounded).
-std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges);
-
-// A report from a sweep's rows and its options.
-Report make_sweep_report(const SweepOptions& opt, const std::vector<SweepRow>& rows);
-
 nlohmann::json to_json(const Report& r);
 Report from_json(const nlohmann::json& j);  // throws ReportError
 // A regular file of at most kMaxReportBytes (a FIFO or a huge file is refused before reading); throws ReportError.
 inline constexpr uintmax_t kMaxReportBytes = uintmax_t(256) << 20;
 Report load_report(const std::string& path);
+
+// ---- what report.md and report.html open with ------------------------------------------
+
+// The verdict: the checks, and which of them fail (in report order). pass() with no failing check.
+struct Verdict {
+  size_t checks = 0, passing = 0, skipped = 0;
+  std::vector<const Check*> failing;
+  bool pass() const { return failing.empty(); }
+  std::string headline() const;  // "PASS: 12 of 12 checks pass" / "FAIL: 2 of 12 checks fail" / "NO CHECKS ..."
+};
+Verdict verdict_of(const Report& r);
+
+// One series in a line: its verdict, its worst error against its bound and where it occurs, and why it
+// fails.
+struct SeriesSummary {
+  const Series* series = nullptr;
+  const Check* check = nullptr;           // null: informational (not a check)
+  std::string verdict;                    // "pass", "FAIL", "skip", or "not a check"
+  const BucketStats* worst_bucket = nullptr;  // the bucket with the largest max (the first of equal ones)
+  std::string where;                      // "2^28.. (position 301989888)": the worst bucket and pair, or "-"
+  // Failing: the check's detail; a series with violations also its first finding (the judge's diagnosis
+  // with the case and the bits, several lines). Empty for a passing series.
+  std::string detail, finding;
+};
+std::vector<SeriesSummary> summarize(const Report& r);
+
+// A run parameter in words: a list as "a, b", an object as "k: v; k: v", a string as itself. An empty list
+// of the sweep's `impls`, `dtypes` or `layouts` means every one: it reads "every one (f32, f16, bf16)",
+// the kernels, dtypes or layouts the report holds.
+std::string parameter_text(const Report& r, const std::string& key);
+// The run in words, one (name, value) a row: the build, the machine, the seed and every parameter.
+std::vector<std::pair<std::string, std::string>> run_facts(const Report& r);
 
 std::string render_markdown(const Report& r);
 // A recorded contract SPEC in its short form ("identity=bits"; the SPEC itself if it does not parse).
@@ -147,9 +182,7 @@ void write_text_file(const std::string& path, const std::string& text);
 
 // ---- the headline plot --------------------------------------------------------
 
-// Sweep options for the headline: scalar and conventional-fp32, every dtype,
-// interleaved, every octave from 1 to 2^24.
-SweepOptions headline_options(uint64_t seed = 1, uint32_t tokens_per_bucket = 16);
+// (Its sweep: headline_options() in runs/sweep_report.hpp.)
 // Max pair error (u, log scale) against position, one panel per dtype:
 // accurate angles (scalar) vs the conventional fp32 pipeline judged under the exact model.
 std::string render_headline_svg(const Report& r);
@@ -177,7 +210,8 @@ std::string describe(const Slack& slack);
 struct Difference {
   bool failing = false;
   std::string kind;    // "regression", "coverage", "check", "improved", "new", "parameter", "bound",
-                       // "contract", "info" (a component or angle error moved beyond the slack: never fails)
+                       // "contract", "info" (a component or angle error moved beyond the slack: never fails),
+                       // "not-run-here" (a series, or its check, of a SIMD target this CPU lacks: never fails)
   std::string what;    // series key or check name
   std::string bucket;  // bucket label, or "" when not per bucket
   std::string metric;  // "max", "mean", "bias", "count", "status", ...
@@ -194,11 +228,21 @@ struct CompareResult {
   // Buckets compared whose baseline (current) report has no error decomposition
   // (written before it was recorded): their components and angle errors were not compared.
   size_t decomposition_missing_baseline = 0, decomposition_missing_current = 0;
+  // Baseline series (and their checks) absent here because this CPU lacks their SIMD target (compiled in,
+  // not supported): informational, not a coverage loss. The targets, as the baseline's kernels name them.
+  size_t series_not_run_here = 0, checks_not_run_here = 0;
+  std::vector<std::string> targets_not_here;
   bool failed() const;
   // The differences as an aligned table and a one-line verdict.
   std::string table() const;
 };
 
+// A baseline series the current report lacks is a coverage loss, except when it is not run here: its kernel
+// needs a SIMD target (simd_target_of) that the current report's environment does not list in simd_targets
+// (this CPU does not run it) but does list in simd_compiled_targets (the build has it), or records no
+// compiled targets (a report from before they were). Its check goes with it. The baseline's own target list
+// is not consulted: the series being in the baseline shows its machine ran it (docs/reports.md, "Baselines
+// from other CPUs").
 CompareResult compare_reports(const Report& baseline, const Report& current, const Slack& slack = {});
 
 }  // namespace ropecheck::report

@@ -1,8 +1,11 @@
 // report.html in a real browser: headless Chromium loads it from disk, and the
-// rendered DOM must hold every plot (with its lines) and every table. A
+// rendered DOM must hold every plot (with its lines) and every table, in the
+// order people read (verdict, summary, plots, then the details collapsed), and
+// a failing run's page must name its failing checks and say why. A
 // screenshot is left in the build tree for people:
 //   <build>/reports/tests/report-screenshot.png
 // Skipped (with the reason) only when no chromium binary is installed.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,6 +43,14 @@ std::string element_by_id(const std::string& dom, const std::string& tag, const 
   const size_t close = dom.find("</" + tag + ">", at);
   if (open == std::string::npos || close == std::string::npos) return "";
   return dom.substr(open, close - open);
+}
+
+// Whether the element with this id sits inside a <details> element (collapsed until opened).
+bool inside_details(const std::string& dom, const std::string& id) {
+  const size_t at = dom.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return false;
+  const size_t open = dom.rfind("<details", at), close = dom.rfind("</details>", at);
+  return open != std::string::npos && (close == std::string::npos || close < open);
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -119,6 +130,31 @@ TEST(ReportBrowser, ChromiumRendersEveryPlotAndTable) {
   EXPECT_NE(summary.find("worst / allowance"), std::string::npos);
   EXPECT_GE(count(summary, "<td>identity=bits</td>"), r.series.size());
 
+  // For people: the verdict, the summary, the plots, then the details, collapsed.
+  std::vector<size_t> order;
+  for (const char* id : {"id=\"verdict\"", "id=\"summary\"", "id=\"plots\"", "id=\"plot-max-f32-interleaved\"",
+                         "id=\"details\""}) {
+    order.push_back(dom.find(id));
+    ASSERT_NE(order.back(), std::string::npos) << id;
+    if (order.size() > 1) {
+      EXPECT_LT(order[order.size() - 2], order.back()) << id << " is out of order";
+    }
+  }
+  const std::string verdict = element_by_id(dom, "section", "verdict");
+  EXPECT_NE(verdict.find(fmt::format("PASS: {0} of {0} checks pass", r.checks.size())), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("class=\"verdict pass\""), std::string::npos) << verdict;
+  EXPECT_EQ(count(summary, "<td class=\"verdict pass\">pass</td>"), r.checks.size());
+  for (const std::string id : {"environment-table", "checks", "statistics", "worst-cases", "table-f32-interleaved",
+                               "table-components-bf16-half-split"})
+    EXPECT_TRUE(inside_details(dom, id)) << "#" << id << " is not collapsed in a <details>";
+  for (const std::string id : {"summary", "plot-max-f32-interleaved", "plot-angle-bf16-half-split"})
+    EXPECT_FALSE(inside_details(dom, id)) << "#" << id << " is hidden in a <details>";
+  // The run's parameters in words, not JSON.
+  const std::string env = element_by_id(dom, "table", "environment-table");
+  EXPECT_EQ(env.find("[]"), std::string::npos) << env;
+  EXPECT_NE(env.find("every one (f32, f16, bf16)"), std::string::npos) << env;
+  EXPECT_NE(env.find("<td>scalar, conventional-fp32</td>"), std::string::npos) << env;  // --impl given: as given
+
   // The screenshot, for people (and a check that the page paints).
   const std::string png = std::string(ROPECHECK_REPORT_TEST_DIR) + "/report-screenshot.png";
   std::filesystem::remove(png);
@@ -130,6 +166,27 @@ TEST(ReportBrowser, ChromiumRendersEveryPlotAndTable) {
   ASSERT_GT(bytes.size(), 20000u) << "screenshot missing or blank: " << png;
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
   std::cout << "screenshot: " << png << "\n";
+
+  // A failing run: the verdict names every failing check, and their rows say why.
+  auto failing = run_command(cli + " sweep --impl conventional-fp32 --contract angles=exact --tokens-per-bucket 2" +
+                                 " --heads 1 --report-dir " + dir + "/failing",
+                             dir + "/failing.txt");
+  ASSERT_EQ(failing.exit_code, 1) << failing.output;
+  const Report rf = load_report(dir + "/failing/report.json");
+  const size_t n_failing = verdict_of(rf).failing.size();
+  ASSERT_GT(n_failing, 0u);
+  auto fdump = run_command(chromium_command(chromium, profile) + " --dump-dom 'file://" + dir +
+                               "/failing/report.html'",
+                           dir + "/failing-dom.txt");
+  ASSERT_EQ(fdump.exit_code, 0) << fdump.output;
+  const std::string fverdict = element_by_id(fdump.output, "section", "verdict");
+  EXPECT_NE(fverdict.find(fmt::format("FAIL: {} of {} checks fail", n_failing, rf.checks.size())), std::string::npos)
+      << fverdict;
+  EXPECT_EQ(count(element_by_id(fdump.output, "ul", "failing-checks"), "<li>"), n_failing);
+  const std::string fsummary = element_by_id(fdump.output, "table", "summary");
+  EXPECT_EQ(count(fsummary, "<tr class=\"fail\">"), n_failing);
+  EXPECT_EQ(count(fsummary, "<details class=\"finding\">"), n_failing);  // the first finding, its bits a click away
+  EXPECT_EQ(count(fsummary, "<summary>accuracy: pair error"), n_failing);
 }
 
 }  // namespace

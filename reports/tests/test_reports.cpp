@@ -5,9 +5,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "report_test_util.hpp"
 #include "reports/report.hpp"
+#include "runs/tests/sweep_fixtures.hpp"
 #ifdef ROPECHECK_MUTANT_DIR
 #include "impls/plugin_loader.hpp"
 #endif
@@ -15,6 +19,10 @@
 namespace ropecheck::report {
 namespace {
 
+using sweep_testing::impl;
+using sweep_testing::small_options;
+using sweep_testing::sweep_report;
+using sweep_testing::unit_of;
 using testing::read_file;
 using testing::run_command;
 using testing::scratch_dir;
@@ -79,26 +87,6 @@ Implementation degraded_scalar(rc_rope_apply_fn fn) {
   return i;
 }
 
-SweepOptions small_options() {
-  SweepOptions o;
-  o.seed = 7;
-  o.tokens_per_bucket = 4;
-  o.n_heads = 2;
-  o.head_dim = 64;
-  o.rotary_dim = 64;
-  return o;
-}
-
-Report sweep_report(const SweepOptions& o, const std::vector<const Implementation*>& impls) {
-  return make_sweep_report(o, run_sweep(o, impls));
-}
-
-const Implementation* impl(const char* name) {
-  const Implementation* i = find_implementation(name);
-  EXPECT_NE(i, nullptr) << name;
-  return i;
-}
-
 bool has_diff(const CompareResult& r, const std::string& kind, const std::string& what_contains, bool failing) {
   for (const auto& d : r.diffs)
     if (d.kind == kind && d.what.find(what_contains) != std::string::npos && d.failing == failing) return true;
@@ -141,14 +129,6 @@ Report without_decomposition(const Report& r) {
   }
   return from_json(j);
 }
-
-const BucketStats* bucket_of(const Series& s, int b) {
-  for (const BucketStats& x : s.buckets)
-    if (x.bucket == b) return &x;
-  return nullptr;
-}
-
-double unit_of(const std::string& dtype) { return dtype == "f32" ? 0x1p-24 : dtype == "f16" ? 0x1p-11 : 0x1p-8; }
 
 // ---- JSON ------------------------------------------------------------------------
 
@@ -289,66 +269,6 @@ TEST(ReportJson, DecompositionIsRecordedAndConsistent) {
     EXPECT_TRUE(j["series"][0]["buckets"][1].contains(k)) << k;
   EXPECT_TRUE(j["series"][0].contains("contract"));
   EXPECT_EQ(to_json(from_json(j)), j);
-}
-
-// The accurate scalar kernel: its angle error is the output's rounding, a few u
-// of the storage type in radians, at every position; where rounding cannot mask
-// it (PairError::resolved) it is far below an ulp of f32 at |phi|. The conventional
-// fp32 pipeline judged against the exact rotation: its angle error grows with
-// the position (x16 every 4 octaves) in radians, but in f32 ulps of |phi| it
-// stays near 1 in every bucket where it can be resolved: an f32 angle off by
-// about an ulp, the contract angles=f32's design. (A bucket's maximum over few
-// resolved pairs is a small sample: the ulp range is checked on buckets with at
-// least 64 of them.)
-TEST(ReportSweep, AngleErrorOfAccurateAnglesIsTinyAndOfF32AnglesNearOneUlpAtEveryPosition) {
-  SweepOptions o = small_options();
-  o.tokens_per_bucket = 8;
-  const Report r = sweep_report(o, {impl("scalar"), impl("conventional-fp32")});
-  for (const char* dt : {"f32", "f16", "bf16"})
-    for (const char* lay : {"interleaved", "half-split"}) {
-      const std::string tail = std::string(" / ") + dt + " / " + lay;
-      const Series* acc = r.find("scalar / exact" + tail);
-      const Series* drift = r.find("conventional-fp32 / exact" + tail);
-      const Series* own = r.find("conventional-fp32 / fp32" + tail);
-      ASSERT_TRUE(acc && drift && own) << tail;
-      const double u = unit_of(dt);
-      size_t resolved = 0;
-      double lo = INFINITY, hi = 0;
-      double prev_rad = 0;
-      for (const BucketStats& b : drift->buckets) {
-        const Decomposition& d = *b.decomposition;
-        const Decomposition& a = *bucket_of(*acc, b.bucket)->decomposition;
-        const Decomposition& o = *bucket_of(*own, b.bucket)->decomposition;
-        const std::string where = std::string(dt) + " " + lay + " " + b.label;
-        EXPECT_LE(a.max_angle_rad, 4 * u) << where;  // the rounding of the output, nothing more
-        EXPECT_LE(o.max_angle_rad, 4 * u) << where;  // the fp32 pipeline against its own angle
-        if (a.resolved_angle_count) {
-          EXPECT_LT(a.max_resolved_angle_ulps, 0.25) << where;
-        }
-        if (o.resolved_angle_count) {
-          EXPECT_LT(o.max_resolved_angle_ulps, 0.25) << where;
-        }
-        // Radians: x16 per bucket (4 octaves) once above the rounding and below pi.
-        if (b.bucket >= 6 && d.max_angle_rad < 1.0 && prev_rad > 4 * u) {
-          EXPECT_GT(d.max_angle_rad, 6 * prev_rad) << where;
-          EXPECT_LT(d.max_angle_rad, 40 * prev_rad) << where;
-        }
-        prev_rad = d.max_angle_rad;
-        if (d.resolved_angle_count >= 64) {
-          ++resolved;
-          lo = std::min(lo, d.max_resolved_angle_ulps);
-          hi = std::max(hi, d.max_resolved_angle_ulps);
-        }
-      }
-      // f32 resolves the angle from position 2^8 on, f16 from 2^16, bf16 from 2^20.
-      EXPECT_GE(resolved, std::string(dt) == "f32" ? 6u : std::string(dt) == "f16" ? 3u : 2u) << tail;
-      EXPECT_GE(lo, 0.5) << tail;
-      EXPECT_LE(hi, 4.0) << tail;
-      EXPECT_LE(hi, 4 * lo) << tail << ": roughly constant in ulps";
-      std::printf("%s %s: conventional-fp32 under exact, max angle error %.3g..%.3g f32 ulps over %zu buckets; "
-                  "scalar %.3g ulps\n",
-                  dt, lay, lo, hi, resolved, acc->all.decomposition->max_resolved_angle_ulps);
-    }
 }
 
 // Reports written before the decomposition, the contract and worst_ratio
@@ -515,6 +435,134 @@ TEST(ReportCompare, CoverageShrinkFailsAndANewKernelIsANote) {
   bool count_shrank = false;
   for (const auto& d : count.diffs) count_shrank |= d.kind == "coverage" && d.metric == "count" && d.failing;
   EXPECT_TRUE(count_shrank) << count.table();
+}
+
+// ---- baselines from other CPUs ------------------------------------------------------
+
+// A report as a machine running these SIMD kernels writes it: each of the scalar kernel's series (and
+// checks) again under the name of each SIMD kernel (they are bit-identical to scalar), simd_targets the
+// kernels' targets, simd_compiled_targets as given (nullopt: a report from before they were recorded).
+Report as_written_on(const Report& scalar, const std::vector<std::string>& simd_kernels,
+                     const std::optional<std::vector<std::string>>& compiled) {
+  Report r = scalar;
+  r.environment.simd_targets.clear();
+  r.environment.simd_compiled_targets = compiled;
+  for (const std::string& k : simd_kernels) {
+    if (const auto t = simd_target_of(k)) r.environment.simd_targets.push_back(*t);  // `simd` needs none
+    for (const Series& s : scalar.series) {
+      if (s.kernel != "scalar") continue;
+      Series x = s;
+      x.kernel = k;
+      if (const Check* c = scalar.check_of(s)) {
+        Check y = *c;
+        y.name = "accuracy/" + k + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
+        r.checks.push_back(y);
+      }
+      r.series.push_back(std::move(x));
+    }
+  }
+  return r;
+}
+
+size_t count_diffs(const CompareResult& r, const std::string& kind, const std::string& metric, bool failing) {
+  size_t n = 0;
+  for (const auto& d : r.diffs) n += d.kind == kind && d.metric == metric && d.failing == failing;
+  return n;
+}
+
+const std::vector<std::string> kX86Targets = {"AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"};
+
+// Task: a baseline made on an AVX-512 machine, compared on one without AVX-512. The series (and checks) of
+// simd-avx3_dl and simd-avx3 cannot run here: listed as not run here, informational, the compare passes;
+// everything the CPU does run is compared as usual.
+TEST(ReportCompare, ASeriesOfATargetThisCpuLacksIsNotRunHereNotACoverageLoss) {
+  const Report scalar = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  const size_t per_kernel = 3 * 2;  // dtypes x layouts
+  const Report base = as_written_on(scalar, {"simd-avx3_dl", "simd-avx3", "simd-avx2"}, kX86Targets);
+  const Report here = as_written_on(scalar, {"simd-avx2"}, kX86Targets);
+  const CompareResult res = compare_reports(base, here);
+  EXPECT_FALSE(res.failed()) << res.table();
+  EXPECT_EQ(res.series_not_run_here, 2 * per_kernel);
+  EXPECT_EQ(res.checks_not_run_here, 2 * per_kernel);
+  EXPECT_EQ(res.targets_not_here, (std::vector<std::string>{"AVX3", "AVX3_DL"}));
+  EXPECT_EQ(count_diffs(res, "not-run-here", "series", false), 2 * per_kernel) << res.table();
+  EXPECT_EQ(count_diffs(res, "not-run-here", "check", false), 2 * per_kernel) << res.table();
+  EXPECT_EQ(count_diffs(res, "coverage", "series", true) + count_diffs(res, "coverage", "check", true), 0u);
+  EXPECT_TRUE(has_diff(res, "not-run-here", "simd-avx3_dl / exact / bf16 / half-split", false)) << res.table();
+  EXPECT_TRUE(has_diff(res, "not-run-here", "accuracy/simd-avx3/exact/f32/interleaved", false)) << res.table();
+  EXPECT_EQ(res.series_compared, here.series.size());  // everything run here is compared
+  const std::string table = res.table();
+  EXPECT_NE(table.find("not run here (this CPU lacks the target AVX3_DL)"), std::string::npos) << table;
+  EXPECT_NE(table.find("this CPU lacks their SIMD target(s) AVX3, AVX3_DL"), std::string::npos) << table;
+  EXPECT_NE(table.find("compare: OK"), std::string::npos) << table;
+  EXPECT_NE(table.find("12 series and 12 check(s) not run here"), std::string::npos) << table;
+
+  // The baseline's own target list is not what decides (the committed baseline of ec99f19 lists no
+  // AVX3_DL next to its simd-avx3_dl series), nor does a current report from before the compiled targets
+  // were recorded change the verdict.
+  Report base_unlisted = base;
+  base_unlisted.environment.simd_targets = {"AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"};
+  EXPECT_EQ(compare_reports(base_unlisted, here).series_not_run_here, 2 * per_kernel);
+  EXPECT_FALSE(compare_reports(base_unlisted, here).failed());
+  const Report here_older = as_written_on(scalar, {"simd-avx2"}, std::nullopt);
+  EXPECT_FALSE(compare_reports(base, here_older).failed()) << compare_reports(base, here_older).table();
+  EXPECT_EQ(compare_reports(base, here_older).series_not_run_here, 2 * per_kernel);
+
+  // A SIMD series that did run here is held to the baseline as any other.
+  Report worse = here;
+  for (Series& s : worse.series)
+    if (s.kernel == "simd-avx2") s.buckets.back().max *= 2;
+  const CompareResult reg = compare_reports(base, worse);
+  EXPECT_TRUE(reg.failed());
+  EXPECT_TRUE(has_diff(reg, "regression", "simd-avx2 / exact", true)) << reg.table();
+  EXPECT_EQ(reg.series_not_run_here, 2 * per_kernel);
+}
+
+// A baseline series missing for any other reason is still a coverage loss: a kernel that needs no SIMD
+// target (conventional-fp32, the dispatched `simd`), a SIMD kernel whose target this CPU runs, and a SIMD
+// kernel whose target this build does not compile (a build that lost a target on a CPU that has it looks
+// the same to the CPU: the compiled list tells them apart).
+TEST(ReportCompare, ASeriesMissingForAnyOtherReasonIsStillACoverageLoss) {
+  const Report scalar = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  const Report base = as_written_on(scalar, {"simd-avx3_dl", "simd-avx2", "simd"}, kX86Targets);
+
+  // conventional-fp32 gone, on a CPU without AVX3_DL: its series and checks are lost coverage; simd-avx3_dl's
+  // are still only not run here.
+  Report no_conv = as_written_on(scalar, {"simd-avx2", "simd"}, kX86Targets);
+  std::erase_if(no_conv.series, [](const Series& s) { return s.kernel == "conventional-fp32"; });
+  std::erase_if(no_conv.checks, [](const Check& c) { return c.name.rfind("accuracy/conventional-fp32/", 0) == 0; });
+  no_conv.environment.simd_targets = {"AVX2", "SSE4", "SSSE3", "SCALAR"};  // the dispatched `simd` lists none
+  const CompareResult conv = compare_reports(base, no_conv);
+  EXPECT_TRUE(conv.failed());
+  EXPECT_TRUE(has_diff(conv, "coverage", "conventional-fp32 / fp32 / f32 / interleaved", true)) << conv.table();
+  EXPECT_TRUE(has_diff(conv, "coverage", "accuracy/conventional-fp32/fp32/bf16/half-split", true)) << conv.table();
+  EXPECT_EQ(count_diffs(conv, "coverage", "series", true), 2 * 6u);  // under fp32 and under exact
+  EXPECT_EQ(conv.series_not_run_here, 6u);
+  EXPECT_NE(conv.table().find("compare: FAIL"), std::string::npos);
+
+  // The dispatched `simd` kernel runs on every CPU: gone is gone.
+  Report no_dispatch = as_written_on(scalar, {"simd-avx2"}, kX86Targets);
+  const CompareResult dispatch = compare_reports(base, no_dispatch);
+  EXPECT_TRUE(has_diff(dispatch, "coverage", "simd / exact / f16 / interleaved", true)) << dispatch.table();
+
+  // simd-avx2 gone while this CPU lists AVX2: it should have run (e.g. `sweep --impl scalar`).
+  Report no_avx2 = as_written_on(scalar, {"simd"}, kX86Targets);
+  no_avx2.environment.simd_targets = {"AVX2", "SSE4", "SSSE3", "SCALAR"};
+  const CompareResult avx2 = compare_reports(base, no_avx2);
+  EXPECT_TRUE(avx2.failed());
+  EXPECT_TRUE(has_diff(avx2, "coverage", "simd-avx2 / exact / f32 / half-split", true)) << avx2.table();
+  EXPECT_TRUE(has_diff(avx2, "coverage", "accuracy/simd-avx2/exact/f32/half-split", true)) << avx2.table();
+  EXPECT_NE(avx2.table().find("gone (this CPU runs the target AVX2)"), std::string::npos) << avx2.table();
+
+  // simd-avx3_dl gone because the build no longer compiles AVX3_DL: lost, whatever the CPU.
+  const Report lost_target = as_written_on(scalar, {"simd-avx2", "simd"},
+                                           std::vector<std::string>{"AVX3", "AVX2", "SSE4", "SSSE3", "SCALAR"});
+  const CompareResult build = compare_reports(base, lost_target);
+  EXPECT_TRUE(build.failed());
+  EXPECT_EQ(build.series_not_run_here, 0u) << build.table();
+  EXPECT_TRUE(has_diff(build, "coverage", "simd-avx3_dl / exact / f32 / interleaved", true)) << build.table();
+  EXPECT_TRUE(has_diff(build, "coverage", "accuracy/simd-avx3_dl/exact/f32/interleaved", true)) << build.table();
+  EXPECT_NE(build.table().find("gone (this build does not compile the target AVX3_DL)"), std::string::npos);
 }
 
 TEST(ReportCompare, APassingCheckThatNowFailsFails) {
@@ -789,6 +837,34 @@ TEST(ReportCli, CompareExitCodes) {
   EXPECT_EQ(check.exit_code, 1) << check.output;
 }
 
+// `report compare` (and `sweep --baseline`, which prints the same table) says so: a baseline from a CPU
+// with AVX-512 compared on one without passes, naming what was not run here; a lost kernel still exits 1.
+TEST(ReportCli, CompareSaysNotRunHere) {
+  const std::string dir = scratch_dir("not-run-here");
+  const Report scalar = sweep_report(small_options(), {impl("scalar")});
+  const Report base = as_written_on(scalar, {"simd-avx3_dl", "simd-avx3", "simd-avx2"}, kX86Targets);
+  const Report here = as_written_on(scalar, {"simd-avx2"}, kX86Targets);
+  const std::string b = dir + "/base.json", c = dir + "/here.json";
+  write_text_file(b, to_json(base).dump());
+  write_text_file(c, to_json(here).dump());
+  const std::string cli = ROPECHECK_CLI;
+  auto ok = run_command(cli + " report compare --baseline " + b + " --current " + c, dir + "/ok.txt");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("| note   | not-run-here | simd-avx3_dl / exact / f32 / interleaved"), std::string::npos)
+      << ok.output;
+  EXPECT_NE(ok.output.find("not run here (this CPU lacks the target AVX3)"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("compare: OK"), std::string::npos) << ok.output;
+
+  Report lost = here;
+  lost.series.erase(lost.series.begin());  // scalar / exact / f32 / interleaved
+  write_text_file(c, to_json(lost).dump());
+  auto fail = run_command(cli + " report compare --baseline " + b + " --current " + c, dir + "/fail.txt");
+  EXPECT_EQ(fail.exit_code, 1) << fail.output;
+  EXPECT_NE(fail.output.find("| FAIL   | coverage     | scalar / exact / f32 / interleaved"), std::string::npos)
+      << fail.output;
+  EXPECT_NE(fail.output.find("not run here"), std::string::npos) << fail.output;  // still listed
+}
+
 // sweep --contract: the conventional fp32 pipeline judged against the exact
 // rotation fails under a declared angles=exact (its series under the exact
 // model become checks), passes under angles=f32 (what it is designed with),
@@ -857,14 +933,6 @@ TEST(ReportCli, SweepContractJudgesTheFp32PipelineUnderItsDeclaredContract) {
   EXPECT_NE(bad.output.find("--contract: angles: expected exact, f32 or f32:K"), std::string::npos) << bad.output;
 }
 
-TEST(ReportSweep, TableShowsComponentsAnglesAndContract) {
-  const std::string t = format_sweep_table(run_sweep(small_options(), {impl("scalar")}));
-  for (const char* part : {"Max pair error (u) by position bucket", "Error components by position bucket",
-                           "Max angle error by position bucket, in f32 ulps of |phi|", "| contract |",
-                           "| worst/allowance |", "| scalar | exact | f32 | interleaved | identity=bits |"})
-    EXPECT_NE(t.find(part), std::string::npos) << part << "\n" << t;
-}
-
 TEST(ReportCli, CorruptOrIncompatibleReportsExitTwo) {
   const std::string dir = scratch_dir("corrupt");
   const Report good = sweep_report(small_options(), {impl("scalar")});
@@ -930,6 +998,105 @@ TEST(ReportBaseline, CommittedBaselineCoversTheBuiltInKernels) {
   EXPECT_EQ(b.seed, d.seed);
   EXPECT_EQ(b.parameters.at("tokens_per_bucket"), d.tokens_per_bucket);
   EXPECT_EQ(b.parameters.at("max_log2_position"), d.max_log2_position);
+}
+
+// ---- for people: verdict and summary first -------------------------------------------
+
+// Positions of the parts, in order, in a rendered page (npos when one is missing).
+std::vector<size_t> positions(const std::string& text, const std::vector<std::string>& parts) {
+  std::vector<size_t> at;
+  for (const std::string& p : parts) at.push_back(text.find(p));
+  return at;
+}
+
+void expect_in_order(const std::string& text, const std::vector<std::string>& parts, const char* what) {
+  const std::vector<size_t> at = positions(text, parts);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ASSERT_NE(at[i], std::string::npos) << what << ": no " << parts[i];
+    if (i) {
+      EXPECT_LT(at[i - 1], at[i]) << what << ": " << parts[i - 1] << " should come before " << parts[i];
+    }
+  }
+}
+
+// report.md and report.html open with the verdict (the failing checks named) and a line per series (worst
+// error against its bound, where, the contract, why it fails), then the plots (html) or tables (md), then
+// everything else; the run's parameters read as words, not JSON.
+TEST(ReportRender, VerdictAndSummaryComeFirst) {
+  const Report r = sweep_report(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  Report failing = r;
+  Series& s = failing.series[0];  // scalar / exact / f32 / interleaved
+  ASSERT_EQ(s.key(), "scalar / exact / f32 / interleaved");
+  s.violations = 3;
+  s.first_finding = "accuracy: pair error 9 u (allowed 3.8)\n  case: f32 interleaved\n  input: 0x3f800000";
+  Check& c = failing.checks[0];
+  ASSERT_EQ(c.name, "accuracy/scalar/exact/f32/interleaved");
+  c.status = "fail";
+  c.detail = "3 violation(s) under contract identity=bits\nsmallest failing case: f32 interleaved head_dim=2";
+
+  const Verdict v = verdict_of(failing);
+  EXPECT_EQ(v.headline(), fmt::format("FAIL: 1 of {} checks fail", r.checks.size()));
+  EXPECT_EQ(verdict_of(r).headline(), fmt::format("PASS: {0} of {0} checks pass", r.checks.size()));
+  EXPECT_EQ(verdict_of(Report{}).headline(), "NO CHECKS: nothing in this report was judged");
+
+  const std::vector<SeriesSummary> sum = summarize(failing);
+  ASSERT_EQ(sum.size(), r.series.size());
+  EXPECT_EQ(sum[0].verdict, "FAIL");
+  EXPECT_EQ(sum[0].detail, c.detail);
+  EXPECT_EQ(sum[0].finding, s.first_finding);
+  for (const SeriesSummary& m : sum) {
+    ASSERT_NE(m.worst_bucket, nullptr) << m.series->key();
+    for (const BucketStats& b : m.series->buckets) EXPECT_LE(b.max, m.worst_bucket->max) << m.series->key();
+    EXPECT_EQ(m.where.rfind(m.worst_bucket->label + " (position ", 0), 0u) << m.where;
+    if (m.series->kernel == "conventional-fp32" && m.series->angle_model == "exact") {
+      EXPECT_EQ(m.verdict, "not a check");  // its drift under exact angles, informational
+      EXPECT_NE(m.detail.find("informational"), std::string::npos) << m.detail;
+    } else if (m.series != &s) {
+      EXPECT_EQ(m.verdict, "pass") << m.series->key();
+      EXPECT_TRUE(m.detail.empty()) << m.detail;
+    }
+  }
+
+  const std::string html = render_html(failing);
+  expect_in_order(html,
+                  {"id=\"verdict\"", "FAIL: 1 of", "accuracy/scalar/exact/f32/interleaved</code>", "id=\"summary\"",
+                   "pair error 9 u (allowed 3.8)</summary>", "id=\"plot-max-f32-interleaved\"", "id=\"details\"",
+                   "<details id=\"details-run\"", "id=\"environment-table\"", "id=\"checks\"",
+                   "id=\"table-f32-interleaved\"", "id=\"statistics\"", "id=\"worst-cases\""},
+                  "report.html");
+  EXPECT_NE(html.find("class=\"verdict fail\""), std::string::npos);
+  // A multi-line detail (a gate's diagnosis, then its cases): the verdict shows its first line, the rest on a
+  // click (html) or under Checks (md).
+  EXPECT_NE(html.find("3 violation(s) under contract identity=bits<details class=\"finding\"><summary>more</summary>"
+                      "<pre class=\"finding\">smallest failing case"),
+            std::string::npos);
+  EXPECT_NE(render_html(r).find("class=\"verdict pass\""), std::string::npos);
+  const std::string md = render_markdown(failing);
+  expect_in_order(md,
+                  {"**FAIL: 1 of", "* `accuracy/scalar/exact/f32/interleaved`: 3 violation(s) under contract "
+                   "identity=bits\n", "## Summary",
+                   "| scalar | exact | f32 | interleaved | **FAIL** |", "its first finding:", "## f32 interleaved",
+                   "## Checks", "## Statistics", "## Worst cases", "## Run"},
+                  "report.md");
+
+  // Parameters in words: no JSON brackets; the sweep's empty lists are every one the report holds.
+  for (const std::string& page : {html, md}) {
+    EXPECT_EQ(page.find("[]"), std::string::npos);
+    EXPECT_EQ(page.find("[\""), std::string::npos);
+  }
+  EXPECT_EQ(parameter_text(r, "dtypes"), "every one (f32, f16, bf16)");
+  EXPECT_EQ(parameter_text(r, "layouts"), "every one (interleaved, half-split)");
+  EXPECT_EQ(parameter_text(r, "contract"), "each kernel's own");
+  EXPECT_EQ(parameter_text(r, "tokens_per_bucket"), "4");
+  EXPECT_EQ(parameter_text(r, "absent"), "-");
+  Report other = r;
+  other.kind = "gate";
+  other.parameters = {{"dtypes", nlohmann::json::array()},
+                      {"shapes", {{{"heads", 2}, {"dims", {64, 128}}}, {{"heads", 1}}}},
+                      {"limits", {{"seconds", 1.5}, {"strict", true}}}};
+  EXPECT_EQ(parameter_text(other, "dtypes"), "(none)");  // "every one" is the sweep's convention only
+  EXPECT_EQ(parameter_text(other, "shapes"), "(dims: (64, 128); heads: 2), (heads: 1)");
+  EXPECT_EQ(parameter_text(other, "limits"), "seconds: 1.5; strict: true");
 }
 
 TEST(ReportHeadline, DrawsBothPipelinesForEveryDtype) {

@@ -1,4 +1,4 @@
-#include "reports/sweep.hpp"
+#include "runs/sweep.hpp"
 
 #include <fmt/format.h>
 
