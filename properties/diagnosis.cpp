@@ -584,15 +584,6 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         const auto n_ar = std::count_if(s.begin(), s.end(), [](int k) { return k == 3 || k == 5; });
         if (n_cs <= 1 && n_ar <= 1) sets.push_back(std::move(s));
       }
-      // Smallest sets first; among sets of one size, those without the angle clause first: an angle K can
-      // always be made large enough to cover a narrow type's error, a cache or arithmetic clause cannot cover
-      // an angle error that grows with the position.
-      std::stable_sort(sets.begin(), sets.end(), [](const std::vector<int>& a, const std::vector<int>& b) {
-        const bool aa = std::find(a.begin(), a.end(), 1) != a.end(), ba = std::find(b.begin(), b.end(), 1) != b.end();
-        if (a.size() != b.size()) return a.size() < b.size();
-        if (aa != ba) return !aa;
-        return a < b;
-      });
       size_t hint = SIZE_MAX;
       auto widen = [&](const std::vector<int>& s, double k_ulps) {
         Contract w = cur;
@@ -645,6 +636,20 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         }
         return true;
       };
+      // Smallest sets first; among sets of one size, those without the angle clause first: an angle K can
+      // always be made large enough to cover a narrow type's error, a cache or arithmetic clause cannot cover
+      // an angle error that grows with the position. Except when the output is a rotation (every pair's
+      // length within the contract's radial allowance): then the error is all phase, which is what angle
+      // drift produces and a narrow cos/sin cache or narrow arithmetic does not (their rounding of cos and
+      // sin, or of the products, changes the length as much as the phase); a wide enough cache clause
+      // would still accept it, and name the wrong cause.
+      const bool rotation_only = radial_fits_without_angle({});
+      std::stable_sort(sets.begin(), sets.end(), [&](const std::vector<int>& a, const std::vector<int>& b) {
+        const bool aa = std::find(a.begin(), a.end(), 1) != a.end(), ba = std::find(b.begin(), b.end(), 1) != b.end();
+        if (a.size() != b.size()) return a.size() < b.size();
+        if (aa != ba) return rotation_only ? aa : !aa;
+        return a < b;
+      });
       for (const auto& s : sets) {
         const bool angle = std::find(s.begin(), s.end(), 1) != s.end();
         if (std::find(s.begin(), s.end(), 0) != s.end() && !any_flushed) continue;

@@ -20,7 +20,11 @@
 //  3. precision: the same output re-judged under a widened copy of the
 //     contract, one clause at a time (denormals=flush, angles=f32:K with the
 //     smallest K, cos-sin=f16, arith=f16, cos-sin=bf16, arith=bf16), then the
-//     smallest combination of clauses.
+//     smallest combination of clauses. The angle clause comes last among sets
+//     of one size, except when every pair kept its length (within the radial
+//     allowance): an error that is all phase is angle drift, not a narrow
+//     cache or narrow arithmetic, which change the length too. The angle
+//     clause needs that evidence anyway.
 //  4. otherwise "unexplained", naming the closest candidate.
 // Failures outside the rotated pairs have their own causes: "identity changed"
 // (only pairs at angle 0 fail), "pass-through touched" (only dims

@@ -157,6 +157,34 @@ int conventional_changed(const rc_rope_args* a, int64_t shift, double scale_mul)
 int conventional_plus1(const rc_rope_args* a) { return conventional_changed(a, 1, 1.0); }
 int conventional_negated(const rc_rope_args* a) { return conventional_changed(a, 0, -1.0); }
 
+// llama2.c built with -Ofast (docs/real-kernels.md): theta in f32 about 16 ulps off (a fast powf), the
+// angle m * theta in f32, cos and sin of that angle correctly rounded, the rotation exact: every pair keeps
+// its length, the phase drifts with the position.
+int drifted_theta_kernel(const rc_rope_args* a) {
+  const Dtype d = Dtype(a->dtype);
+  const uint32_t hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t i = 0; i < np; ++i) {
+      const float theta = float(std::pow(double(a->base), -2.0 * i / rd) * (1 + 16 * 0x1p-24));
+      const float angle = float(a->positions[t]) * theta;
+      const double c = std::cos(double(angle)), s = std::sin(double(angle));
+      for (uint32_t h = 0; h < a->n_heads; ++h) {
+        const size_t base = (size_t(t) * a->n_heads + h) * hd;
+        const auto [d0, d1] = pair_dims(Layout(a->layout), rd, i);
+        const double x0 = load_f32(d, a->in, base + d0), x1 = load_f32(d, a->in, base + d1);
+        store_f32(d, a->out, base + d0, float(x0 * c - x1 * s));
+        store_f32(d, a->out, base + d1, float(x0 * s + x1 * c));
+      }
+    }
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = rd; k < hd; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
+        store_bits(d, a->out, e, load_bits(d, a->in, e));
+      }
+  return RC_OK;
+}
+
 // The angle 6.3% too large: an angle drift of ~2^-4 |phi|, about 10^6 f32 ulps of |phi|.
 int stretched_angle_kernel(const rc_rope_args* a) {
   rc_rope_args b = *a;
@@ -343,6 +371,28 @@ TEST(Diagnosis, PrecisionContractsAcceptTheCase) {
     EXPECT_TRUE(judge_and_diagnose(k.impl, k.c, *w).passed) << o.dg.text();
     EXPECT_NE(o.dg.text().find("; would pass with --contract " + o.dg.contract), std::string::npos);
   }
+}
+
+TEST(Diagnosis, PhaseOnlyErrorIsAngleDriftNotANarrowCache) {
+  // Regression (llama2.c -Ofast under angles=f32): every pair keeps its length and the phase is up to ~16 f32
+  // ulps of |phi| off, at positions where cos-sin=f16's allowance is also wide enough. The cause is the
+  // angle, and the suggested clause is angles=f32:K with K near 16, not cos-sin=f16.
+  const RopeCase c = make_case(Dtype::f32, Layout::interleaved, 64, 64, {1, 2, 3, 7, 60, 100, 200, 300});
+  std::string err;
+  const Contract ct = *parse_contract("angles=f32", &err);
+  const Outcome o = judge_and_diagnose(local("drifted-theta", drifted_theta_kernel), c, ct);
+  std::printf("%s\n", o.dg.text().c_str());
+  ASSERT_FALSE(o.passed);
+  EXPECT_EQ(o.dg.cause, "f32 angle drift") << o.dg.text();
+  ASSERT_EQ(o.dg.clause.rfind("angles=f32:", 0), 0u) << o.dg.text();
+  const double k = std::stod(o.dg.clause.substr(11));
+  EXPECT_GE(k, 8) << o.dg.text();
+  EXPECT_LE(k, 24) << o.dg.text();
+  // The cache clause alone would have accepted the case: the order of explanations is what is tested.
+  Bytes out;
+  ASSERT_EQ(run_kernel(local("drifted-theta", drifted_theta_kernel), c, out), RC_OK);
+  const Contract cache = *parse_contract("angles=f32,cos-sin=f16", &err);
+  EXPECT_TRUE(judge_output(c, reference_rope(c), out.data(), criteria(cache)).ok());
 }
 
 TEST(Diagnosis, HfEagerNeedsACombination) {
