@@ -20,6 +20,7 @@ struct CasesArgs {
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
   uint64_t random_cases = 32;
+  uint64_t property_cases = 8;
   CLI::App* exp = nullptr;
   CLI::App* chk = nullptr;
 } g;
@@ -39,6 +40,8 @@ CLI::App* add(CLI::App& app) {
   cli::add_int_option<uint64_t>(g.exp, "--seed", g.seed, 0, UINT64_MAX, "seed of the generated cases");
   cli::add_int_option<uint64_t>(g.exp, "--random-cases", g.random_cases, 0, gate::kMaxExportRandomCases,
                                 "random cases added to the systematic ones");
+  cli::add_int_option<uint64_t>(g.exp, "--property-cases", g.property_cases, 1, gate::kMaxPropertyCases,
+                                "executions of each exportable property per dtype x layout (the gate's first ones)");
   g.chk = s->add_subcommand("check", "judge the outputs (.npy) and declines an external program wrote: exit 0 pass, 1 fail, "
                                      "2 error");
   g.chk->add_option("--dir", g.dir, "the exported directory, with the outputs written")->required();
@@ -78,6 +81,7 @@ int run() {
       opt.contract = contract.value_or(Contract{});
       opt.seed = g.seed;
       opt.random_cases = g.random_cases;
+      opt.property_cases = g.property_cases;
       const gate::ExportedSet set = gate::export_case_set(g.dir, opt);
       std::cout << "wrote " << set.cases << " cases to " << g.dir << " (manifest.json, NNNN.in.npy; run id " << set.run_id
                 << "): for each case write its \"output\" (NNNN." << set.run_id << ".out.npy; in place when "

@@ -24,6 +24,7 @@ struct GateArgs {
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
   uint64_t cases = gate::kDefaultRandomCases;
+  uint64_t property_cases = gate::kDefaultPropertyCases;
   double budget = 60, call_timeout = 10;
   bool quiet = false;
 } g;
@@ -48,6 +49,9 @@ CLI::App* add(CLI::App& app) {
   cli::add_int_option<uint64_t>(s, "--seed", g.seed, 0, UINT64_MAX, "seed of the generated cases");
   cli::add_int_option<uint64_t>(s, "--cases", g.cases, 1, gate::kMaxRandomCases,
                                 "random cases after the systematic part (their number follows from this, not the clock)");
+  cli::add_int_option<uint64_t>(s, "--property-cases", g.property_cases, 1, gate::kMaxPropertyCases,
+                                "executions of each property of the suite per dtype x layout (RapidCheck-generated, "
+                                "seeded from --seed; a failure is shrunk to its smallest case)");
   cli::add_seconds_option(s, "--budget-seconds", g.budget, gate::kMaxBudgetSeconds,
                           "wall-time cap on the whole run (systematic part, random cases, shrinking)");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
@@ -90,6 +94,7 @@ int run() {
   opt.seed = g.seed;
   opt.budget_seconds = g.budget;
   opt.random_cases = g.cases;
+  opt.property_cases = g.property_cases;
   opt.call_timeout_seconds = g.call_timeout;
   opt.report_dir = g.report_dir;
   opt.quiet = g.quiet;
@@ -146,6 +151,7 @@ int run() {
                            {"angle_model", std::string(to_string(opt.angle_model))},
                            {"seed", opt.seed},
                            {"cases", opt.random_cases},
+                           {"property_cases", opt.property_cases},
                            {"budget_seconds", opt.budget_seconds},
                            {"call_timeout_seconds", opt.call_timeout_seconds},
                            {"tolerance", g.tolerance}};

@@ -1,10 +1,12 @@
 // `ropecheck replay FILE --kernel PATH.so | --impl NAME`: rerun exactly one
-// saved case (a gate replay file) and judge it the same way.
+// saved case (a gate replay file) and judge it the same way; a property's
+// failure is its execution again (the seed, case and shrink path recorded).
 #include <iostream>
 
 #include "cli/commands.hpp"
 #include "gate/case_json.hpp"
 #include "gate/gate.hpp"
+#include "gate/host_handle.hpp"
 #include "gate/isolation.hpp"
 #include "impls/plugin_loader.hpp"
 
@@ -83,42 +85,51 @@ int run() {
             << (rec.property.empty() ? "" : ", property " + rec.property) << "\n";
   if (!rec.diagnosis.empty()) std::cout << "recorded: " << rec.diagnosis << "\n";
   try {
-    // Every call the row's check made: the case, and for the layouts property its half-split twin.
-    std::vector<RopeCase> cases{rec.c};
-    if (rec.property == "layouts") cases.push_back(gate::half_split_twin(rec.c));
-    std::vector<gate::CallResult> calls;
     gate::HostOptions ho;
     ho.load_timeout_seconds = std::max(2.0, g.call_timeout);
     gate::KernelHost host(gate::KernelSource{impl.library, impl.fn}, ho);
     host.start();
     if (!host.load_fp_change().empty()) std::cout << host.load_fp_change() << "\n";
     auto quote = [&] { std::cout << host.captured_output(); };
-    for (const RopeCase& c : cases) {
-      const gate::CallResult cr = host.call(c, rec.in_place, g.call_timeout);
-      const gate::CaseVerdict v = gate::judge_call(c, rec.in_place, rec.angle_model, criteria(c), cr);
+    if (!rec.property.empty()) {
+      // The property's execution again, as the engine made it in the gate (properties/engine.hpp).
+      const props::PropertyDef* p = props::find_property(rec.property);
+      gate::HostHandle h(
+          impl.name, [&](const RopeCase& c, bool in_place) { return host.call(c, in_place, g.call_timeout); },
+          criteria, rec.angle_model, nullptr);
+      std::cout << "property " << p->id << " (" << p->what << "), " << to_string(rec.c.dtype) << " "
+                << to_string(rec.property_layout) << ", seed " << rec.property_seed << ", case " << rec.property_case
+                << " of " << rec.property_cases
+                << (rec.property_shrink.empty() ? "" : ", shrink " + props::shrink_path_text(rec.property_shrink))
+                << "\n";
+      const auto r = props::replay_execution(*p, h, rec.c.dtype, rec.property_layout,
+                                             props::Scope{rec.property_max_position}, rec.property_seed,
+                                             rec.property_case, rec.property_shrink, rec.property_cases);
+      quote();
+      std::cout << h.calls() << " call(s)\n";
+      if (r.type == rc::detail::CaseResult::Type::Failure) {
+        std::cout << r.description << "\nverdict: FAIL\n";
+        return 1;
+      }
+      if (r.type == rc::detail::CaseResult::Type::Discard) {
+        std::cout << "the kernel declined a call of the property (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";
+        return 1;
+      }
+    } else {
+      const gate::CallResult cr = host.call(rec.c, rec.in_place, g.call_timeout);
+      const gate::CaseVerdict v = gate::judge_call(rec.c, rec.in_place, rec.angle_model, criteria(rec.c), cr);
       if (!v.accepted) {
         std::cout << "the kernel declined the case (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";
         return 1;
       }
       if (!v.pass) {
-        std::cout << v.message << "\n" << gate::diagnose_call(c, rec.angle_model, criteria(c), v, cr) << "\n";
+        std::cout << v.message << "\n" << gate::diagnose_call(rec.c, rec.angle_model, criteria(rec.c), v, cr) << "\n";
         quote();
         std::cout << "verdict: FAIL\n";
         return 1;
       }
-      std::cout << "call " << calls.size() + 1 << ": max pair error " << v.worst_error << " u (within the contract)\n";
-      calls.push_back(cr);
-    }
-    std::string why;
-    if (rec.property == "layouts")
-      why = gate::layouts_violation(cases[0], calls[0].out, criteria(cases[0]), cases[1], calls[1].out,
-                                    criteria(cases[1]));
-    else if (rec.property == "relative")
-      why = gate::relative_violation(cases[0], calls[0].out, criteria(cases[0]));
-    quote();
-    if (!why.empty()) {
-      std::cout << why << "\nverdict: FAIL\n";
-      return 1;
+      std::cout << "max pair error " << v.worst_error << " u (within the contract)\n";
+      quote();
     }
     if (!host.load_fp_change().empty()) {
       std::cout << "verdict: FAIL (the library changed the FP environment when loaded)\n";

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "properties/engine.hpp"
 #include "properties/judge.hpp"
 #include "reference/reference.hpp"
 
@@ -25,19 +26,6 @@ struct Buffer {
   const unsigned char* data() const { return p.get(); }
 };
 
-bool is_nan_bits(Dtype d, uint32_t bits) { return std::isnan(bits_to_double(d, bits)); }
-
-// Same bits, or both NaN: NaN payloads are not part of any kernel's contract
-// (the judge accepts any NaN where NaN is due).
-bool same_output(Dtype d, uint32_t a, uint32_t b) { return a == b || (is_nan_bits(d, a) && is_nan_bits(d, b)); }
-
-// The first element where two outputs differ (same_output), or -1.
-long first_difference(Dtype d, const void* a, const void* b, size_t n_elements) {
-  for (size_t k = 0; k < n_elements; ++k)
-    if (!same_output(d, load_bits(d, a, k), load_bits(d, b, k))) return long(k);
-  return -1;
-}
-
 std::string element_site(const RopeCase& c, size_t k) {
   std::ostringstream o;
   o << "element " << k << " (token " << k / (size_t(c.n_heads) * c.head_dim) << ", head "
@@ -51,21 +39,6 @@ std::string header(const Implementation& impl, const RopeCase& c, const std::str
 
 Layout other(Layout l) { return l == Layout::interleaved ? Layout::half_split : Layout::interleaved; }
 
-// For every element of a buffer in layout `from`, its index in layout `to`.
-std::vector<size_t> relayout(const RopeCase& c, Layout from, Layout to) {
-  std::vector<uint32_t> dim_map(c.head_dim);
-  for (uint32_t k = 0; k < c.head_dim; ++k) dim_map[k] = k;  // pass-through dims stay
-  for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
-    const auto [a0, a1] = pair_dims(from, c.rotary_dim, i);
-    const auto [b0, b1] = pair_dims(to, c.rotary_dim, i);
-    dim_map[a0] = b0;
-    dim_map[a1] = b1;
-  }
-  std::vector<size_t> v(c.n_elements());
-  for (size_t k = 0; k < v.size(); ++k) v[k] = k - k % c.head_dim + dim_map[k % c.head_dim];
-  return v;
-}
-
 std::string check_one(const FuzzCase& fc, const Implementation& impl, const ReferenceOutput& ref) {
   const RopeCase& c = fc.rope;
   const size_t nb = c.n_bytes(), ne = c.n_elements();
@@ -77,9 +50,9 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Refe
   const int rc = impl.fn(&a);
   if (rc == RC_UNSUPPORTED) return {};
   if (rc != RC_OK) return header(impl, c, "returned " + std::to_string(rc) + " on a valid case");
-  if (std::memcmp(in.data(), c.input.data(), nb) != 0) {
-    const long k = first_difference(d, in.data(), c.input.data(), ne);
-    return header(impl, c, "wrote to its input buffer in an out-of-place call, at " + element_site(c, size_t(k)));
+  {
+    const Bytes after(in.data(), in.data() + nb);
+    if (const std::string why = props::input_touched(c, c.input, after); !why.empty()) return header(impl, c, why);
   }
   // The correctly rounded output passes every rule of the judge (its error is
   // at most sqrt(2) u, below every bound; the special-value rules are stated
@@ -101,10 +74,8 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Refe
     const int rci = impl.fn(&ai);
     if (rci != rc)
       return header(impl, c, "returned " + std::to_string(rci) + " in place but " + std::to_string(rc) + " out of place");
-    if (const long k = first_difference(d, io.data(), out.data(), ne); k >= 0)
-      return header(impl, c, "in place differs from out of place at " + element_site(c, size_t(k)) + ": " +
-                                 describe_element(d, load_bits(d, io.data(), size_t(k))) + " vs " +
-                                 describe_element(d, load_bits(d, out.data(), size_t(k))));
+    const Bytes oop(out.data(), out.data() + nb), inp(io.data(), io.data() + nb);
+    if (const std::string why = props::in_place_violation(c, oop, inp); !why.empty()) return header(impl, c, why);
   }
 
   const Layout l2 = other(c.layout);
@@ -113,22 +84,19 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Refe
     c2.layout = l2;
     Buffer in2(nb), out2(nb);
     std::memset(out2.data(), 0x5a, nb);
-    const std::vector<size_t> perm = relayout(c, c.layout, l2);
+    const std::vector<size_t> perm = props::relayout(c, c.layout, l2);
     for (size_t k = 0; k < ne; ++k) store_bits(d, in2.data(), perm[k], load_bits(d, c.input.data(), k));
+    c2.input.assign(in2.data(), in2.data() + nb);
     const rc_rope_args a2 = c2.args(in2.data(), out2.data());
     const int rc2 = impl.fn(&a2);
     if (rc2 == RC_UNSUPPORTED) return {};
     if (rc2 != RC_OK)
       return header(impl, c, "returned " + std::to_string(rc2) + " on the same case in the " +
                                  std::string(to_string(l2)) + " layout");
-    for (size_t k = 0; k < ne; ++k) {
-      const uint32_t g = load_bits(d, out.data(), k), g2 = load_bits(d, out2.data(), perm[k]);
-      if (!same_output(d, g, g2))
-        return header(impl, c, "is not layout-consistent (bit_exact_layouts): at " + element_site(c, k) + " the " +
-                                   std::string(to_string(c.layout)) + " call gives " + describe_element(d, g) +
-                                   ", the " + std::string(to_string(l2)) + " call on the permuted input gives " +
-                                   describe_element(d, g2));
-    }
+    const Bytes o1(out.data(), out.data() + nb), o2(out2.data(), out2.data() + nb);
+    if (const std::string why = props::layouts_violation(c, o1, impl.bound(c), c2, o2, impl.bound(c2), true);
+        !why.empty())
+      return header(impl, c, "is not layout-consistent (bit_exact_layouts): " + why);
   }
   return {};
 }

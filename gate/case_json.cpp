@@ -1,6 +1,7 @@
 #include "gate/case_json.hpp"
 
 #include "gate/npy.hpp"
+#include "properties/engine.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -156,13 +157,23 @@ void case_params_from_json(const json& j, RopeCase& c) {
 json record_to_json(const CaseRecord& r) {
   json j;
   j["format"] = "ropecheck-case";
-  j["version"] = 2;
+  j["version"] = 3;
   j["check"] = r.check;
   j["failure"] = r.failure;
   j["contract"] = r.contract.spec();
   if (r.tolerance > 0) j["tolerance"] = double_to_text(r.tolerance);
   if (!r.diagnosis.empty()) j["diagnosis"] = r.diagnosis;
-  if (!r.property.empty()) j["property"] = r.property;
+  if (!r.property.empty()) {
+    json p;
+    p["id"] = r.property;
+    p["layout"] = std::string(to_string(r.property_layout));
+    p["seed"] = r.property_seed;
+    p["case"] = r.property_case;
+    p["cases"] = r.property_cases;
+    p["shrink"] = props::shrink_path_text(r.property_shrink);
+    p["max_position"] = r.property_max_position;
+    j["property"] = p;
+  }
   j["summary"] = r.c.summary();
   j["in_place"] = r.in_place;
   j["angle_model"] = std::string(to_string(r.angle_model));
@@ -180,7 +191,7 @@ CaseRecord record_from_json(const json& j) {
   const json& f = need(j, "format");
   if (!f.is_string() || f.get<std::string>() != "ropecheck-case") fail("not a ropecheck case file (format field)");
   const int version = need_uint<int>(j, "version", 1000);
-  if (version != 1 && version != 2) fail("unsupported case file version " + std::to_string(version));
+  if (version < 1 || version > 3) fail("unsupported case file version " + std::to_string(version));
   if (j.contains("check") && j["check"].is_string()) r.check = j["check"].get<std::string>();
   if (j.contains("failure") && j["failure"].is_string()) r.failure = j["failure"].get<std::string>();
   if (j.contains("diagnosis") && j["diagnosis"].is_string()) r.diagnosis = j["diagnosis"].get<std::string>();
@@ -195,9 +206,33 @@ CaseRecord record_from_json(const json& j) {
       if (!(r.tolerance > 0) || !std::isfinite(r.tolerance)) fail("field 'tolerance' must be a positive number");
     }
     if (j.contains("property")) {
-      if (!j["property"].is_string() || (j["property"] != "layouts" && j["property"] != "relative"))
-        fail("field 'property' must be \"layouts\" or \"relative\"");
-      r.property = j["property"].get<std::string>();
+      const json& p = j["property"];
+      if (version < 3 || !p.is_object())
+        fail("field 'property': a property failure written by an older ropecheck (properties are now reproduced by "
+             "the property engine): run the gate again");
+      const json& id = need(p, "id");
+      if (!id.is_string() || !props::find_property(id.get<std::string>()))
+        fail("field 'property.id' must name a property of the suite (ropecheck gate --help lists them)");
+      r.property = id.get<std::string>();
+      const json& pl = need(p, "layout");
+      if (!pl.is_string() || !parse_layout(pl.get<std::string>()))
+        fail("field 'property.layout' must be interleaved or half-split");
+      r.property_layout = *parse_layout(pl.get<std::string>());
+      r.property_seed = need_uint<uint64_t>(p, "seed", UINT64_MAX);
+      r.property_cases = need_uint<uint64_t>(p, "cases", uint64_t(1) << 40);
+      r.property_case = need_uint<uint64_t>(p, "case", uint64_t(1) << 40);
+      if (r.property_cases == 0 || r.property_case >= r.property_cases)
+        fail("field 'property.case' must be below 'property.cases' (> 0)");
+      const json& sh = need(p, "shrink");
+      if (!sh.is_string()) fail("field 'property.shrink' must be a string of numbers separated by dots");
+      try {
+        r.property_shrink = props::parse_shrink_path(sh.get<std::string>());
+      } catch (const std::invalid_argument& e) {
+        fail(std::string("field 'property.shrink': ") + e.what());
+      }
+      if (r.property_shrink.size() > 100000) fail("field 'property.shrink' is too long");
+      r.property_max_position = need_uint<int64_t>(p, "max_position", int64_t(1) << 62);
+      if (r.property_max_position < 1) fail("field 'property.max_position' must be at least 1");
     }
   }
   const json& ip = need(j, "in_place");

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/rope_case.hpp"
 #include "properties/contract.hpp"
@@ -24,7 +25,13 @@ struct CaseRecord {
   Contract contract;    // what the kernel was held to
   double tolerance = 0; // > 0: a flat --tolerance override replaced the contract's allowances
   std::string diagnosis;  // what the kernel most likely computes
-  std::string property;   // "layouts" or "relative": the case is one side of a property, replayed whole
+  // A property's failure (properties/engine.hpp): the property's id, and how the engine reproduces its
+  // smallest failing execution; `c` is that execution's first call.
+  std::string property;
+  Layout property_layout = Layout::interleaved;
+  uint64_t property_seed = 0, property_case = 0, property_cases = 0;
+  std::vector<size_t> property_shrink;
+  int64_t property_max_position = 0;
 };
 
 // The parameters of a case (no input) as JSON.

@@ -45,6 +45,7 @@ struct ExportOptions {
   std::map<Dtype, double> tolerance;
   uint64_t seed = 1;
   size_t random_cases = 32;
+  uint64_t property_cases = 8;  // executions of each exportable property per dtype x layout
 };
 
 struct ExportedSet {

@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 
+#include "gate/host_handle.hpp"
 #include "gate/isolation.hpp"
 #include "properties/diagnosis.hpp"
 
@@ -28,527 +29,7 @@ using Rng = std::mt19937_64;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A finite value of moderate magnitude, exactly representable in d.
-float random_value(Rng& rng, Dtype d) {
-  std::uniform_real_distribution<double> mant(1.0, 2.0);
-  std::uniform_int_distribution<int> ex(-6, 6);
-  const double v = std::ldexp(mant(rng), ex(rng)) * ((rng() & 1) ? -1.0 : 1.0);
-  Bytes b(4);
-  store_f32(d, b.data(), 0, float(v));
-  return load_f32(d, b.data(), 0);
-}
-
-void fill_random(RopeCase& c, Rng& rng) {
-  c.input.assign(c.n_bytes(), 0);
-  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype));
-}
-
-// Positions: 0, small, near powers of two, near max, in a shuffled order.
-std::vector<int64_t> position_mix(Rng& rng, int64_t max_position, size_t n) {
-  std::vector<int64_t> cand;
-  const int top = max_position > 1 ? 63 - __builtin_clzll(uint64_t(max_position)) : 0;
-  // Small positions keep every contract tight (a sign flip, a layout swap, an off-by-one position fail there
-  // under the loosest one); the largest show angle drift.
-  cand.push_back(0);
-  for (int64_t p : {1, 2, 3, 7}) cand.push_back(std::min<int64_t>(p, max_position));
-  cand.push_back(max_position);
-  cand.push_back(std::max<int64_t>(0, max_position - 1));
-  while (cand.size() < n) {
-    const int k = top >= 1 ? int(rng() % uint64_t(top)) + 1 : 0;
-    const int64_t p2 = int64_t(1) << k;
-    const int64_t delta = int64_t(rng() % 3) - 1;
-    cand.push_back(std::clamp<int64_t>(p2 + delta, 0, max_position));
-    if (cand.size() < n) cand.push_back(int64_t(rng() % uint64_t(max_position + 1)));
-  }
-  cand.resize(n);
-  std::shuffle(cand.begin(), cand.end(), rng);
-  return cand;
-}
-
-std::vector<double> rope_table(Rng& rng, uint32_t rotary_dim, double base) {
-  // A llama-3-style scaled table: low frequencies divided by a factor.
-  std::vector<double> t(rotary_dim / 2);
-  const double factor = double(2 + rng() % 7);
-  for (uint32_t i = 0; i < t.size(); ++i) {
-    const double th = std::pow(base, -2.0 * i / rotary_dim);
-    t[i] = i >= t.size() / 2 ? th / factor : th;
-  }
-  return t;
-}
-
-const std::pair<uint32_t, uint32_t> kDims[] = {
-    {2, 2},    {6, 6},    {20, 20},  {64, 64},  {72, 72},   {80, 80},   {96, 96},  {128, 128},
-    {256, 256}, {6, 2},   {20, 8},   {64, 32},  {80, 64},   {128, 64},  {96, 40},  {256, 128},
-};
-
-std::string elem_site(const RopeCase& c, size_t k) {
-  const size_t per_token = size_t(c.n_heads) * c.head_dim;
-  return fmt::format("element {} (token {}, head {}, dim {})", k, k / per_token, (k % per_token) / c.head_dim,
-                     k % c.head_dim);
-}
-
 }  // namespace
-
-std::string parse_tolerance(const std::string& s, std::map<Dtype, double>& out) {
-  auto parse_num = [](const std::string& t, double& v) {
-    char* end = nullptr;
-    v = std::strtod(t.c_str(), &end);
-    return !t.empty() && end == t.c_str() + t.size() && std::isfinite(v) && v > 0;
-  };
-  double v;
-  if (s.find('=') == std::string::npos) {
-    if (!parse_num(s, v)) return "--tolerance: not a positive number: '" + s + "'";
-    for (Dtype d : kAllDtypes) out[d] = v;
-    return "";
-  }
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos) return "--tolerance: expected DTYPE=U, got '" + item + "'";
-    const auto d = parse_dtype(item.substr(0, eq));
-    if (!d) return "--tolerance: unknown dtype '" + item.substr(0, eq) + "'";
-    if (!parse_num(item.substr(eq + 1), v)) return "--tolerance: not a positive number in '" + item + "'";
-    out[*d] = v;
-  }
-  return "";
-}
-
-void CheckRow::add(const Judgement& j) {
-  max_angle_ulps = std::max(max_angle_ulps, j.stats.max_resolved_angle_ulps);
-  if (j.stats.count && (worst_bound == 0 || j.worst_ratio > worst_ratio)) {
-    worst_ratio = j.worst_ratio;
-    worst_error = j.worst_pe.e;
-    worst_bound = j.worst_allowance.total;
-    worst_radial = j.worst_pe.radial;
-    worst_tangential = j.worst_pe.tangential;
-    allowed_radial = j.worst_allowance.radial;
-    allowed_tangential = j.worst_allowance.tangential;
-  }
-}
-
-void GateResult::add(CheckRow& r, Dtype d, const Judgement& j, std::map<Dtype, BiasSums>& bias) {
-  r.add(j);
-  bias[d].merge(j.bias);
-  for (const auto& [b, st] : j.by_bucket) by_bucket[d][b].merge(st);
-}
-
-Criteria case_criteria(const Implementation& impl, const RopeCase& c, const Contract& contract,
-                       const std::map<Dtype, double>& tolerance) {
-  if (auto it = tolerance.find(c.dtype); it != tolerance.end()) return Criteria::flat_bound(it->second);
-  return Criteria::of(impl.error_model, contract);
-}
-
-std::string describe_bounds(const Implementation& impl, const Contract& contract, const std::vector<Dtype>& dtypes,
-                            int64_t max_position) {
-  std::string o;
-  for (Dtype d : dtypes) {
-    RopeCase c;
-    c.dtype = d;
-    c.head_dim = c.rotary_dim = 128;
-    c.positions = {1};
-    const Criteria cr = Criteria::of(impl.error_model, contract);
-    // Pair 0 (theta = 1) of a unit-norm pair at position 1 and at the largest position.
-    const PairAllowance a1 = cr.allowance(c, 0, 1.0, 1.0);
-    const PairAllowance am = cr.allowance(c, 0, 1.0, double(max_position));
-    o += fmt::format("  {}: at angle 1 rad radial <= {:.4g} u, tangential <= {:.4g} u; at angle {} rad radial <= {:.4g} "
-                     "u, tangential <= {:.4g} u\n",
-                     to_string(d), a1.radial, a1.tangential, max_position, am.radial, am.tangential);
-  }
-  return o;
-}
-
-std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                       std::vector<bool>* in_place) {
-  Rng rng(seed * 0x9e3779b97f4a7c15ull + uint64_t(d) * 16 + uint64_t(l));
-  std::vector<RopeCase> out;
-  const double bases[] = {10000.0, 500000.0, 100.0, 1000000.0};
-  const double scales[] = {1.0, 0.25, 1.0, 4.0, 1.0 / 32};
-  size_t k = 0;
-  for (const auto& [hd, rd] : kDims) {
-    for (int ip = 0; ip < 2; ++ip, ++k) {
-      RopeCase c;
-      c.dtype = d;
-      c.layout = l;
-      c.head_dim = hd;
-      c.rotary_dim = rd;
-      c.n_heads = uint32_t(1 + k % 3);
-      c.positions = position_mix(rng, max_position, hd >= 128 ? 6 : 8);
-      c.base = bases[k % 4];
-      c.position_scale = scales[(k / 2) % 5];
-      if (k % 5 == 3) c.inv_freq = rope_table(rng, rd, c.base);
-      fill_random(c, rng);
-      out.push_back(std::move(c));
-      if (in_place) in_place->push_back(ip == 1);
-    }
-  }
-  return out;
-}
-
-std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position) {
-  Rng rng(seed * 31 + 7 + uint64_t(d) * 2 + uint64_t(l));
-  const Format f = format_of(d);
-  const float inf = std::numeric_limits<float>::infinity();
-  const float specials[] = {0.0f,
-                            -0.0f,
-                            float(std::ldexp(1.0, f.emin - f.precision + 1)),   // smallest subnormal
-                            -float(std::ldexp(1.0, f.emin - 1)),                // a subnormal
-                            float(f.max_finite()),                              // huge
-                            -float(f.max_finite() / 2),
-                            std::numeric_limits<float>::quiet_NaN(),
-                            inf,
-                            -inf,
-                            float(std::ldexp(1.0, f.emin))};                    // smallest normal
-  std::vector<RopeCase> out;
-  const std::pair<uint32_t, uint32_t> dims[] = {{8, 6}, {8, 8}, {20, 20}};
-  for (const auto& [hd, rd] : dims) {
-    RopeCase c;
-    c.dtype = d;
-    c.layout = l;
-    c.head_dim = hd;
-    c.rotary_dim = rd;
-    c.n_heads = 2;
-    for (int64_t p : {0, 3, 77777, 1, 1000}) c.positions.push_back(std::min(p, max_position));
-    c.input.assign(c.n_bytes(), 0);
-    for (size_t k = 0; k < c.n_elements(); ++k) {
-      const float v = (rng() % 2) ? specials[rng() % std::size(specials)] : random_value(rng, d);
-      store_f32(d, c.input.data(), k, v);
-    }
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-RopeCase half_split_twin(const RopeCase& ci) {
-  RopeCase ch = ci;
-  ch.layout = Layout::half_split;
-  const Dtype d = ci.dtype;
-  const uint32_t np = ci.rotary_dim / 2;
-  for (size_t t = 0; t < ci.n_tokens(); ++t)
-    for (size_t h = 0; h < ci.n_heads; ++h) {
-      const size_t b = head_offset(ci, t, h);
-      for (uint32_t i = 0; i < np; ++i) {
-        const auto [a0, a1] = pair_dims(Layout::interleaved, ci.rotary_dim, i);
-        const auto [b0, b1] = pair_dims(Layout::half_split, ci.rotary_dim, i);
-        store_bits(d, ch.input.data(), b + b0, load_bits(d, ci.input.data(), b + a0));
-        store_bits(d, ch.input.data(), b + b1, load_bits(d, ci.input.data(), b + a1));
-      }
-    }
-  return ch;
-}
-
-std::string layouts_violation(const RopeCase& ci, const Bytes& out_i, const Criteria& cri, const RopeCase& ch,
-                              const Bytes& out_h, const Criteria& crh) {
-  const Dtype d = ci.dtype;
-  const Format f = format_of(d);
-  const double bi = cri.case_bound(ci), bh = crh.case_bound(ch);
-  for (size_t t = 0; t < ci.n_tokens(); ++t)
-    for (size_t h = 0; h < ci.n_heads; ++h) {
-      const size_t b = head_offset(ci, t, h);
-      for (uint32_t i = 0; i < ci.rotary_dim / 2; ++i) {
-        const auto [a0, a1] = pair_dims(Layout::interleaved, ci.rotary_dim, i);
-        const auto [b0, b1] = pair_dims(Layout::half_split, ci.rotary_dim, i);
-        const double x0 = load_f32(d, ci.input.data(), b + a0), x1 = load_f32(d, ci.input.data(), b + a1);
-        const double unit = f.unit_roundoff() * std::max(std::hypot(x0, x1), f.min_normal());
-        const double dd = std::hypot(load_f32(d, out_i.data(), b + a0) - load_f32(d, out_h.data(), b + b0),
-                                     load_f32(d, out_i.data(), b + a1) - load_f32(d, out_h.data(), b + b1));
-        if (!(dd <= (bi + bh) * unit))
-          return fmt::format("property: interleaved and half-split outputs of token {} head {} pair {} differ by "
-                             "{:.4g} u (allowed {:.4g} u)",
-                             t, h, i, dd / unit, bi + bh);
-      }
-    }
-  return "";
-}
-
-RopeCase position_zero_case(Dtype d, Layout l, uint64_t seed, int64_t max_position) {
-  RopeCase c;
-  c.dtype = d;
-  c.layout = l;
-  c.head_dim = 64;
-  c.rotary_dim = 48;
-  c.n_heads = 2;
-  c.positions.assign(4, 0);
-  c.base = 500000;
-  const auto sv = special_value_cases(d, l, seed + 1, max_position);  // its value mix
-  c.input.assign(c.n_bytes(), 0);
-  for (size_t k = 0; k < c.n_elements(); ++k)
-    store_bits(d, c.input.data(), k, load_bits(d, sv[2].input.data(), k % sv[2].n_elements()));
-  return c;
-}
-
-std::vector<RopeCase> layouts_cases(Dtype d, int64_t max_position, std::mt19937_64& rng) {
-  std::vector<RopeCase> out;
-  const std::pair<uint32_t, uint32_t> dims[] = {{64, 64}, {20, 12}, {128, 96}};
-  for (const auto& [hd, rd] : dims) {
-    RopeCase ci;
-    ci.dtype = d;
-    ci.layout = Layout::interleaved;
-    ci.head_dim = hd;
-    ci.rotary_dim = rd;
-    ci.n_heads = 2;
-    ci.positions = position_mix(rng, max_position, 6);
-    ci.base = 10000;
-    fill_random(ci, rng);
-    out.push_back(std::move(ci));
-  }
-  return out;
-}
-
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng) {
-  RopeCase c;
-  c.dtype = d;
-  c.layout = l;
-  c.head_dim = uint32_t(2 + rng() % 255);
-  c.rotary_dim = 2 * uint32_t(1 + rng() % (c.head_dim / 2));
-  if (rng() % 2) c.rotary_dim = c.head_dim - c.head_dim % 2;
-  c.n_heads = uint32_t(1 + rng() % 4);
-  const size_t nt = 1 + rng() % 6;
-  for (size_t t = 0; t < nt; ++t) {
-    // log-uniform positions in [0, max]
-    const double lg = std::uniform_real_distribution<double>(0, std::log2(double(max_position) + 1))(rng);
-    c.positions.push_back(std::min<int64_t>(max_position, int64_t(std::exp2(lg)) - 1));
-  }
-  // Half the time a base models ship (kernels with a fixed base would otherwise accept almost no random
-  // case: llama2.c's, docs/real-kernels.md), else log-uniform in [2, 2e6].
-  const double common_bases[] = {10000.0, 500000.0, 1000000.0, 100000.0};
-  c.base = rng() % 2 ? common_bases[rng() % std::size(common_bases)]
-                     : std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
-  if (rng() % 4 == 0) c.position_scale = std::ldexp(1.0, int(rng() % 7) - 4);
-  if (rng() % 5 == 0) c.inv_freq = rope_table(rng, c.rotary_dim, c.base);
-  fill_random(c, rng);
-  return c;
-}
-
-std::string row_what(const std::string& name, const Contract& contract) {
-  if (name.rfind("matrix ", 0) == 0)
-    return "head/rotary dims 2..256 (partial rotary, vector tails), 1-3 heads, shuffled positions 0, 1, 2, 3, 7 .. "
-           "max, base/scale/inv_freq variants, in place and out of place";
-  if (name == "special values")
-    return "+-0, subnormals, huge, NaN, +-Inf in rotated and pass-through dims (docs/error-model.md rules)";
-  if (name == "property: position 0")
-    return contract.identity_bits ? "every position 0: the output is the input, bit for bit"
-                                  : "every position 0: the output has the input's values (+-0 alike; NaN beside a "
-                                    "non-finite partner)";
-  if (name == "property: layouts") return "interleaved(x) = P^-1 half-split(P x) within the sum of both bounds, per pair";
-  if (name == "property: relative")
-    return "<R(m)q, R(n)k> = <R(m+s)q, R(n+s)k> within the bound's propagation (exact angle model)";
-  if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
-  if (name == "coverage") return "the kernel accepts at least one case of a dtype x layout asked for";
-  return "cases";
-}
-
-RopeCase relative_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng) {
-  RopeCase c;
-  c.dtype = d;
-  c.layout = l;
-  c.head_dim = 64;
-  c.rotary_dim = 64;
-  c.n_heads = 1;
-  c.base = 10000;
-  const int64_t M = max_position;
-  // (m, n, s) triples within [0, M]; tokens (m, n, m+s, n+s) per triple, q and k alternating.
-  const int64_t trip[][3] = {{5, 2, 1000 % (M + 1)}, {M / 2 + 3, M / 2 - 5 > 0 ? M / 2 - 5 : 0, M / 4},
-                             {0, M / 2, M / 2}, {17, 4, M - 17}};
-  for (const auto& t : trip) {
-    const int64_t m = std::clamp<int64_t>(t[0], 0, M), n = std::clamp<int64_t>(t[1], 0, M);
-    const int64_t sh = std::clamp<int64_t>(t[2], 0, M - std::max(m, n));
-    c.positions.insert(c.positions.end(), {m, n, m + sh, n + sh});
-  }
-  RopeCase qk = c;
-  qk.positions.resize(2);
-  fill_random(qk, rng);
-  c.input.assign(c.n_bytes(), 0);
-  const size_t hb = c.head_dim * dtype_size(d);
-  for (size_t t = 0; t < c.n_tokens(); ++t) std::memcpy(c.input.data() + t * hb, qk.input.data() + (t % 2) * hb, hb);
-  return c;
-}
-
-std::string relative_violation(const RopeCase& c, const Bytes& out, const Criteria& cr) {
-  if (c.n_heads != 1 || c.n_tokens() % 4 != 0 || c.n_tokens() == 0) return "";
-  const Dtype d = c.dtype;
-  const Format f = format_of(d);
-  const double B = cr.case_bound(c), u = f.unit_roundoff();
-  auto norms = [&](size_t t, double& plain, double& eff) {
-    plain = eff = 0;
-    for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
-      const auto [a0, a1] = pair_dims(c.layout, c.rotary_dim, i);
-      const double x0 = load_f32(d, c.input.data(), t * c.head_dim + a0),
-                   x1 = load_f32(d, c.input.data(), t * c.head_dim + a1);
-      plain += x0 * x0 + x1 * x1;
-      eff += std::max(x0 * x0 + x1 * x1, f.min_normal() * f.min_normal());
-    }
-    plain = std::sqrt(plain);
-    eff = std::sqrt(eff);
-  };
-  auto dot = [&](size_t a, size_t b) {
-    double s = 0;
-    for (uint32_t e = 0; e < c.rotary_dim; ++e)
-      s += double(load_f32(d, out.data(), a * c.head_dim + e)) * double(load_f32(d, out.data(), b * c.head_dim + e));
-    return s;
-  };
-  for (size_t g = 0; g < c.n_tokens() / 4; ++g) {
-    double q, qe, k, ke;
-    norms(4 * g, q, qe);
-    norms(4 * g + 1, k, ke);
-    const double one = B * u * (qe * k + q * ke) + B * B * u * u * qe * ke;
-    const double tol = 2 * one + 0x1p-45 * q * k;
-    const double d1 = dot(4 * g, 4 * g + 1), d2 = dot(4 * g + 2, 4 * g + 3);
-    if (!(std::fabs(d1 - d2) <= tol))
-      return fmt::format("property: <R({})q, R({})k> = {:.9g} but <R({})q, R({})k> = {:.9g}; |difference| {:.4g} > "
-                         "allowed {:.4g} (|q| {:.4g}, |k| {:.4g})",
-                         c.positions[4 * g], c.positions[4 * g + 1], d1, c.positions[4 * g + 2],
-                         c.positions[4 * g + 3], d2, std::fabs(d1 - d2), tol, q, k);
-  }
-  return "";
-}
-
-CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const Criteria& cr, const CallResult& r,
-                       const ReferenceOutput* ref_in) {
-  CaseVerdict v;
-  // A declined call is not judged, but the memory checks hold for it too (it must not have written).
-  const bool memory_fault = !r.memory.empty() || r.guard_before_bytes || r.guard_after_bytes || r.input_guard_bytes ||
-                            r.input_changed || !r.fp_change.empty();
-  if (r.status == CallStatus::declined && !memory_fault) return v;
-  v.accepted = true;
-  auto failed = [&](std::string m, const char* fault) {
-    v.pass = false;
-    v.message += m + "\n";
-    if (fault && v.fault.empty()) v.fault = fault;
-  };
-  if (r.status != CallStatus::ok && r.status != CallStatus::declined)
-    failed("the kernel " + describe(r), r.status == CallStatus::hung                              ? "hang"
-                                        : r.status == CallStatus::crashed && r.signal == SIGSYS ? "forbidden system call"
-                                        : r.status == CallStatus::crashed                       ? "crash"
-                                                                                                : "error code");
-  for (const MemoryFinding& m : r.memory) failed(m.message, m.fault.c_str());
-  if (!r.fp_change.empty()) failed(r.fp_change + " (and left it so: the whole process computes differently after)", "fp environment");
-  const Dtype d = c.dtype;
-  if (r.guard_before_bytes)
-    failed(fmt::format("memory: {} guard byte(s) before the {} buffer were overwritten (a write before its start)",
-                       r.guard_before_bytes, in_place ? "in-place" : "output"),
-           "out-of-bounds write");
-  if (r.guard_after_bytes)
-    failed(fmt::format("memory: {} guard byte(s) after the {} buffer were overwritten (a write past its end)",
-                       r.guard_after_bytes, in_place ? "in-place" : "output"),
-           "out-of-bounds write");
-  if (r.input_guard_bytes)
-    failed(fmt::format("memory: {} guard byte(s) around the input buffer were overwritten", r.input_guard_bytes),
-           "out-of-bounds write");
-  if (r.input_changed) {
-    const size_t k = r.first_input_changed;
-    failed(fmt::format("memory: an out-of-place call changed {} input element(s); first {}: was {}",
-                       r.input_changed, elem_site(c, k), describe_element(d, load_bits(d, c.input.data(), k))),
-           "input modified");
-  }
-  if (r.status != CallStatus::ok) {
-    if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
-    return v;
-  }
-  if (r.unwritten) {
-    failed(fmt::format("memory: {} output element(s) were never written (still the poison {}); first {}",
-                       r.unwritten, describe_element(d, poison_bits(d)), elem_site(c, r.first_unwritten)),
-           "unwritten output");
-  }
-  ReferenceOutput local;
-  const ReferenceOutput* ref = ref_in;
-  if (!ref) {
-    ReferenceOptions ro;
-    ro.angle_model = model;
-    local = reference_rope(c, ro);
-    ref = &local;
-  }
-  JudgeOptions jo;
-  jo.max_findings = 4;
-  jo.keep_values = true;  // percentiles and the histogram of the run's report
-  v.judgement = judge_output(c, *ref, r.out.data(), cr, jo);
-  v.judged = true;
-  v.worst_error = v.judgement.stats.max;
-  if (!v.judgement.ok()) failed(v.judgement.report(2), nullptr);
-  if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
-  return v;
-}
-
-std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
-                          const CallResult& r) {
-  if (!v.fault.empty()) {
-    if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "forbidden system call")
-      return v.fault + ": the kernel " + describe(r);
-    return v.fault;
-  }
-  if (!v.judged || v.judgement.ok()) return "";
-  ReferenceOptions ro;
-  ro.angle_model = model;
-  const ReferenceOutput ref = reference_rope(c, ro);
-  return diagnose(c, r.out.data(), ref, cr, model).text();
-}
-
-CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
-  CheckRow r;
-  r.name = fmt::format("bias {}", to_string(d));
-  r.what = "radial bias: mean radial error of the judged pairs within 5 SE + 1/8 u + the contract's systematic share";
-  r.ran = true;
-  r.cases = 1;
-  const double n = double(std::max<uint64_t>(b.n, 1));
-  const double g = double(b.clusters);
-  double model = 0.125 + b.sum_systematic / n;
-  const double ua = unit_roundoff(em.arith), ud = unit_roundoff(d);
-  if (ud > ua) model += std::sqrt(2.0) * (em.trig_rel_u32 + 3.0) * ua / ud;  // the wider intermediate, fully biased
-  // The mean and its cluster-robust standard error (pairs sharing cos/sin are one cluster), centred at the mean.
-  struct Stat {
-    double bias, se, allowed;
-  };
-  auto stat = [&](const BiasSums::Moments& m) {
-    const double bias = m.sum_r / n;
-    double var = (m.sum_s2 - 2 * bias * m.sum_ns + bias * bias * b.sum_n2) / (n * n);
-    if (g > 1) var *= g / (g - 1);
-    const double se = std::sqrt(std::max(var, 0.0));
-    return Stat{bias, se, 5.0 * se + model};
-  };
-  // The hypotheses about the kernel's cos/sin: as measured (f32), less an f16 cache's share, less a bf16
-  // cache's. The contract allows the caches no coarser than its cos-sin clause (f16 within bf16's allowance).
-  const Stat st[3] = {stat(b.by_cache[0]), stat(b.by_cache[1]), stat(b.by_cache[2])};
-  auto allowed_by_contract = [&](int k) {
-    return k == 0 || em.cos_sin == Dtype::bf16 || (k == 1 && em.cos_sin == Dtype::f16);
-  };
-  auto ratio = [&](int k) { return std::fabs(st[k].bias) / st[k].allowed; };
-  int best = 0;
-  for (int k = 1; k < 3; ++k)
-    if (allowed_by_contract(k) && ratio(k) < ratio(best)) best = k;
-  const Stat& s = st[best];
-  const char* names[3] = {"as measured", "less an f16 cache's share", "less a bf16 cache's share"};
-  r.worst_error = std::fabs(s.bias);
-  r.worst_bound = s.allowed;
-  r.worst_ratio = ratio(best);
-  r.note = fmt::format("radial bias {:+.4f} u over {} pairs in {} clusters (SE {:.4f} u), allowed {:.4f} u ({}; "
-                       "as measured {:+.4f} u, less an f16 / bf16 cache's share {:+.4f} / {:+.4f} u)",
-                       s.bias, b.n, b.clusters, s.se, s.allowed, names[best], st[0].bias, st[1].bias, st[2].bias);
-  if (b.clusters < 30) {
-    r.ran = false;
-    r.note = fmt::format("not judged: {} clusters of pairs, fewer than the 30 the normal approximation needs ({})",
-                         b.clusters, r.note);
-    return r;
-  }
-  if (!(std::fabs(s.bias) <= s.allowed)) {
-    r.failed_check = true;
-    r.failed = 1;
-    r.diagnosis = "radial bias";
-    // A cache the contract does not allow that explains the mean: name its clause.
-    for (int k : {1, 2})
-      if (!allowed_by_contract(k) && ratio(k) <= 1.0) {
-        r.diagnosis = fmt::format(
-            "radial bias of a {} cos/sin cache (mean {:+.4f} u less its share, within {:.4f} u): would pass with "
-            "cos-sin={}",
-            k == 1 ? "f16" : "bf16", st[k].bias, st[k].allowed, k == 1 ? "f16" : "bf16");
-        break;
-      }
-    r.smallest_message = fmt::format(
-        "radial bias: the mean radial error is {:+.4f} u over {} pairs ({} clusters), beyond {:.4f} u (5 SE + 1/8 u + "
-        "the contract's systematic share); outputs are systematically {} than the exact rotation",
-        s.bias, b.n, b.clusters, s.allowed, s.bias < 0 ? "shorter" : "longer");
-  }
-  return r;
-}
 
 namespace {
 
@@ -566,7 +47,10 @@ class Gate {
       : impl_(impl),
         opt_(opt),
         t0_(Clock::now()),
-        host_(KernelSource{impl.library, impl.fn}, host_options(opt)) {}
+        host_(KernelSource{impl.library, impl.fn}, host_options(opt)),
+        property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return call(c, in_place); },
+                         [this](const RopeCase& c) { return criteria(c); }, opt.angle_model,
+                         [this] { return aborted_ || over_budget(); }) {}
 
   GateResult run();
 
@@ -682,7 +166,7 @@ class Gate {
   void record_failure(CheckRow& r, CaseRecord rec, const std::string& fault = "") {
     ++r.failed;
     r.failed_check = true;
-    ++r.faults[fault.empty() ? "accuracy" : fault];
+    ++r.faults[!fault.empty() ? fault : rec.property.empty() ? "accuracy" : "property"];
     // A fault (crash, hang, memory) is shown whatever else the row found: its case is the row's smallest
     // until a smaller case with a fault replaces it.
     const bool has_fault = !fault.empty();
@@ -694,6 +178,22 @@ class Gate {
       r.smallest_fault = fault;
     }
     if (r.failing.size() < 3) r.failing.push_back(std::move(rec));
+  }
+
+  // What a property's smallest failing execution shows: its fault, else the first of its calls that fails
+  // alone against the reference, diagnosed; else the property alone is violated.
+  std::string diagnose_property(const props::PropertyDef& p, const std::vector<HandleCall>& calls,
+                                const std::string& fault, const std::string& message) {
+    if (!fault.empty()) return fault + ": " + message.substr(0, message.find('\n'));
+    for (const HandleCall& hc : calls) {
+      if (aborted_ || over_budget()) return "not diagnosed: the budget was reached";
+      const Criteria cr = criteria(hc.c);
+      const CallResult res = call(hc.c, hc.in_place);
+      const CaseVerdict v = judge_call(hc.c, hc.in_place, opt_.angle_model, cr, res);
+      if (v.accepted && !v.pass) return diagnose_call(hc.c, opt_.angle_model, cr, v, res);
+    }
+    return fmt::format("property {} violated (each of its {} call(s) alone is within its allowance)", p.id,
+                       calls.size());
   }
 
   // Try to shrink a row's smallest failing case to one token, then one head.
@@ -724,6 +224,7 @@ class Gate {
   int hangs_ = 0;
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
   KernelHost host_;
+  HostHandle property_handle_;  // the kernel host as the property engine's kernel
 };
 
 
@@ -797,8 +298,8 @@ void Gate::diagnose_row(CheckRow& r) {
     if (f.property.empty() && f.c.n_elements() > richest->c.n_elements() && f.c.n_elements() <= (size_t(1) << 16))
       richest = &f;
   const CaseRecord& rec = *richest;
-  if (!rec.property.empty()) {
-    r.diagnosis = "property " + rec.property + " violated (each call alone is within its allowance)";
+  if (!r.smallest->property.empty()) {
+    r.diagnosis = r.smallest->diagnosis;  // diagnose_property's, made when the failure was found
   } else if (r.smallest_fault == "hang") {
     r.diagnosis = "hang: the kernel did not return within the timeout";
   } else if (!r.smallest_fault.empty()) {
@@ -862,63 +363,70 @@ void Gate::run_specials() {
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
+// The suite's properties (properties/engine.hpp), each on every accepted dtype x layout, driven by the engine:
+// --property-cases executions each, seeded from --seed, a failure shrunk by RapidCheck to its smallest
+// failing execution, which the row shows and the replay file reproduces.
 void Gate::run_properties() {
-  Rng rng(opt_.seed ^ 0x5eedf00dull);
-  // Position 0 is the identity: the judge holds every angle-0 pair to the contract's identity clause.
-  {
-    CheckRow& r = row("property: position 0", row_what("property: position 0", opt_.contract));
-    for (const auto& [d, l] : accepted_combos_) {
-      for (int ip = 0; ip < 2; ++ip) {
-        const RopeCase c = position_zero_case(d, l, opt_.seed, opt_.max_position);
-        run_case(r, c, ip == 1);
-      }
-    }
-    if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
-  }
-  // Layout equivalence: interleaved(x) and half-split(P x) agree within both bounds.
-  {
-    CheckRow& r = row("property: layouts", row_what("property: layouts", opt_.contract));
-    Rng lrng(opt_.seed ^ 0x1a7005ull);
-    for (Dtype d : opt_.dtypes) {
-      const bool both = std::count(accepted_combos_.begin(), accepted_combos_.end(), std::pair{d, Layout::interleaved}) &&
-                        std::count(accepted_combos_.begin(), accepted_combos_.end(), std::pair{d, Layout::half_split});
-      if (!both) continue;
-      for (const RopeCase& ci : layouts_cases(d, opt_.max_position, lrng)) {
-        const RopeCase ch = half_split_twin(ci);
-        Outcome oi = run_case(r, ci, false);
-        Outcome oh = run_case(r, ch, false);
-        if (!(oi.v.accepted && oh.v.accepted && oi.v.pass && oh.v.pass)) continue;
-        const std::string why =
-            layouts_violation(ci, oi.call.out, criteria(ci), ch, oh.call.out, criteria(ch));
-        if (!why.empty()) {
-          CaseRecord rec = record(r, ci, false, criteria(ci), why);
-          rec.property = "layouts";
-          record_failure(r, std::move(rec));
-        }
-      }
-    }
-    if (!r.ran && !aborted_)
-      r.note = budget_reached_ ? "not run: the budget was reached" : "no dtype with both layouts accepted";
-  }
-  // Relative position: <R_m q, R_n k> = <R_{m+s} q, R_{n+s} k>.
-  {
-    CheckRow& r = row("property: relative", row_what("property: relative", opt_.contract));
-    if (opt_.angle_model != AngleModel::exact) {
+  const props::Scope scope{opt_.max_position};
+  props::DriverOptions drv;
+  drv.seed = opt_.seed;
+  drv.cases = opt_.property_cases;
+  drv.stop = [this] { return aborted_ || over_budget(); };
+  for (const props::PropertyDef& p : props::property_set()) {
+    CheckRow& r = row(p.row, row_what(p.row, opt_.contract));
+    if (p.exact_angles && opt_.angle_model != AngleModel::exact) {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
-    } else {
-      for (const auto& combo : accepted_combos_) {
-        const RopeCase c = relative_case(combo.first, combo.second, opt_.max_position, rng);
-        Outcome o = run_case(r, c, false);
-        if (!(o.v.accepted && o.v.pass)) continue;
-        const std::string why = relative_violation(c, o.call.out, criteria(c));
-        if (!why.empty()) {
-          CaseRecord rec = record(r, c, false, criteria(c), why);
-          rec.property = "relative";
-          record_failure(r, std::move(rec));
-        }
-      }
-      if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+      continue;
     }
+    std::vector<std::pair<Dtype, Layout>> combos;
+    for (const auto& [d, l] : accepted_combos_) {
+      if (!p.both_layouts) combos.push_back({d, l});
+      else if (l == Layout::interleaved &&
+               std::count(accepted_combos_.begin(), accepted_combos_.end(), std::pair{d, Layout::half_split}))
+        combos.push_back({d, l});
+    }
+    for (const auto& [d, l] : combos) {
+      if (aborted_ || over_budget()) {
+        ++not_run_[r.name];
+        continue;
+      }
+      const uint64_t calls_before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
+      // A row's first failure is shrunk; another dtype x layout that fails too is counted, not shrunk again.
+      props::DriverOptions dl = drv;
+      dl.shrink = !r.failed_check;
+      const props::PropertyOutcome o = props::run_property(p, property_handle_, d, l, scope, dl);
+      res_.calls += property_handle_.calls() - calls_before;
+      if (property_handle_.hung() && ++hangs_ >= 2) aborted_ = true;
+      r.cases += o.passed + (o.failed ? 1 : 0);
+      r.declined += o.discarded;
+      res_.accepted += property_handle_.accepted_calls() - accepted_before;
+      if (o.passed || o.failed) r.ran = true;
+      if (o.stopped) ++not_run_[r.name];
+      if (!o.failed) continue;
+      const auto& calls = property_handle_.failing_calls();
+      const RopeCase first = calls.empty() ? RopeCase{} : calls.front().c;
+      CaseRecord rec = record(r, first, !calls.empty() && calls.front().in_place, criteria(first),
+                              o.message + "\n  reproduce: " + o.reproduce(p, d, l, opt_.seed));
+      rec.property = p.id;
+      rec.property_layout = l;
+      rec.property_seed = opt_.seed;
+      rec.property_case = o.index;
+      rec.property_cases = opt_.property_cases;
+      rec.property_shrink = o.shrink_path;
+      rec.property_max_position = opt_.max_position;
+      rec.diagnosis = diagnose_property(p, calls, property_handle_.failing_fault(), o.message);
+      record_failure(r, std::move(rec), property_handle_.failing_fault());
+      if (o.shrink_cut)
+        budget_cuts_.push_back(fmt::format("shrinking the failure of '{}' ({} {}; not fully shrunk)", r.name,
+                                           to_string(d), to_string(l)));
+      else if (o.shrink_capped && r.note.empty())
+        r.note = fmt::format("{} {}: shrinking stopped after {} candidates ({} step(s) taken)", to_string(d),
+                             to_string(l), o.shrinks_tried, o.shrink_path.size());
+    }
+    if (!r.ran && r.note.empty() && !aborted_)
+      r.note = budget_reached_ ? "not run: the budget was reached"
+               : combos.empty() ? (p.both_layouts ? "no dtype with both layouts accepted" : "no accepted dtype/layout")
+                                : "every execution discarded (the kernel declined its cases)";
   }
 }
 
@@ -929,57 +437,20 @@ void Gate::run_sequences() {
                     "calls in one process, one parameter changing between calls (base, rotary_dim, head_dim, "
                     "scale, table, dtype, layout) and back: stale caches");
   if (accepted_combos_.empty()) return;
-  Rng rng(opt_.seed ^ 0x5e9e0cull);
-  const auto [d0, l0] = accepted_combos_[0];
-  RopeCase base;
-  base.dtype = d0;
-  base.layout = l0;
-  base.head_dim = 64;
-  base.rotary_dim = 64;
-  base.n_heads = 2;
-  base.base = 10000;
-  std::vector<RopeCase> variants;
-  auto variant = [&](auto change) {
-    RopeCase v = base;
-    change(v);
-    variants.push_back(v);
-  };
-  variant([](RopeCase& v) { v.base = 500000; });
-  variant([](RopeCase& v) { v.rotary_dim = 32; });
-  variant([](RopeCase& v) { v.head_dim = v.rotary_dim = 128; });
-  variant([](RopeCase& v) { v.head_dim = 96; });
-  variant([](RopeCase& v) { v.position_scale = 0.25; });
-  variant([&](RopeCase& v) { v.inv_freq = rope_table(rng, v.rotary_dim, v.base); });
-  for (const auto& [d, l] : accepted_combos_)
-    if (d != d0 || l != l0) variant([&, d = d, l = l](RopeCase& v) {
-      v.dtype = d;
-      v.layout = l;
-    });
-  // base, v1, base, v2, ..., base, vn, then vn .. v1 back to back.
-  std::vector<const RopeCase*> order;
-  for (const RopeCase& v : variants) {
-    order.push_back(&base);
-    order.push_back(&v);
-  }
-  for (auto it = variants.rbegin(); it != variants.rend(); ++it) order.push_back(&*it);
-  order.push_back(&base);
-  const RopeCase* prev = nullptr;
-  for (const RopeCase* shape : order) {
-    RopeCase c = *shape;
-    c.positions = position_mix(rng, opt_.max_position, 4);
-    fill_random(c, rng);
+  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, opt_.max_position, opt_.seed);
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const RopeCase& c = cases[n];
     const uint64_t failed_before = r.failed;
     const Outcome o = run_case(r, c, false);
-    if (r.failed > failed_before && prev && o.v.fault.empty() && r.diagnosis.empty() && !over_budget()) {
+    if (r.failed > failed_before && n > 0 && o.v.fault.empty() && r.diagnosis.empty() && !over_budget()) {
       // Does it fail alone? A case that passes in a fresh process failed because of the calls before it.
       const CallResult alone = call_isolated_like(c);
       const CaseVerdict va = judge_call(c, false, opt_.angle_model, criteria(c), alone);
       if (va.accepted && va.pass)
         r.diagnosis = fmt::format("stale state across calls: {} fails right after {} in the same process and passes "
                                   "in a fresh one (a cache keyed on some of the parameters?)",
-                                  c.summary(), prev->summary());
+                                  c.summary(), cases[n - 1].summary());
     }
-    prev = shape;
   }
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
@@ -992,15 +463,7 @@ void Gate::run_repeat() {
                                           "and bit-identical to the first",
                                           kRepeats));
   if (accepted_combos_.empty()) return;
-  Rng rng(opt_.seed ^ 0x3e9ea7ull);
-  RopeCase c;
-  std::tie(c.dtype, c.layout) = accepted_combos_[0];
-  c.head_dim = 80;
-  c.rotary_dim = 64;
-  c.n_heads = 2;
-  c.base = 10000;
-  c.positions = position_mix(rng, opt_.max_position, 3);
-  fill_random(c, rng);
+  const RopeCase c = repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed);
   const Criteria cr = criteria(c);
   ReferenceOptions ro;
   ro.angle_model = opt_.angle_model;
@@ -1056,33 +519,8 @@ void Gate::run_large() {
   CheckRow& r = row("large", "prefill-sized cases: 128 tokens x 16 heads (head_dim 128), 128 tokens x 16 heads "
                              "(head_dim 576, rotary 64 as in MLA models), 32 tokens x 8 heads (head_dim 576, all "
                              "rotated)");
-  Rng rng(opt_.seed ^ 0x1a7e5ull);
-  struct Shape {
-    uint32_t tokens, heads, head_dim, rotary_dim;
-  };
-  // Many heads per token keep the exact reference's cost (one cos/sin per distinct position and pair) low.
-  const Shape shapes[] = {{128, 16, 128, 128}, {128, 16, 576, 64}, {32, 8, 576, 576}};
-  // Each shape once, the accepted dtype x layout combinations taking turns (with all six accepted: f32
-  // interleaved, f16 half-split, bf16 interleaved).
-  for (size_t k = 0; k < std::size(shapes) && !accepted_combos_.empty(); ++k) {
-    const auto [d, l] = accepted_combos_[(2 * k + k % 2) % accepted_combos_.size()];
-    {
-      const Shape& sh = shapes[k];
-      RopeCase c;
-      c.dtype = d;
-      c.layout = l;
-      c.head_dim = sh.head_dim;
-      c.rotary_dim = sh.rotary_dim;
-      c.n_heads = sh.heads;
-      c.base = k % 2 ? 10000 : 1000000;
-      // A prefill: consecutive positions from a random start.
-      const int64_t span = int64_t(sh.tokens);
-      const int64_t start = opt_.max_position > span ? int64_t(rng() % uint64_t(opt_.max_position - span + 1)) : 0;
-      for (int64_t t = 0; t < span; ++t) c.positions.push_back(std::min(opt_.max_position, start + t));
-      fill_random(c, rng);
-      run_case(r, c, k % 2 == 1, /*in_bias=*/false);
-    }
-  }
+  for (const auto& [c, in_place] : large_cases(accepted_combos_, opt_.max_position, opt_.seed))
+    run_case(r, c, in_place, /*in_bias=*/false);
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
@@ -1284,149 +722,5 @@ GateResult Gate::run() {
 }  // namespace
 
 GateResult run_gate(const Implementation& impl, const GateOptions& opt) { return Gate(impl, opt).run(); }
-
-namespace {
-
-std::string result_text(const CheckRow& r) {
-  if (!r.failed_check) return r.ran ? "pass" : "not run";
-  std::string kinds;
-  // Faults first: a crash is a crash whatever else the row found.
-  for (const auto& [kind, n] : r.faults)
-    if (kind != "accuracy") kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", kind, n);
-  if (auto it = r.faults.find("accuracy"); it != r.faults.end())
-    kinds += fmt::format("{}accuracy {}", kinds.empty() ? "" : ", ", it->second);
-  return kinds.empty() ? fmt::format("FAIL ({})", r.failed) : fmt::format("FAIL ({}: {})", r.failed, kinds);
-}
-
-std::string num(double v) { return fmt::format("{:.4g}", v); }
-
-}  // namespace
-
-std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>& by_bucket) {
-  std::string o;
-  for (const auto& [d, buckets] : by_bucket) {
-    o += fmt::format("\nerror by position ({}; every accepted call's finite pairs; u = 2^-{}):\n\n", to_string(d),
-                     format_of(d).precision);
-    o += "| position | pairs | max e (u) | max abs radial (u) | max abs tangential (u) | mean radial (u) | max angle "
-         "error (rad) | (f32 ulps of angle, resolved pairs) |\n";
-    o += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
-    for (const auto& [b, st] : buckets)
-      o += fmt::format("| {} | {} | {} | {} | {} | {:+.3g} | {} | {} |\n", bucket_label(b), st.count, num(st.max),
-                       num(st.max_radial), num(st.max_tangential), st.bias(),
-                       st.angle_count ? num(st.max_angle) : "-",
-                       st.resolved_angle_count ? num(st.max_resolved_angle_ulps) : "-");
-  }
-  return o;
-}
-
-std::string format_verdict(const GateResult& g) {
-  std::string o;
-  o += fmt::format("ropecheck gate: kernel {} ({} calls, {} accepted, {:.1f} s)\n", g.kernel, g.calls, g.accepted,
-                   g.seconds);
-  if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
-  if (!g.bounds.empty()) o += "derived allowances (pair 0, unit norm):\n" + g.bounds;
-  o += "\n| check | cases | declined | worst e (u) | radial (allowed) | tangential (allowed) | max angle error (f32 "
-       "ulps) | result | diagnosis |\n";
-  o += "|---|---:|---:|---:|---:|---:|---:|---|---|\n";
-  for (const auto& r : g.rows) {
-    const bool pairwise = r.ran && r.allowed_radial > 0;
-    o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name, r.cases, r.declined,
-                     r.ran ? fmt::format("{} / {}", num(r.worst_error), num(r.worst_bound)) : "-",
-                     pairwise ? fmt::format("{:+.4g} ({})", r.worst_radial, num(r.allowed_radial)) : "-",
-                     pairwise ? fmt::format("{:+.4g} ({})", r.worst_tangential, num(r.allowed_tangential)) : "-",
-                     pairwise && r.max_angle_ulps > 0 ? num(r.max_angle_ulps) : "-", result_text(r),
-                     r.diagnosis.empty() ? "-" : r.diagnosis);
-  }
-  o += "\n";
-  for (const auto& r : g.rows)
-    if (!r.note.empty()) o += fmt::format("note: {}: {}\n", r.name, r.note);
-  o += format_error_table(g.by_bucket);
-  for (const auto& r : g.rows) {
-    if (!r.failed_check) continue;
-    o += fmt::format("\nFAILED {}: {}\n", r.name, r.what);
-    if (!r.diagnosis.empty()) o += "  " + r.diagnosis + "\n";
-    if (r.smallest)
-      o += fmt::format("  smallest failing case: {}{}\n", r.smallest->c.summary(), r.smallest->in_place ? " in-place" : "");
-    o += r.smallest_message + "\n";
-    if (!r.smallest_file.empty()) o += fmt::format("  replay: ropecheck replay {} {}\n", r.smallest_file, g.kernel_arg);
-  }
-  if (!g.sandbox.empty()) o += "\n" + g.sandbox + "\n";
-  if (!g.kernel_output.empty()) o += g.kernel_output;
-  o += fmt::format("\nverdict: {} ({})\n", g.pass ? "PASS" : "FAIL", g.verdict_reason);
-  return o;
-}
-
-static std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') o += ' ';
-        else o += ch;
-    }
-  }
-  return o;
-}
-
-std::string junit_xml(const GateResult& g) {
-  size_t failures = 0, skipped = 0;
-  for (const auto& r : g.rows) {
-    failures += r.failed_check;
-    skipped += !r.ran && !r.failed_check;
-  }
-  std::string o = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o += fmt::format("<testsuites><testsuite name=\"ropecheck gate {}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" "
-                   "time=\"{:.3f}\">\n",
-                   xml_escape(g.kernel), g.rows.size(), failures, skipped, g.seconds);
-  o += fmt::format("  <properties><property name=\"contract\" value=\"{}\"/><property name=\"bounds\" "
-                   "value=\"{}\"/><property name=\"verdict\" value=\"{}\"/></properties>\n",
-                   xml_escape(g.contract), xml_escape(g.bounds), xml_escape(g.verdict_reason));
-  for (const auto& r : g.rows) {
-    o += fmt::format("  <testcase classname=\"ropecheck.gate.{}\" name=\"{}\">\n", xml_escape(g.kernel),
-                     xml_escape(r.name));
-    if (r.failed_check) {
-      std::string body = r.diagnosis.empty() ? "" : r.diagnosis + "\n";
-      body += r.smallest_message;
-      if (r.smallest) body += "\ncase: " + r.smallest->c.summary();
-      if (!r.smallest_file.empty()) body += "\nreplay: ropecheck replay " + r.smallest_file + " " + g.kernel_arg;
-      body += "\ncontract: " + g.contract;
-      std::string msg = result_text(r);
-      if (!r.diagnosis.empty()) msg += " - " + r.diagnosis;
-      o += fmt::format("    <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escape(msg),
-                       xml_escape(r.smallest_fault.empty() ? "accuracy" : r.smallest_fault), xml_escape(body));
-    } else if (!r.ran) {
-      o += fmt::format("    <skipped message=\"{}\"/>\n", xml_escape(r.note));
-    }
-    o += fmt::format("    <system-out>{}</system-out>\n",
-                     xml_escape(fmt::format("{}: cases {}, declined {}, worst {:.4g} u (allowed {:.4g} u; radial "
-                                            "{:+.4g} of {:.4g}, tangential {:+.4g} of {:.4g}). contract: {}. {}",
-                                            r.what, r.cases, r.declined, r.worst_error, r.worst_bound,
-                                            r.worst_radial, r.allowed_radial, r.worst_tangential,
-                                            r.allowed_tangential, g.contract, r.note)));
-    o += "  </testcase>\n";
-  }
-  // The kernel host's line and what the kernel printed (quoted), for the CI log.
-  if (!g.sandbox.empty() || !g.kernel_output.empty())
-    o += fmt::format("  <system-out>{}</system-out>\n", xml_escape(g.sandbox + "\n" + g.kernel_output));
-  o += "</testsuite></testsuites>\n";
-  return o;
-}
-
-int emit_verdict(const GateResult& r, const std::string& junit_path) {
-  std::cout << format_verdict(r);
-  if (!junit_path.empty()) {
-    std::ofstream f(junit_path);
-    f << junit_xml(r);
-    if (!f) {
-      std::cerr << "error: cannot write " << junit_path << "\n";
-      return 2;
-    }
-  }
-  return r.pass ? 0 : 1;
-}
 
 }  // namespace ropecheck::gate

@@ -22,6 +22,9 @@ namespace ropecheck::gate {
 // says what did not run (docs/gate.md, "The budget").
 inline constexpr uint64_t kDefaultRandomCases = 4000;
 inline constexpr uint64_t kMaxRandomCases = 10'000'000;
+// Executions of each property per dtype x layout (--property-cases): properties/engine.hpp's driver.
+inline constexpr uint64_t kDefaultPropertyCases = 25;
+inline constexpr uint64_t kMaxPropertyCases = 100'000;
 inline constexpr double kMaxBudgetSeconds = 7 * 24 * 3600;    // --budget-seconds at most a week
 inline constexpr double kMaxCallTimeoutSeconds = 24 * 3600;   // --call-timeout at most a day
 inline constexpr uint64_t kMaxExportRandomCases = 100'000;    // cases export --random-cases
@@ -35,6 +38,7 @@ struct GateOptions {
   std::map<Dtype, double> tolerance;  // flat bound overrides (u), replacing the contract's allowances
   uint64_t seed = 1;
   uint64_t random_cases = kDefaultRandomCases;
+  uint64_t property_cases = kDefaultPropertyCases;
   double budget_seconds = 60;  // a cap on the whole run
   double call_timeout_seconds = 10;
   std::string report_dir;  // where failing cases are written (empty: nowhere)
@@ -125,6 +129,9 @@ struct CaseVerdict {
   Judgement judgement;     // when the output was judged
   bool judged = false;     // the output was judged against the reference
 };
+// The checks of a call that need no reference: its status (crash, hang, error code, declined), memory (guard
+// bytes and pages, arguments, input, unwritten output) and FP environment. judge_call adds the reference.
+CaseVerdict check_call(const RopeCase& c, bool in_place, const struct CallResult& r);
 CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const Criteria& cr,
                        const struct CallResult& r, const ReferenceOutput* ref = nullptr);
 
@@ -141,26 +148,24 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
 std::string describe_bounds(const Implementation& impl, const Contract& contract, const std::vector<Dtype>& dtypes,
                             int64_t max_position);
 
-// The layout and relative-position properties, on outputs already judged one by one (the gate's rows and
-// `replay` use the same definitions). Each returns why the property fails, or empty.
-RopeCase half_split_twin(const RopeCase& interleaved);
-std::string layouts_violation(const RopeCase& ci, const Bytes& out_i, const Criteria& cri, const RopeCase& ch,
-                              const Bytes& out_h, const Criteria& crh);
-RopeCase relative_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng);
-// The gate's other property and random cases, one definition for the gate and `cases export`: position 0 (the
-// special values' value mix at position 0), three interleaved layouts cases (their twins: half_split_twin), and
-// one random case of a dtype and layout.
-RopeCase position_zero_case(Dtype d, Layout l, uint64_t seed, int64_t max_position);
-std::vector<RopeCase> layouts_cases(Dtype d, int64_t max_position, std::mt19937_64& rng);
+// One random case of a dtype and layout (the gate's random row; `cases export` draws the same).
 RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng);
 // What a row of the verdict checks ("matrix DTYPE LAYOUT", "special values", "property: ...", "random",
 // "coverage"), in one set of words for the gate and `cases check`.
 std::string row_what(const std::string& name, const Contract& contract);
-std::string relative_violation(const RopeCase& c, const Bytes& out, const Criteria& cr);
 
 // The case generators (deterministic in the seed).
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
                                        std::vector<bool>* in_place);
 std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position);
+// The sequence row's calls: a base case and variants (base, rotary_dim, head_dim, scale, table, every other
+// accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back.
+std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,
+                                     uint64_t seed);
+// The repeat row's case.
+RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed);
+// The large row's cases (and whether each runs in place): prefill and MLA shapes, the combinations taking turns.
+std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
+                                                   int64_t max_position, uint64_t seed);
 
 }  // namespace ropecheck::gate

@@ -135,7 +135,7 @@ Implementation mutant(std::string name, rc_rope_apply_fn fn, AngleModel model = 
           std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), model, em, true, Contract{}, ""};
 }
 
-using Maker = Property (*)(const Implementation&, Dtype, Layout);
+using Maker = PropertyMaker;
 struct Expectation {
   const char* property;
   Maker make;
@@ -149,7 +149,8 @@ void expect_caught(const Implementation& m, const std::vector<Expectation>& prop
   params.disableShrinking = true;  // detection is what is tested; shrinking big cases is slow
   for (const Expectation& e : props) {
     const std::string id = current_test_id() + "/" + e.property;
-    const auto result = run_property_quiet(id, e.make(m, e.dtype, e.layout), params);
+    ImplementationHandle h(m);
+    const auto result = run_property_quiet(id, e.make(h, e.dtype, e.layout, Scope{}), params);
     const bool failed = result.is<rc::detail::FailureResult>();
     EXPECT_TRUE(failed)
         << "property " << e.property << " (" << to_string(e.dtype) << " " << to_string(e.layout)

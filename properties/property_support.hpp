@@ -1,19 +1,7 @@
-// Shared machinery of the property suite: the (implementation x dtype x
-// layout) parameters read from the registry at run time, running a property
-// under RapidCheck inside a gtest test with a failure message that carries the
-// RC_PARAMS reproduce string, running kernels, and the error terms the
-// tolerances are derived from.
-//
-// Tolerances. A kernel's bound B (impl.bound(case), in u of the storage type)
-// says: for every pair x_i, ||y_i - R x_i|| <= B u max(||x_i||, min_normal),
-// where R is the exact rotation by the angle of the kernel's angle model.
-// Properties that hold for every rotation (orthogonality, norm preservation,
-// layout equivalence) use that R. Properties that hold only for exact angles
-// (relative invariance, composition) compare against the exact-angle rotation
-// R*, and add the angle model's own deviation: ||R x - R* x|| = 2|sin(d/2)|
-// ||x|| <= min(|d|, 2) ||x||, d the model's angle minus the exact angle
-// (0 for the exact model). Every tolerance below is built from these per-pair
-// terms plus the rounding of the double arithmetic that evaluates the check.
+// The gtest side of the property suite: the (implementation x dtype x layout)
+// parameters read from the registry at run time, and running a property (one
+// definition each, properties/suite.hpp) under RapidCheck inside a gtest test
+// with a failure message that carries the RC_PARAMS reproduce string.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,12 +9,15 @@
 #include <rapidcheck/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "core/rope_case.hpp"
 #include "impls/registry.hpp"
+#include "properties/engine.hpp"
+#include "properties/suite.hpp"
 
 namespace ropecheck::props {
 
@@ -51,8 +42,16 @@ std::string param_name_no_layout(const testing::TestParamInfo<KernelParam>& info
 class KernelTest : public testing::TestWithParam<KernelParam> {
  protected:
   const Implementation& impl() const;
+  // The kernel as a property handle (properties/engine.hpp): its implementation's bound, its angle model.
+  KernelHandle& handle() {
+    if (!handle_) handle_.emplace(impl());
+    return *handle_;
+  }
   Dtype dtype() const { return GetParam().dtype; }
   Layout layout() const { return GetParam().layout; }
+
+ private:
+  std::optional<ImplementationHandle> handle_;
 };
 
 // The RapidCheck test id of the current gtest test ("Suite/Test/param").
@@ -99,45 +98,5 @@ void check_property(Testable&& testable) {
   const std::string text = failure_text(result, id);
   if (!text.empty()) ADD_FAILURE() << text;
 }
-
-// Run the kernel out of place / in place. RC_UNSUPPORTED discards the case;
-// any other non-zero return fails it.
-Bytes run_or_discard(const Implementation& impl, const RopeCase& c);
-Bytes run_in_place_or_discard(const Implementation& impl, const RopeCase& c);
-
-// Value of element k of a buffer of the case's dtype, exactly, as a double.
-inline double value(const RopeCase& c, const void* buf, size_t k) { return load_f32(c.dtype, buf, k); }
-
-// ||(a, b)|| in double; a and b are f32 values, so a*a + b*b is exact up to
-// one rounding (relative error <= 2^-52 after the square root).
-double pair_norm(double a, double b);
-
-// B u max(||x||, min_normal): the kernel's allowed error on a pair of norm n.
-double pair_error_allowance(const RopeCase& c, double bound, double n);
-
-// The angle model's deviation from the exact rotation for pair i at position
-// m, as a multiple of ||x||: min(|model angle - exact angle| + slack, 2);
-// 0 for the exact model.
-double model_deviation(const Implementation& impl, const RopeCase& c, uint32_t pair, int64_t m);
-
-// ---- the properties, as RapidCheck testables for one (implementation, dtype,
-// layout); the parameterised tests run them for the registry, and the mutant
-// tests (property_mutants.cpp) run them against deliberately broken kernels.
-using Property = std::function<void()>;
-Property property_OrthogonalityBasisMatrix(const Implementation& im, Dtype d, Layout l);
-Property property_InnerProductsPreserved(const Implementation& im, Dtype d, Layout l);
-Property property_NormPreserved(const Implementation& im, Dtype d, Layout l);
-Property property_RelativeInvariance(const Implementation& im, Dtype d, Layout l);
-Property property_Composition(const Implementation& im, Dtype d, Layout l);
-Property property_PositionZeroIsIdentity(const Implementation& im, Dtype d, Layout l);
-Property property_PassThroughDimsBitExact(const Implementation& im, Dtype d, Layout l);
-Property property_InputUntouchedOutOfPlace(const Implementation& im, Dtype d, Layout l);
-Property property_InPlaceEqualsOutOfPlace(const Implementation& im, Dtype d, Layout l);
-Property property_InterleavedEqualsPermutedHalfSplit(const Implementation& im, Dtype d, Layout l);
-Property property_WithinBoundOfReference(const Implementation& im, Dtype d, Layout l);
-Property property_SpecialValuesFollowTheRules(const Implementation& im, Dtype d, Layout l);
-
-// Hex bits of an element for messages.
-std::string bits_text(const RopeCase& c, const void* buf, size_t k);
 
 }  // namespace ropecheck::props

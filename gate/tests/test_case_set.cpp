@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impls/plugin_loader.hpp"
+#include "properties/engine.hpp"
 #include "support.hpp"
 
 using namespace ropecheck;
@@ -66,23 +67,35 @@ TEST(CaseSetParity, PropertyAndInPlaceCasesAreExportedAndJudgedInTheGatesRows) {
   std::string log;
   EXPECT_EQ(export_write_check(d, "--dtype f32 --random-cases 6", *find_implementation("scalar"), log), 0) << log;
   const auto m = test::read_manifest(d + "/set");
-  EXPECT_EQ(m["version"], 3);
-  size_t in_place = 0, twins = 0;
+  EXPECT_EQ(m["version"], 4);
+  size_t in_place = 0;
+  std::map<std::string, size_t> property_calls;
   for (const auto& e : m["cases"]) {
     in_place += e["in_place"].get<bool>();
-    if (e.contains("twin")) {
-      ++twins;
-      EXPECT_EQ(e["check"], "property: layouts");
+    if (e.contains("property")) {
+      // Each property call names its property, in the property's row.
+      const props::PropertyDef* p = props::find_property(e["property"]["id"].get<std::string>());
+      ASSERT_NE(p, nullptr) << e.dump();
+      EXPECT_EQ(e["check"], p->row);
+      EXPECT_TRUE(p->exportable);
+      ++property_calls[p->id];
+    } else {
+      EXPECT_EQ(e["check"].get<std::string>().rfind("property: ", 0), std::string::npos) << e.dump();
     }
   }
   EXPECT_GT(in_place, 32u);  // half the matrix (2 x 16) and more
-  EXPECT_EQ(twins, 6u);      // three pairs
-  // Rows, cases, declined, result: f32 in two layouts gives 2 x 2 position-0 cases, 3 layouts pairs, 2
-  // relative cases, and 32 matrix cases per layout.
+  // Two calls per layouts execution (interleaved and its half-split twin), 8 executions; composition and
+  // input-untouched are not exported (an input taken from an output; an input an external program cannot show).
+  EXPECT_EQ(property_calls["layouts"], 16u);
+  EXPECT_EQ(property_calls.count("composition"), 0u);
+  EXPECT_EQ(property_calls.count("input-untouched"), 0u);
+  // Rows, cases, declined, result: f32 in two layouts gives 2 x 8 executions of each property (layouts: 8),
+  // and 32 matrix cases per layout.
   const std::vector<std::pair<std::string, std::string>> rows = {
       {"matrix f32 interleaved", "32"}, {"matrix f32 half-split", "32"}, {"special values", "6"},
-      {"property: position 0", "4"},    {"property: layouts", "6"},      {"property: relative", "2"},
-      {"random", "6"}};
+      {"property: position 0", "16"},   {"property: orthogonality", "16"}, {"property: norm", "16"},
+      {"property: layouts", "8"},       {"property: relative", "16"},      {"property: in place", "16"},
+      {"property: accuracy", "16"},     {"random", "6"}};
   for (const auto& [name, cases] : rows) {
     const auto cells = row_cells(log, name);
     ASSERT_GE(cells.size(), 9u) << name << "\n" << log;
@@ -104,8 +117,9 @@ TEST(CaseSetParity, LayoutPairingBugFailsThePropertyLayoutsRow) {
   EXPECT_EQ(row_cells(log, "property: position 0").at(7), "pass") << log;  // angle 0: any pairing is right
   const auto layouts = row_cells(log, "property: layouts");
   ASSERT_GE(layouts.size(), 9u) << log;
-  EXPECT_EQ(layouts[1], "6");
-  EXPECT_EQ(layouts[7].rfind("FAIL (3", 0), 0u) << log;  // the three half-split twins
+  EXPECT_EQ(layouts[1], "8");
+  EXPECT_EQ(layouts[7].rfind("FAIL", 0), 0u) << log;
+  EXPECT_NE(layouts[8].find("other layout"), std::string::npos) << log;  // the half-split call, diagnosed
   EXPECT_NE(log.find("FAILED property: layouts"), std::string::npos) << log;
   EXPECT_NE(log.find("verdict: FAIL"), std::string::npos) << log;
 }
@@ -121,17 +135,26 @@ TEST(CaseSetParity, InPlaceCasesAreRunInPlace) {
   ASSERT_GE(matrix.size(), 9u) << log;
   EXPECT_EQ(matrix[7].rfind("FAIL", 0), 0u) << log;
   EXPECT_NE(log.find("smallest failing case: "), std::string::npos) << log;
-  // Every failing row's smallest case is an in-place one.
+  // Every failing case row's smallest case is an in-place one (a property's shows its first call, out of place).
   std::istringstream in(log);
   size_t smallest = 0;
-  for (std::string line; std::getline(in, line);)
-    if (line.find("smallest failing case: ") != std::string::npos) {
+  bool property_row = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("FAILED ", 0) == 0) property_row = line.rfind("FAILED property: ", 0) == 0;
+    if (line.find("smallest failing case: ") != std::string::npos && !property_row) {
       ++smallest;
       EXPECT_NE(line.find(" in-place"), std::string::npos) << line;
     }
+  }
   EXPECT_GT(smallest, 0u);
-  // The same cases with the in-place flags cleared pass: the flag, not the data, made them fail.
+  EXPECT_EQ(row_cells(log, "property: in place").at(7).rfind("FAIL", 0), 0u) << log;
+  // The same cases with the in-place flags cleared pass: the flag, not the data, made them fail. (The property
+  // calls go: their in-place calls are the property's, which the alias fails.)
   auto m = test::read_manifest(d + "/set");
+  nlohmann::json kept = nlohmann::json::array();
+  for (auto& e : m["cases"])
+    if (!e.contains("property")) kept.push_back(e);
+  m["cases"] = kept;
   for (auto& e : m["cases"]) e["in_place"] = false;
   std::ofstream(d + "/set/manifest.json") << m.dump(1);
   test::write_outputs(d + "/set", load("mut_inplace_alias"));
@@ -156,12 +179,13 @@ TEST(CaseSetParity, DeclinedCasesAreCountedPerRow) {
     EXPECT_NE(log.find(std::string("note: matrix bf16 ") + l + ": every case declined"), std::string::npos) << log;
     EXPECT_EQ(row_cells(log, std::string("matrix f32 ") + l).at(2), "0") << log;
   }
+  // A property execution with a declined call is declined (discarded), as in the gate.
   const auto pos0 = row_cells(log, "property: position 0");
-  EXPECT_EQ(pos0.at(1), "4");
-  EXPECT_EQ(pos0.at(2), "4");
+  EXPECT_EQ(pos0.at(1), "16");
+  EXPECT_EQ(pos0.at(2), "16");
   const auto layouts = row_cells(log, "property: layouts");
-  EXPECT_EQ(layouts.at(1), "6");
-  EXPECT_EQ(layouts.at(2), "6");
+  EXPECT_EQ(layouts.at(1), "8");
+  EXPECT_EQ(layouts.at(2), "8");
   EXPECT_EQ(layouts.at(7), "pass");
   EXPECT_TRUE(row_cells(log, "coverage").empty()) << log;
   EXPECT_TRUE(row_cells(log, "bias bf16").empty()) << log;
@@ -187,42 +211,64 @@ TEST(CaseSetParity, EverythingDeclinedFailsCoverage) {
   EXPECT_NE(log.find("verdict: FAIL"), std::string::npos) << log;
 }
 
-// A property's cases must be what the property reads: a layouts pair whose half-split case is not the twin,
-// or a relative case whose positions are not (m, n, m+s, n+s), is a malformed case set (exit 2), never judged.
-TEST(CaseSetParity, PropertyCasesMustHaveTheirShape) {
+// A property's exported calls must be the calls the property makes (the engine makes them again from the
+// export's seed): a changed case, a call number out of place or a call of a property that cannot be exported
+// is a malformed case set (exit 2), never judged.
+TEST(CaseSetParity, PropertyCasesMustBeThePropertysCalls) {
   const std::string d = test::tmpdir("caseset-shapes");
   std::string log;
   ASSERT_EQ(export_write_check(d, "--dtype f32 --random-cases 0", *find_implementation("scalar"), log), 0) << log;
   const std::string set = d + "/set";
-  auto m = test::read_manifest(set);
-  std::string half, relative;
-  for (auto& e : m["cases"]) {
-    if (e["check"] == "property: layouts" && e["case"]["layout"] == "half-split" && half.empty()) {
-      half = e["id"];
-      e["case"]["base"] = "0x1.388p+14";  // 20000: the other case's base is another
-    }
-    if (e["check"] == "property: relative" && relative.empty()) {
-      relative = e["id"];
-      e["case"]["positions"][2] = e["case"]["positions"][2].get<int64_t>() + 1;
-    }
-  }
-  ASSERT_FALSE(half.empty() || relative.empty());
-  std::ofstream(set + "/manifest.json") << m.dump(1);
-  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c.log"), 2);
-  log = slurp(d + "/c.log");
-  EXPECT_NE(log.find("2 problem(s)"), std::string::npos) << log;
-  EXPECT_NE(log.find("cases " + half + " and "), std::string::npos) << log;
-  EXPECT_NE(log.find("not a layouts pair: the half-split case's parameters are not its twin's"), std::string::npos)
-      << log;
-  EXPECT_NE(log.find("not a relative-position case: tokens 0..3"), std::string::npos) << log;
-  // A twin that does not name it back.
-  m = test::read_manifest(set);
-  for (auto& e : m["cases"])
-    if (e["id"] == half) e["twin"] = e["id"];
-  std::ofstream(set + "/manifest.json") << m.dump(1);
-  EXPECT_EQ(run_cli("cases check --dir " + set, d + "/c2.log"), 2);
-  EXPECT_NE(slurp(d + "/c2.log").find("is not a case of the other layout naming"), std::string::npos)
-      << slurp(d + "/c2.log");
+  const nlohmann::json orig = test::read_manifest(set);
+  auto edited = [&](auto edit, const std::string& name) {
+    nlohmann::json m = orig;
+    std::string id;
+    for (auto& e : m["cases"])
+      if (e.contains("property") && id.empty() && edit(e)) id = e["id"];
+    EXPECT_FALSE(id.empty()) << name;
+    std::ofstream(set + "/manifest.json") << m.dump(1);
+    const int rc = run_cli("cases check --dir " + set, d + "/" + name + ".log");
+    return std::make_pair(rc, slurp(d + "/" + name + ".log"));
+  };
+  // The half-split call of a layouts execution with another base.
+  auto [rc1, l1] = edited(
+      [](nlohmann::json& e) {
+        if (e["property"]["id"] != "layouts" || e["case"]["layout"] != "half-split") return false;
+        e["case"]["base"] = "0x1.388p+14";
+        return true;
+      },
+      "base");
+  EXPECT_EQ(rc1, 2) << l1;
+  EXPECT_NE(l1.find("is not the call the property makes"), std::string::npos) << l1;
+  // A relative-invariance call with a position moved.
+  auto [rc2, l2] = edited(
+      [](nlohmann::json& e) {
+        if (e["property"]["id"] != "relative") return false;
+        e["case"]["positions"][0] = e["case"]["positions"][0].get<int64_t>() + 1;
+        return true;
+      },
+      "position");
+  EXPECT_EQ(rc2, 2) << l2;
+  EXPECT_NE(l2.find("property relative (f32 "), std::string::npos) << l2;
+  // Call numbers out of place.
+  auto [rc3, l3] = edited(
+      [](nlohmann::json& e) {
+        if (e["property"]["id"] != "layouts") return false;
+        e["property"]["call"] = 5;
+        return true;
+      },
+      "call");
+  EXPECT_EQ(rc3, 2) << l3;
+  EXPECT_NE(l3.find("calls numbered"), std::string::npos) << l3;
+  // A property that is not exported (its input is an output).
+  auto [rc4, l4] = edited(
+      [](nlohmann::json& e) {
+        e["property"]["id"] = "composition";
+        return true;
+      },
+      "composition");
+  EXPECT_EQ(rc4, 2) << l4;
+  EXPECT_NE(l4.find("must name an exportable property"), std::string::npos) << l4;
 }
 
 namespace {

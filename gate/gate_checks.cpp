@@ -1,0 +1,277 @@
+// What the gate holds one call to: the checks of a call (status, memory, FP environment, the reference), its
+// criteria and diagnosis, a row's bookkeeping, the bias check, and what each row checks (in words).
+#include "gate/gate.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <csignal>
+
+#include "gate/isolation.hpp"
+#include "properties/diagnosis.hpp"
+#include "properties/engine.hpp"
+
+namespace ropecheck::gate {
+
+namespace {
+
+std::string elem_site(const RopeCase& c, size_t k) {
+  const size_t per_token = size_t(c.n_heads) * c.head_dim;
+  return fmt::format("element {} (token {}, head {}, dim {})", k, k / per_token, (k % per_token) / c.head_dim,
+                     k % c.head_dim);
+}
+
+}  // namespace
+
+std::string parse_tolerance(const std::string& s, std::map<Dtype, double>& out) {
+  auto parse_num = [](const std::string& t, double& v) {
+    char* end = nullptr;
+    v = std::strtod(t.c_str(), &end);
+    return !t.empty() && end == t.c_str() + t.size() && std::isfinite(v) && v > 0;
+  };
+  double v;
+  if (s.find('=') == std::string::npos) {
+    if (!parse_num(s, v)) return "--tolerance: not a positive number: '" + s + "'";
+    for (Dtype d : kAllDtypes) out[d] = v;
+    return "";
+  }
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) return "--tolerance: expected DTYPE=U, got '" + item + "'";
+    const auto d = parse_dtype(item.substr(0, eq));
+    if (!d) return "--tolerance: unknown dtype '" + item.substr(0, eq) + "'";
+    if (!parse_num(item.substr(eq + 1), v)) return "--tolerance: not a positive number in '" + item + "'";
+    out[*d] = v;
+  }
+  return "";
+}
+
+void CheckRow::add(const Judgement& j) {
+  max_angle_ulps = std::max(max_angle_ulps, j.stats.max_resolved_angle_ulps);
+  if (j.stats.count && (worst_bound == 0 || j.worst_ratio > worst_ratio)) {
+    worst_ratio = j.worst_ratio;
+    worst_error = j.worst_pe.e;
+    worst_bound = j.worst_allowance.total;
+    worst_radial = j.worst_pe.radial;
+    worst_tangential = j.worst_pe.tangential;
+    allowed_radial = j.worst_allowance.radial;
+    allowed_tangential = j.worst_allowance.tangential;
+  }
+}
+
+void GateResult::add(CheckRow& r, Dtype d, const Judgement& j, std::map<Dtype, BiasSums>& bias) {
+  r.add(j);
+  bias[d].merge(j.bias);
+  for (const auto& [b, st] : j.by_bucket) by_bucket[d][b].merge(st);
+}
+
+Criteria case_criteria(const Implementation& impl, const RopeCase& c, const Contract& contract,
+                       const std::map<Dtype, double>& tolerance) {
+  if (auto it = tolerance.find(c.dtype); it != tolerance.end()) return Criteria::flat_bound(it->second);
+  return Criteria::of(impl.error_model, contract);
+}
+
+std::string describe_bounds(const Implementation& impl, const Contract& contract, const std::vector<Dtype>& dtypes,
+                            int64_t max_position) {
+  std::string o;
+  for (Dtype d : dtypes) {
+    RopeCase c;
+    c.dtype = d;
+    c.head_dim = c.rotary_dim = 128;
+    c.positions = {1};
+    const Criteria cr = Criteria::of(impl.error_model, contract);
+    // Pair 0 (theta = 1) of a unit-norm pair at position 1 and at the largest position.
+    const PairAllowance a1 = cr.allowance(c, 0, 1.0, 1.0);
+    const PairAllowance am = cr.allowance(c, 0, 1.0, double(max_position));
+    o += fmt::format("  {}: at angle 1 rad radial <= {:.4g} u, tangential <= {:.4g} u; at angle {} rad radial <= {:.4g} "
+                     "u, tangential <= {:.4g} u\n",
+                     to_string(d), a1.radial, a1.tangential, max_position, am.radial, am.tangential);
+  }
+  return o;
+}
+
+std::string row_what(const std::string& name, const Contract& contract) {
+  if (name.rfind("matrix ", 0) == 0)
+    return "head/rotary dims 2..256 (partial rotary, vector tails), 1-3 heads, shuffled positions 0, 1, 2, 3, 7 .. "
+           "max, base/scale/inv_freq variants, in place and out of place";
+  if (name == "special values")
+    return "+-0, subnormals, huge, NaN, +-Inf in rotated and pass-through dims (docs/error-model.md rules)";
+  if (name == "property: position 0")
+    return contract.identity_bits ? "every position 0: the output is the input, bit for bit"
+                                  : "every position 0: the output has the input's values (+-0 alike; NaN beside a "
+                                    "non-finite partner)";
+  for (const props::PropertyDef& p : props::property_set())
+    if (name == p.row) return p.what;
+  if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
+  if (name == "coverage") return "the kernel accepts at least one case of a dtype x layout asked for";
+  return "cases";
+}
+
+CaseVerdict check_call(const RopeCase& c, bool in_place, const CallResult& r) {
+  CaseVerdict v;
+  // A declined call is not judged, but the memory checks hold for it too (it must not have written).
+  const bool memory_fault = !r.memory.empty() || r.guard_before_bytes || r.guard_after_bytes || r.input_guard_bytes ||
+                            r.input_changed || !r.fp_change.empty();
+  if (r.status == CallStatus::declined && !memory_fault) return v;
+  v.accepted = true;
+  auto failed = [&](std::string m, const char* fault) {
+    v.pass = false;
+    v.message += m + "\n";
+    if (fault && v.fault.empty()) v.fault = fault;
+  };
+  if (r.status != CallStatus::ok && r.status != CallStatus::declined)
+    failed("the kernel " + describe(r), r.status == CallStatus::hung                              ? "hang"
+                                        : r.status == CallStatus::crashed && r.signal == SIGSYS ? "forbidden system call"
+                                        : r.status == CallStatus::crashed                       ? "crash"
+                                                                                                : "error code");
+  for (const MemoryFinding& m : r.memory) failed(m.message, m.fault.c_str());
+  if (!r.fp_change.empty()) failed(r.fp_change + " (and left it so: the whole process computes differently after)", "fp environment");
+  const Dtype d = c.dtype;
+  if (r.guard_before_bytes)
+    failed(fmt::format("memory: {} guard byte(s) before the {} buffer were overwritten (a write before its start)",
+                       r.guard_before_bytes, in_place ? "in-place" : "output"),
+           "out-of-bounds write");
+  if (r.guard_after_bytes)
+    failed(fmt::format("memory: {} guard byte(s) after the {} buffer were overwritten (a write past its end)",
+                       r.guard_after_bytes, in_place ? "in-place" : "output"),
+           "out-of-bounds write");
+  if (r.input_guard_bytes)
+    failed(fmt::format("memory: {} guard byte(s) around the input buffer were overwritten", r.input_guard_bytes),
+           "out-of-bounds write");
+  if (r.input_changed) {
+    const size_t k = r.first_input_changed;
+    failed(fmt::format("memory: an out-of-place call changed {} input element(s); first {}: was {}",
+                       r.input_changed, elem_site(c, k), describe_element(d, load_bits(d, c.input.data(), k))),
+           "input modified");
+  }
+  if (r.status != CallStatus::ok) {
+    if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
+    return v;
+  }
+  if (r.unwritten) {
+    failed(fmt::format("memory: {} output element(s) were never written (still the poison {}); first {}",
+                       r.unwritten, describe_element(d, poison_bits(d)), elem_site(c, r.first_unwritten)),
+           "unwritten output");
+  }
+  if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
+  return v;
+}
+
+CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const Criteria& cr, const CallResult& r,
+                       const ReferenceOutput* ref_in) {
+  CaseVerdict v = check_call(c, in_place, r);
+  if (!v.accepted || r.status != CallStatus::ok) return v;
+  if (!v.message.empty()) v.message += "\n";
+  auto failed = [&](std::string m, const char* fault) {
+    v.pass = false;
+    v.message += m + "\n";
+    if (fault && v.fault.empty()) v.fault = fault;
+  };
+  ReferenceOutput local;
+  const ReferenceOutput* ref = ref_in;
+  if (!ref) {
+    ReferenceOptions ro;
+    ro.angle_model = model;
+    local = reference_rope(c, ro);
+    ref = &local;
+  }
+  JudgeOptions jo;
+  jo.max_findings = 4;
+  jo.keep_values = true;  // percentiles and the histogram of the run's report
+  v.judgement = judge_output(c, *ref, r.out.data(), cr, jo);
+  v.judged = true;
+  v.worst_error = v.judgement.stats.max;
+  if (!v.judgement.ok()) failed(v.judgement.report(2), nullptr);
+  if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
+  return v;
+}
+
+std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
+                          const CallResult& r) {
+  if (!v.fault.empty()) {
+    if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "forbidden system call")
+      return v.fault + ": the kernel " + describe(r);
+    return v.fault;
+  }
+  if (!v.judged || v.judgement.ok()) return "";
+  ReferenceOptions ro;
+  ro.angle_model = model;
+  const ReferenceOutput ref = reference_rope(c, ro);
+  return diagnose(c, r.out.data(), ref, cr, model).text();
+}
+
+CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
+  CheckRow r;
+  r.name = fmt::format("bias {}", to_string(d));
+  r.what = "radial bias: mean radial error of the judged pairs within 5 SE + 1/8 u + the contract's systematic share";
+  r.ran = true;
+  r.cases = 1;
+  const double n = double(std::max<uint64_t>(b.n, 1));
+  const double g = double(b.clusters);
+  double model = 0.125 + b.sum_systematic / n;
+  const double ua = unit_roundoff(em.arith), ud = unit_roundoff(d);
+  if (ud > ua) model += std::sqrt(2.0) * (em.trig_rel_u32 + 3.0) * ua / ud;  // the wider intermediate, fully biased
+  // The mean and its cluster-robust standard error (pairs sharing cos/sin are one cluster), centred at the mean.
+  struct Stat {
+    double bias, se, allowed;
+  };
+  auto stat = [&](const BiasSums::Moments& m) {
+    const double bias = m.sum_r / n;
+    double var = (m.sum_s2 - 2 * bias * m.sum_ns + bias * bias * b.sum_n2) / (n * n);
+    if (g > 1) var *= g / (g - 1);
+    const double se = std::sqrt(std::max(var, 0.0));
+    return Stat{bias, se, 5.0 * se + model};
+  };
+  // The hypotheses about the kernel's cos/sin: as measured (f32), less an f16 cache's share, less a bf16
+  // cache's. The contract allows the caches no coarser than its cos-sin clause (f16 within bf16's allowance).
+  const Stat st[3] = {stat(b.by_cache[0]), stat(b.by_cache[1]), stat(b.by_cache[2])};
+  auto allowed_by_contract = [&](int k) {
+    return k == 0 || em.cos_sin == Dtype::bf16 || (k == 1 && em.cos_sin == Dtype::f16);
+  };
+  auto ratio = [&](int k) { return std::fabs(st[k].bias) / st[k].allowed; };
+  int best = 0;
+  for (int k = 1; k < 3; ++k)
+    if (allowed_by_contract(k) && ratio(k) < ratio(best)) best = k;
+  const Stat& s = st[best];
+  const char* names[3] = {"as measured", "less an f16 cache's share", "less a bf16 cache's share"};
+  r.worst_error = std::fabs(s.bias);
+  r.worst_bound = s.allowed;
+  r.worst_ratio = ratio(best);
+  r.note = fmt::format("radial bias {:+.4f} u over {} pairs in {} clusters (SE {:.4f} u), allowed {:.4f} u ({}; "
+                       "as measured {:+.4f} u, less an f16 / bf16 cache's share {:+.4f} / {:+.4f} u)",
+                       s.bias, b.n, b.clusters, s.se, s.allowed, names[best], st[0].bias, st[1].bias, st[2].bias);
+  if (b.clusters < 30) {
+    r.ran = false;
+    r.note = fmt::format("not judged: {} clusters of pairs, fewer than the 30 the normal approximation needs ({})",
+                         b.clusters, r.note);
+    return r;
+  }
+  if (!(std::fabs(s.bias) <= s.allowed)) {
+    r.failed_check = true;
+    r.failed = 1;
+    r.diagnosis = "radial bias";
+    // A cache the contract does not allow that explains the mean: name its clause.
+    for (int k : {1, 2})
+      if (!allowed_by_contract(k) && ratio(k) <= 1.0) {
+        r.diagnosis = fmt::format(
+            "radial bias of a {} cos/sin cache (mean {:+.4f} u less its share, within {:.4f} u): would pass with "
+            "cos-sin={}",
+            k == 1 ? "f16" : "bf16", st[k].bias, st[k].allowed, k == 1 ? "f16" : "bf16");
+        break;
+      }
+    r.smallest_message = fmt::format(
+        "radial bias: the mean radial error is {:+.4f} u over {} pairs ({} clusters), beyond {:.4f} u (5 SE + 1/8 u + "
+        "the contract's systematic share); outputs are systematically {} than the exact rotation",
+        s.bias, b.n, b.clusters, s.allowed, s.bias < 0 ? "shorter" : "longer");
+  }
+  return r;
+}
+
+}  // namespace ropecheck::gate

@@ -1,0 +1,58 @@
+// The property engine's view of a kernel in the gate's kernel host (properties/engine.hpp): each run is one
+// call in the host, checked as every gate call is (status, memory, FP environment: a finding makes the run a
+// failed one naming it), its output handed to the property. The handle keeps the calls of the current
+// property execution, so the gate can show, save and diagnose the smallest failing one.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gate/isolation.hpp"
+#include "properties/engine.hpp"
+
+namespace ropecheck::gate {
+
+// A property execution's call as the gate saw it.
+struct HandleCall {
+  RopeCase c;
+  bool in_place = false;
+  std::string fault;  // the call's fault ("crash", "out-of-bounds write", ...), empty when it returned cleanly
+};
+
+class HostHandle : public props::KernelHandle {
+ public:
+  using CallFn = std::function<CallResult(const RopeCase&, bool in_place)>;
+  using CriteriaFn = std::function<Criteria(const RopeCase&)>;
+  HostHandle(std::string name, CallFn call, CriteriaFn criteria, AngleModel model, std::function<bool()> stop);
+
+  const std::string& name() const override { return name_; }
+  props::RunResult run(const RopeCase& c, const props::RunRequest& r) override;
+  Criteria criteria(const RopeCase& c) const override { return criteria_(c); }
+  AngleModel angle_model() const override { return model_; }
+  bool honours_out_fill() const override { return false; }  // the host poisons the output itself
+  void begin_execution(uint64_t index, bool shrinking) override;
+  void end_execution(const rc::detail::CaseResult& result) override;
+
+  uint64_t calls() const { return calls_; }                  // every call made
+  uint64_t accepted_calls() const { return accepted_; }     // calls not declined
+  // The calls of the last failing execution (after shrinking: the smallest failure), and its fault (the
+  // first faulting call's, empty when the property's predicate failed).
+  const std::vector<HandleCall>& failing_calls() const { return failing_; }
+  const std::string& failing_fault() const { return failing_fault_; }
+  bool hung() const { return hung_; }
+
+ private:
+  std::string name_;
+  CallFn call_;
+  CriteriaFn criteria_;
+  AngleModel model_;
+  std::function<bool()> stop_;
+  bool shrinking_ = false;
+  bool hung_ = false;
+  uint64_t calls_ = 0, accepted_ = 0;
+  std::vector<HandleCall> current_, failing_;
+  std::string failing_fault_;
+};
+
+}  // namespace ropecheck::gate

@@ -1,0 +1,184 @@
+// The property engine: every property of RoPE is defined once (properties/suite_*.cpp) as a RapidCheck
+// testable over a kernel handle, and run on any kernel:
+//
+//  - a built-in or in-process kernel (ImplementationHandle): the gtest suite, the mutation tests;
+//  - a loaded kernel called through the gate's kernel host (gate/gate.cpp's handle): the gate's rows;
+//  - an external program's outputs read from a case directory (gate/case_set.cpp's recording and
+//    playback handles): `cases export` and `cases check`.
+//
+// A property builds its cases with the generators (properties/generators.hpp), runs the kernel through the
+// handle, and states its predicate with a tolerance derived from the handle's criteria (the contract's
+// bounds; docs/error-model.md). The predicates that compare outputs are plain functions of cases and outputs
+// (below), so the fuzzers use them too.
+//
+// run_property() is the gate's driver: execution i of property P for (dtype, layout) is a pure function of
+// (seed, P, dtype, layout, i) (its rc::Random is keyed on them), so the gate, `cases export` and `cases
+// check` generate the same cases, and a failure is reproduced by (seed, i, shrink path): RapidCheck's own
+// shrinking (each step the first smaller candidate that still fails, as rc::check does) applied to the
+// failing execution.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "core/rope_case.hpp"
+#include "impls/registry.hpp"
+#include "properties/judge.hpp"
+
+namespace ropecheck::props {
+
+// How a property calls the kernel.
+struct RunRequest {
+  bool in_place = false;
+  int out_fill = -1;  // out of place: the byte the output buffer holds before the call (-1: the handle's own)
+};
+
+struct RunResult {
+  enum class Status { ok, declined, failed };
+  Status status = Status::ok;
+  Bytes out;
+  // Out of place: the input buffer after the call, when the handle can see it (in-process kernels). A
+  // handle that checks the input itself (the gate's host) reports a change as a failure instead.
+  std::optional<Bytes> input_after;
+  std::string failure;  // failed: what happened (crash, memory finding, error code), printable
+  std::string fault;    // failed: its short name ("crash", "out-of-bounds write", ...)
+};
+
+// A kernel as the properties see it.
+class KernelHandle {
+ public:
+  virtual ~KernelHandle() = default;
+  virtual const std::string& name() const = 0;
+  virtual RunResult run(const RopeCase& c, const RunRequest& r) = 0;
+  // What an output of c is held to (the contract's per-pair allowances, or a flat bound).
+  virtual Criteria criteria(const RopeCase& c) const = 0;
+  // The angle model outputs are judged under (the reference's angles).
+  virtual AngleModel angle_model() const = 0;
+  // The kernel promises interleaved(x) == P^-1 halfsplit(P x) bit for bit.
+  virtual bool bit_exact_layouts() const { return false; }
+  // Whether the handle can give a call an output buffer prefilled with out_fill (external programs cannot).
+  virtual bool honours_out_fill() const { return true; }
+  // The driver's hooks: an execution of a property starts (shrinking: a smaller candidate of a failure),
+  // and ends with its result.
+  virtual void begin_execution(uint64_t /*index*/, bool /*shrinking*/) {}
+  virtual void end_execution(const rc::detail::CaseResult& /*result*/) {}
+
+  // The flat bound B (u of the storage type) on every pair's error in c: Criteria::case_bound.
+  double bound(const RopeCase& c) const { return criteria(c).case_bound(c); }
+};
+
+// A kernel called in this process through its entry point (built-ins, mutants, in-process plugins), held to
+// its implementation's bound under its own angle model (or to `criteria` when given).
+class ImplementationHandle : public KernelHandle {
+ public:
+  explicit ImplementationHandle(const Implementation& impl, std::optional<Criteria> criteria = std::nullopt,
+                                std::optional<AngleModel> model = std::nullopt);
+  const std::string& name() const override { return impl_.name; }
+  RunResult run(const RopeCase& c, const RunRequest& r) override;
+  Criteria criteria(const RopeCase& c) const override;
+  AngleModel angle_model() const override { return model_; }
+  bool bit_exact_layouts() const override { return impl_.bit_exact_layouts; }
+
+ private:
+  const Implementation& impl_;
+  std::optional<Criteria> criteria_;
+  AngleModel model_;
+};
+
+// Where a property draws from.
+struct Scope {
+  int64_t max_position = int64_t(1) << 31;  // positions (and position sums) at most this
+};
+
+using Property = std::function<void()>;
+using PropertyMaker = Property (*)(KernelHandle& k, Dtype d, Layout l, const Scope& s);
+
+// One property of the suite.
+struct PropertyDef {
+  const char* id;     // "orthogonality", ... (replay files, `cases` manifests)
+  const char* row;    // the gate's row: "property: orthogonality"
+  const char* what;   // one line: the equation it checks
+  PropertyMaker make;
+  bool both_layouts;  // needs both layouts of a dtype (run once per dtype, the layout argument ignored)
+  bool exact_angles;  // holds for exact angles only (skipped under the fp32 angle model: not shift-invariant)
+  bool exportable;    // its cases can be exported (no input depends on an output, no prefilled outputs)
+};
+// The suite, in the gate's row order.
+const std::vector<PropertyDef>& property_set();
+const PropertyDef* find_property(std::string_view id);
+
+// ---- the driver ------------------------------------------------------------------------------------------
+struct DriverOptions {
+  uint64_t seed = 1;
+  uint64_t cases = 100;               // executions (discards included)
+  bool shrink = true;
+  uint64_t max_shrink_tries = 400;    // candidates tried while shrinking, at most
+  std::function<bool()> stop;         // true: make no further execution (budget, hangs)
+};
+
+struct PropertyOutcome {
+  uint64_t executions = 0, passed = 0, discarded = 0;
+  bool failed = false;
+  std::string message;                // the smallest failing execution's description
+  uint64_t index = 0;                 // which execution failed first
+  std::vector<size_t> shrink_path;    // the shrinks taken from it
+  uint64_t shrinks_tried = 0;
+  bool shrink_cut = false;            // DriverOptions::stop ended shrinking before the failure was fully shrunk
+  bool shrink_capped = false;         // max_shrink_tries ended it
+  bool stopped = false;               // DriverOptions::stop ended the run early
+  // "property P, DTYPE LAYOUT, seed S, case I, shrink a.b.c"
+  std::string reproduce(const PropertyDef& p, Dtype d, Layout l, uint64_t seed) const;
+};
+
+PropertyOutcome run_property(const PropertyDef& p, KernelHandle& k, Dtype d, Layout l, const Scope& s,
+                             const DriverOptions& o);
+// One execution again: case `index` of (seed, p, d, l), then the shrink path. Returns its result.
+rc::detail::CaseResult replay_execution(const PropertyDef& p, KernelHandle& k, Dtype d, Layout l, const Scope& s,
+                                        uint64_t seed, uint64_t index, const std::vector<size_t>& shrink_path,
+                                        uint64_t cases = 100);
+// "3.0.12" <-> {3, 0, 12}; throws std::invalid_argument on anything else.
+std::string shrink_path_text(const std::vector<size_t>& path);
+std::vector<size_t> parse_shrink_path(const std::string& s);
+
+// ---- what the properties share ---------------------------------------------------------------------------
+// Run the kernel; RC_DISCARD when it declines, RC_FAIL with the handle's text when the call failed.
+Bytes run_or_discard(KernelHandle& k, const RopeCase& c, const RunRequest& r = {});
+inline Bytes run_in_place_or_discard(KernelHandle& k, const RopeCase& c) { return run_or_discard(k, c, {true, -1}); }
+
+// Value of element k of a buffer of the case's dtype, exactly, as a double.
+inline double value(const RopeCase& c, const void* buf, size_t k) { return load_f32(c.dtype, buf, k); }
+// ||(a, b)|| in double (a*a + b*b exact up to one rounding for f32 values).
+double pair_norm(double a, double b);
+// B u max(||x||, min_normal): the allowed error on a pair of norm n.
+double pair_error_allowance(const RopeCase& c, double bound, double n);
+// The angle model's deviation from the exact rotation for pair i at position m, as a multiple of ||x||:
+// min(|model angle - exact angle| + slack, 2); 0 for the exact model.
+double model_deviation(AngleModel model, const RopeCase& c, uint32_t pair, int64_t m);
+// Hex bits of an element for messages.
+std::string bits_text(const RopeCase& c, const void* buf, size_t k);
+// "token T (position M), head H, dim D[ (pass-through)]"
+std::string element_where(const RopeCase& c, size_t k);
+// First differing element (bits) of two buffers of the case's dtype, or SIZE_MAX.
+size_t first_difference(const RopeCase& c, const void* a, const void* b);
+
+// ---- predicates on outputs (used by the properties, the fuzzers and replay) --------------------------------
+// The half-split case holding interleaved case ci's input permuted (P x): the same pairs.
+RopeCase half_split_twin(const RopeCase& interleaved);
+// For every element of a buffer in layout `from`, its index in layout `to` (pass-through dims kept).
+std::vector<size_t> relayout(const RopeCase& c, Layout from, Layout to);
+// interleaved(x) = P^-1 halfsplit(P x): bit for bit when `bit_exact`, else within both outputs' allowances
+// (bounds bi, bh). Empty when it holds, else why not.
+std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, const RopeCase& ch, const Bytes& oh,
+                              double bh, bool bit_exact);
+// An in-place call equals the out-of-place call bit for bit.
+std::string in_place_violation(const RopeCase& c, const Bytes& out_of_place, const Bytes& in_place);
+// An out-of-place call left its input unchanged.
+std::string input_touched(const RopeCase& c, const Bytes& before, const Bytes& after);
+
+}  // namespace ropecheck::props

@@ -1,0 +1,50 @@
+// The properties of the suite (properties/suite_*.cpp), each a RapidCheck testable over a kernel handle:
+// engine.hpp's property_set() lists them with their ids and gate rows; the gtest suite
+// (property_*.cpp) and the mutation tests call them directly.
+//
+// Tolerances. A kernel's bound B (KernelHandle::bound(case): the implementation's bound, or
+// the flat bound of the contract's allowances under the gate), in u of the storage type)
+// says: for every pair x_i, ||y_i - R x_i|| <= B u max(||x_i||, min_normal),
+// where R is the exact rotation by the angle of the kernel's angle model.
+// Properties that hold for every rotation (orthogonality, norm preservation,
+// layout equivalence) use that R. Properties that hold only for exact angles
+// (relative invariance, composition) compare against the exact-angle rotation
+// R*, and add the angle model's own deviation: ||R x - R* x|| = 2|sin(d/2)|
+// ||x|| <= min(|d|, 2) ||x||, d the model's angle minus the exact angle
+// (0 for the exact model). Every tolerance below is built from these per-pair
+// terms plus the rounding of the double arithmetic that evaluates the check.
+#pragma once
+
+#include <algorithm>
+
+#include "properties/engine.hpp"
+#include "properties/generators.hpp"
+
+namespace ropecheck::props {
+
+// Geometry (suite_geometry.cpp): the kernel applies a rotation per pair.
+Property property_OrthogonalityBasisMatrix(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_InnerProductsPreserved(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_NormPreserved(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_RelativeInvariance(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_Composition(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+// Bits (suite_memory.cpp): identity, pass-through, input, in place, layouts.
+Property property_PositionZeroIsIdentity(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_PassThroughDimsBitExact(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_InputUntouchedOutOfPlace(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_InPlaceEqualsOutOfPlace(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_InterleavedEqualsPermutedHalfSplit(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+// Accuracy (suite_accuracy.cpp): against the exact reference.
+Property property_WithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_SpecialValuesFollowTheRules(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+
+// A case shape within the scope (positions at most scope.max_position).
+inline gen::CaseShape scoped(const Scope& scope, gen::CaseShape sh = {}) {
+  sh.max_position = std::min(sh.max_position, scope.max_position);
+  return sh;
+}
+
+// The judgement of an output against the exact reference under the handle's angle model and criteria.
+Judgement judge_with(const KernelHandle& k, const RopeCase& c, const Bytes& out);
+
+}  // namespace ropecheck::props

@@ -1,0 +1,351 @@
+// Geometric properties: a RoPE kernel applies a rotation per pair.
+//
+//  - orthogonality: the matrix M of the kernel at position m (columns: the
+//    kernel applied to scaled basis vectors) has M^T M ~ I; and
+//    <R_m x, R_m y> ~ <x, y>;
+//  - norm preservation: ||R_m x|| ~ ||x||, per pair and per head;
+//  - relative invariance: <R_m q, R_n k> ~ <R_{m+t} q, R_{n+t} k>, t <= 2^30;
+//  - composition: R_a(R_b x) ~ R_{a+b} x.
+//
+// Every tolerance is derived from the kernel's bound B (property_support.hpp):
+// with E(x_i) = B u max(||x_i||, min_normal) the allowed error of pair x_i,
+// and the exact rotation preserving norms,
+//   |<y_x, y_y> - <R x, R y>| <= sum_i E(x_i) ||y_i|| + ||x_i|| E(y_i) + E(x_i) E(y_i)
+// (expand <Rx + e, Ry + f> with ||e_i|| <= E(x_i), ||f_i|| <= E(y_i)), plus
+// the rounding of the double sums that evaluate it.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "properties/generators.hpp"
+#include "properties/suite.hpp"
+
+namespace ropecheck::props {
+
+namespace {
+
+// Rounding of a double sum of n exact products: <= n 2^-53 sum|terms|.
+double sum_slack(size_t n, double abs_sum) { return double(n + 2) * 0x1p-52 * abs_sum; }
+
+struct PairView {
+  size_t k0, k1;
+};
+PairView pair_at(const RopeCase& c, size_t token, size_t head, uint32_t i) {
+  const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+  const size_t b = head_offset(c, token, head);
+  return {b + d0, b + d1};
+}
+
+}  // namespace
+
+Property property_OrthogonalityBasisMatrix(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    gen::CaseShape s;
+    s.max_rotary = 256;
+    s.max_head = 272;
+    s.max_heads = 1;
+    s.max_tokens = 1;
+    RopeCase c = *gen::case_shape(d, l, scoped(scope, s));
+    const Format f = format_of(d);
+    // Basis vectors scaled by 2^k, from the smallest normal to max_finite/4.
+    const int k = int(*rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just<int64_t>(0)}, {1, gen::uniform_int(f.emin, f.emax - 1)}}));
+    const double scale = std::ldexp(1.0, k);
+    const int64_t m = c.positions[0];
+    const uint32_t n = c.head_dim;
+    c.n_heads = 1;
+    c.positions.assign(n, m);  // token j holds scale * e_j
+    c.input.assign(c.n_bytes(), 0);
+    for (uint32_t j = 0; j < n; ++j) store_f32(d, c.input.data(), size_t(j) * n + j, float(scale));
+    const Bytes out = run_or_discard(ker, c);
+    const double bound = ker.bound(c);
+    const double eps = pair_error_allowance(c, bound, scale) / scale;  // error of a column, relative
+    // M[r][j] = out[j][r] / scale (exact: a power of two).
+    std::vector<double> M(size_t(n) * n);
+    for (uint32_t j = 0; j < n; ++j)
+      for (uint32_t r = 0; r < n; ++r) M[size_t(r) * n + j] = value(c, out.data(), size_t(j) * n + r) / scale;
+    for (uint32_t j = 0; j < n; ++j) {
+      const double ej = j < c.rotary_dim ? eps : 0.0;  // pass-through columns are exact
+      for (uint32_t q = j; q < n; ++q) {
+        const double eq = q < c.rotary_dim ? eps : 0.0;
+        double dot = 0, abs_sum = 0;
+        for (uint32_t r = 0; r < n; ++r) {
+          const double t = M[size_t(r) * n + j] * M[size_t(r) * n + q];
+          dot += t;
+          abs_sum += std::fabs(t);
+        }
+        const double expected = j == q ? 1.0 : 0.0;
+        // (M^T M)_jq = <R e_j + f_j, R e_q + f_q>, ||f|| <= eps, R orthogonal.
+        const double tol = ej + eq + ej * eq + sum_slack(n, abs_sum);
+        if (!(std::fabs(dot - expected) <= tol)) {
+          std::ostringstream o;
+          o << "orthogonality: (M^T M)[" << j << "][" << q << "] = " << hexfloat(dot) << " (" << dot
+            << "), expected " << expected << ", |difference| " << std::fabs(dot - expected) << " > tolerance " << tol
+            << " = eps_j + eps_q + eps_j eps_q + sum rounding, eps = B u max(s, min_normal)/s = " << eps
+            << " (B = " << bound << " u)\n  case: " << c.summary() << "\n  position " << m << ", basis scale s = 2^"
+            << k << "\n  column " << j << " bits:";
+          for (uint32_t r = 0; r < n && r < 64; ++r) o << ' ' << bits_text(c, out.data(), size_t(j) * n + r);
+          o << "\n  column " << q << " bits:";
+          for (uint32_t r = 0; r < n && r < 64; ++r) o << ' ' << bits_text(c, out.data(), size_t(q) * n + r);
+          RC_FAIL(o.str());
+        }
+      }
+    }
+  };
+}
+
+Property property_InnerProductsPreserved(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    RopeCase c = *gen::case_shape(d, l, scoped(scope));
+    // Tokens come in pairs (x, y) at the same position.
+    std::vector<int64_t> pos;
+    for (int64_t m : c.positions) pos.insert(pos.end(), {m, m});
+    c.positions = pos;
+    c.input = *gen::elements(d, gen::Values::safe, c.n_elements());
+    const Bytes out = run_or_discard(ker, c);
+    const double bound = ker.bound(c);
+    for (size_t t = 0; t + 1 < c.n_tokens(); t += 2) {
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        double ip_in = 0, ip_out = 0, abs_in = 0, abs_out = 0, tol = 0;
+        for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {  // pass-through: exact on both sides
+          const double a = value(c, c.input.data(), head_offset(c, t, h) + k) *
+                           value(c, c.input.data(), head_offset(c, t + 1, h) + k);
+          const double b = value(c, out.data(), head_offset(c, t, h) + k) *
+                           value(c, out.data(), head_offset(c, t + 1, h) + k);
+          ip_in += a, ip_out += b, abs_in += std::fabs(a), abs_out += std::fabs(b);
+        }
+        for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
+          const PairView px = pair_at(c, t, h, i), py = pair_at(c, t + 1, h, i);
+          const double x0 = value(c, c.input.data(), px.k0), x1 = value(c, c.input.data(), px.k1);
+          const double y0 = value(c, c.input.data(), py.k0), y1 = value(c, c.input.data(), py.k1);
+          const double u0 = value(c, out.data(), px.k0), u1 = value(c, out.data(), px.k1);
+          const double v0 = value(c, out.data(), py.k0), v1 = value(c, out.data(), py.k1);
+          const double nx = pair_norm(x0, x1), ny = pair_norm(y0, y1);
+          const double ex = pair_error_allowance(c, bound, nx), ey = pair_error_allowance(c, bound, ny);
+          const double ti = ex * ny + nx * ey + ex * ey;
+          const double a = x0 * y0 + x1 * y1, b = u0 * v0 + u1 * v1;
+          const double pa = std::fabs(x0 * y0) + std::fabs(x1 * y1), pb = std::fabs(u0 * v0) + std::fabs(u1 * v1);
+          // Per pair: <R x_i, R y_i> = <x_i, y_i> exactly.
+          const double tol_i = ti + sum_slack(2, pa + pb);
+          if (!(std::fabs(a - b) <= tol_i)) {
+            std::ostringstream o;
+            o << "inner product of pair " << i << " not preserved: <x,y> = " << a << ", <Rx,Ry> = " << b
+              << ", |difference| " << std::fabs(a - b) << " > tolerance " << tol_i
+              << " (E_x ||y|| + ||x|| E_y + E_x E_y, E = B u max(||.||, min_normal), B = " << bound << " u)\n  case: "
+              << c.summary() << "\n  tokens " << t << ", " << t + 1 << " at position " << c.positions[t] << ", head "
+              << h << "\n  x: " << bits_text(c, c.input.data(), px.k0) << ", " << bits_text(c, c.input.data(), px.k1)
+              << "\n  y: " << bits_text(c, c.input.data(), py.k0) << ", " << bits_text(c, c.input.data(), py.k1)
+              << "\n  Rx: " << bits_text(c, out.data(), px.k0) << ", " << bits_text(c, out.data(), px.k1)
+              << "\n  Ry: " << bits_text(c, out.data(), py.k0) << ", " << bits_text(c, out.data(), py.k1);
+            RC_FAIL(o.str());
+          }
+          ip_in += a, ip_out += b, abs_in += pa, abs_out += pb, tol += ti;
+        }
+        // Whole head.
+        const double tol_h = tol + sum_slack(c.head_dim, abs_in) + sum_slack(c.head_dim, abs_out);
+        if (!(std::fabs(ip_in - ip_out) <= tol_h)) {
+          std::ostringstream o;
+          o << "inner product of head " << h << " not preserved: <x,y> = " << ip_in << ", <Rx,Ry> = " << ip_out
+            << ", |difference| " << std::fabs(ip_in - ip_out) << " > tolerance " << tol_h << "\n  case: "
+            << c.summary() << "\n  tokens " << t << ", " << t + 1 << " at position " << c.positions[t];
+          RC_FAIL(o.str());
+        }
+      }
+    }
+  };
+}
+
+Property property_NormPreserved(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    const RopeCase c = *gen::rope_case(d, l, gen::Values::safe, scoped(scope));
+    const Bytes out = run_or_discard(ker, c);
+    const double bound = ker.bound(c);
+    for (size_t t = 0; t < c.n_tokens(); ++t) {
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        double sx = 0, sy = 0, se = 0;
+        for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
+          const PairView p = pair_at(c, t, h, i);
+          const double x0 = value(c, c.input.data(), p.k0), x1 = value(c, c.input.data(), p.k1);
+          const double y0 = value(c, out.data(), p.k0), y1 = value(c, out.data(), p.k1);
+          const double nx = pair_norm(x0, x1), ny = pair_norm(y0, y1);
+          const double e = pair_error_allowance(c, bound, nx);
+          // | ||y|| - ||Rx|| | <= ||y - Rx|| <= E, and ||Rx|| = ||x||; each norm rounds by <= 2^-52.
+          const double tol = e + (nx + ny) * 0x1p-51;
+          if (!(std::fabs(ny - nx) <= tol)) {
+            std::ostringstream o;
+            o << "norm of pair " << i << " not preserved: ||x|| = " << nx << ", ||Rx|| = " << ny << ", |difference| "
+              << std::fabs(ny - nx) << " > tolerance " << tol << " (B u max(||x||, min_normal), B = " << bound
+              << " u)\n  case: " << c.summary() << "\n  token " << t << " (position " << c.positions[t] << "), head "
+              << h << "\n  x: " << bits_text(c, c.input.data(), p.k0) << ", " << bits_text(c, c.input.data(), p.k1)
+              << "\n  Rx: " << bits_text(c, out.data(), p.k0) << ", " << bits_text(c, out.data(), p.k1);
+            RC_FAIL(o.str());
+          }
+          sx += x0 * x0 + x1 * x1, sy += y0 * y0 + y1 * y1, se += e * e;
+        }
+        for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+          const double x = value(c, c.input.data(), head_offset(c, t, h) + k);
+          const double y = value(c, out.data(), head_offset(c, t, h) + k);
+          sx += x * x, sy += y * y;
+        }
+        // Whole head: | ||y|| - ||x|| | <= ||y - Rx|| <= sqrt(sum E_i^2).
+        const double nx = std::sqrt(sx), ny = std::sqrt(sy);
+        const double tol = std::sqrt(se) + (nx + ny) * double(c.head_dim + 4) * 0x1p-52;
+        if (!(std::fabs(ny - nx) <= tol)) {
+          std::ostringstream o;
+          o << "norm of head " << h << " not preserved: ||x|| = " << nx << ", ||Rx|| = " << ny << ", |difference| "
+            << std::fabs(ny - nx) << " > tolerance " << tol << "\n  case: " << c.summary() << "\n  token " << t
+            << " (position " << c.positions[t] << ")";
+          RC_FAIL(o.str());
+        }
+      }
+    }
+  };
+}
+
+// <R_m q, R_n k> = <R_{m+t} q, R_{n+t} k> for exact angles. Each side is off
+// by at most sum_i E_q,i ||k_i|| + ||q_i|| E_k,i + E_q,i E_k,i with
+// E_x,i(p) = B u max(||x_i||, min_normal) + dev_i(p) ||x_i|| (dev: the angle
+// model's deviation from the exact angle at position p, 0 for `exact`); the
+// tolerance is the sum of both sides' terms plus the double sums' rounding.
+Property property_RelativeInvariance(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    gen::CaseShape s;
+    s.max_tokens = 1;
+    s.max_heads = 4;
+    // m + t and n + t within the scope.
+    const int64_t half = std::max<int64_t>(1, std::min(int64_t(1) << 30, scope.max_position / 2));
+    s.max_position = half;
+    RopeCase c = *gen::case_shape(d, l, s);
+    const int64_t m = *gen::position(half), n = *gen::position(half);
+    const int64_t shift = *gen::position(half);
+    c.positions = {m, n, m + shift, n + shift};  // tokens: q, k, q, k
+    const size_t per_token = size_t(c.n_heads) * c.head_dim;
+    const Bytes q = *gen::elements(d, gen::Values::safe, per_token);
+    const Bytes k = *gen::elements(d, gen::Values::safe, per_token);
+    c.input.clear();
+    for (int r = 0; r < 2; ++r) {
+      c.input.insert(c.input.end(), q.begin(), q.end());
+      c.input.insert(c.input.end(), k.begin(), k.end());
+    }
+    const Bytes out = run_or_discard(ker, c);
+    const double bound = ker.bound(c);
+    std::vector<double> dev(4 * c.n_pairs_per_head());  // [token][pair]
+    for (size_t tok = 0; tok < 4; ++tok)
+      for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i)
+        dev[tok * c.n_pairs_per_head() + i] = model_deviation(ker.angle_model(), c, i, c.positions[tok]);
+    for (size_t h = 0; h < c.n_heads; ++h) {
+      double ip[2] = {0, 0}, abs_sum = 0, tol = 0;
+      for (uint32_t k2 = c.rotary_dim; k2 < c.head_dim; ++k2) {  // pass-through: identical on both sides
+        for (int side = 0; side < 2; ++side) {
+          const double a = value(c, out.data(), head_offset(c, 2 * side, h) + k2) *
+                           value(c, out.data(), head_offset(c, 2 * side + 1, h) + k2);
+          ip[side] += a;
+          abs_sum += std::fabs(a);
+        }
+      }
+      for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
+        const PairView pq = pair_at(c, 0, h, i), pk = pair_at(c, 1, h, i);
+        const double nq = pair_norm(value(c, c.input.data(), pq.k0), value(c, c.input.data(), pq.k1));
+        const double nk = pair_norm(value(c, c.input.data(), pk.k0), value(c, c.input.data(), pk.k1));
+        double ipi[2], absi = 0, toli = 0;
+        for (int side = 0; side < 2; ++side) {
+          const PairView a = pair_at(c, 2 * side, h, i), b = pair_at(c, 2 * side + 1, h, i);
+          const double a0 = value(c, out.data(), a.k0), a1 = value(c, out.data(), a.k1);
+          const double b0 = value(c, out.data(), b.k0), b1 = value(c, out.data(), b.k1);
+          ipi[side] = a0 * b0 + a1 * b1;
+          absi += std::fabs(a0 * b0) + std::fabs(a1 * b1);
+          const double eq = pair_error_allowance(c, bound, nq) + dev[2 * side * c.n_pairs_per_head() + i] * nq;
+          const double ek = pair_error_allowance(c, bound, nk) + dev[(2 * side + 1) * c.n_pairs_per_head() + i] * nk;
+          toli += eq * nk + nq * ek + eq * ek;
+        }
+        const double tol_i = toli + sum_slack(2, absi);
+        if (!(std::fabs(ipi[0] - ipi[1]) <= tol_i)) {
+          std::ostringstream o;
+          o << "relative invariance broken for pair " << i << " of head " << h << ": <R_m q, R_n k> = " << ipi[0]
+            << ", <R_(m+t) q, R_(n+t) k> = " << ipi[1] << ", |difference| " << std::fabs(ipi[0] - ipi[1])
+            << " > tolerance " << tol_i << " (B = " << bound << " u, angle model " << to_string(ker.angle_model())
+            << ")\n  case: " << c.summary() << "\n  m = " << m << ", n = " << n << ", t = " << shift
+            << "\n  q: " << bits_text(c, c.input.data(), pq.k0) << ", " << bits_text(c, c.input.data(), pq.k1)
+            << "\n  k: " << bits_text(c, c.input.data(), pk.k0) << ", " << bits_text(c, c.input.data(), pk.k1);
+          for (int tok = 0; tok < 4; ++tok) {
+            const PairView p = pair_at(c, size_t(tok), h, i);
+            o << "\n  out token " << tok << " (position " << c.positions[size_t(tok)]
+              << "): " << bits_text(c, out.data(), p.k0) << ", " << bits_text(c, out.data(), p.k1);
+          }
+          RC_FAIL(o.str());
+        }
+        ip[0] += ipi[0], ip[1] += ipi[1], abs_sum += absi, tol += toli;
+      }
+      const double tol_h = tol + sum_slack(c.head_dim, abs_sum);
+      if (!(std::fabs(ip[0] - ip[1]) <= tol_h)) {
+        std::ostringstream o;
+        o << "relative invariance broken for head " << h << ": <R_m q, R_n k> = " << ip[0]
+          << ", <R_(m+t) q, R_(n+t) k> = " << ip[1] << ", |difference| " << std::fabs(ip[0] - ip[1])
+          << " > tolerance " << tol_h << "\n  case: " << c.summary() << "\n  m = " << m << ", n = " << n
+          << ", t = " << shift;
+        RC_FAIL(o.str());
+      }
+    }
+  };
+}
+
+// R_a(R_b x) = R_{a+b} x for exact angles. Per pair:
+//   ||K_a(K_b x) - K_{a+b} x|| <= E_b(x) + E_a(K_b x) + E_{a+b}(x)
+// (K_b x is within E_b of R_b x; R_a moves that error unchanged; K_a adds its
+// own on its actual input; K_{a+b} x is within E_{a+b} of R_{a+b} x = R_a R_b x),
+// E_p(v) = B_p u max(||v||, min_normal) + dev(p) ||v||.
+Property property_Composition(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    gen::CaseShape s;
+    // a + b within the scope.
+    const int64_t half = std::max<int64_t>(1, std::min(int64_t(1) << 30, scope.max_position / 2));
+    s.max_position = half;
+    RopeCase cb = *gen::rope_case(d, l, gen::Values::safe, s);
+    const std::vector<int64_t> b = cb.positions;
+    const std::vector<int64_t> a = *rc::gen::container<std::vector<int64_t>>(b.size(), gen::position(half));
+    RopeCase ca = cb, cab = cb;
+    ca.positions = a;
+    for (size_t t = 0; t < b.size(); ++t) cab.positions[t] = a[t] + b[t];
+    const Bytes y1 = run_or_discard(ker, cb);
+    ca.input = y1;
+    const Bytes y2 = run_or_discard(ker, ca);
+    const Bytes z = run_or_discard(ker, cab);
+    const double Ba = ker.bound(ca), Bb = ker.bound(cb), Bab = ker.bound(cab);
+    for (size_t t = 0; t < b.size(); ++t) {
+      std::vector<double> dev_a(cb.n_pairs_per_head()), dev_b(dev_a.size()), dev_ab(dev_a.size());
+      for (uint32_t i = 0; i < cb.n_pairs_per_head(); ++i) {
+        dev_b[i] = model_deviation(ker.angle_model(), cb, i, b[t]);
+        dev_a[i] = model_deviation(ker.angle_model(), ca, i, a[t]);
+        dev_ab[i] = model_deviation(ker.angle_model(), cab, i, a[t] + b[t]);
+      }
+      for (size_t h = 0; h < cb.n_heads; ++h) {
+        for (uint32_t i = 0; i < cb.n_pairs_per_head(); ++i) {
+          const PairView p = pair_at(cb, t, h, i);
+          const double nx = pair_norm(value(cb, cb.input.data(), p.k0), value(cb, cb.input.data(), p.k1));
+          const double n1 = pair_norm(value(cb, y1.data(), p.k0), value(cb, y1.data(), p.k1));
+          const double e1 = pair_error_allowance(cb, Bb, nx) + dev_b[i] * nx;
+          const double e2 = pair_error_allowance(ca, Ba, n1) + dev_a[i] * n1;
+          const double e3 = pair_error_allowance(cab, Bab, nx) + dev_ab[i] * nx;
+          const double y0v = value(cb, y2.data(), p.k0), y1v = value(cb, y2.data(), p.k1);
+          const double z0 = value(cb, z.data(), p.k0), z1 = value(cb, z.data(), p.k1);
+          const double dist = pair_norm(y0v - z0, y1v - z1);
+          const double tol = (e1 + e2 + e3) + (pair_norm(y0v, y1v) + pair_norm(z0, z1)) * 0x1p-50;
+          if (!(dist <= tol)) {
+            std::ostringstream o;
+            o << "composition broken for pair " << i << ": ||K_a(K_b x) - K_(a+b) x|| = " << dist << " > tolerance "
+              << tol << " = E_b + E_a + E_(a+b) = " << e1 << " + " << e2 << " + " << e3 << " (bounds " << Bb << ", "
+              << Ba << ", " << Bab << " u, angle model " << to_string(ker.angle_model()) << ")\n  case: " << cb.summary()
+              << "\n  token " << t << ", head " << h << ": a = " << a[t] << ", b = " << b[t]
+              << "\n  x: " << bits_text(cb, cb.input.data(), p.k0) << ", " << bits_text(cb, cb.input.data(), p.k1)
+              << "\n  K_b x: " << bits_text(cb, y1.data(), p.k0) << ", " << bits_text(cb, y1.data(), p.k1)
+              << "\n  K_a(K_b x): " << bits_text(cb, y2.data(), p.k0) << ", " << bits_text(cb, y2.data(), p.k1)
+              << "\n  K_(a+b) x: " << bits_text(cb, z.data(), p.k0) << ", " << bits_text(cb, z.data(), p.k1);
+            RC_FAIL(o.str());
+          }
+        }
+      }
+    }
+  };
+}
+
+}  // namespace ropecheck::props

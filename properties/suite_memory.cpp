@@ -1,0 +1,112 @@
+// Bit-exact properties: position 0 is the identity, pass-through dims are
+// copied, the input is untouched when out != in, in-place equals out-of-place,
+// and the two layouts agree: interleaved(x) = P^-1 halfsplit(P x).
+#include <algorithm>
+#include <sstream>
+
+#include "properties/generators.hpp"
+#include "properties/suite.hpp"
+
+namespace ropecheck::props {
+
+Property property_PositionZeroIsIdentity(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    RopeCase c = *gen::rope_case(d, l, gen::Values::finite, scoped(scope));
+    std::fill(c.positions.begin(), c.positions.end(), 0);
+    for (int pass = 0; pass < 2; ++pass) {
+      const Bytes out = pass == 0 ? run_or_discard(ker, c) : run_in_place_or_discard(ker, c);
+      if (!ker.criteria(c).identity_bits) {
+        // identity=values: the judge holds every angle-0 pair to the input's values (+-0 alike).
+        const Judgement j = judge_with(ker, c, out);
+        if (!j.ok())
+          RC_FAIL(std::string("position 0 is not the identity (identity=values)") + (pass ? " (in place)" : "") +
+                  ": " + j.report(2));
+        continue;
+      }
+      const size_t k = first_difference(c, out.data(), c.input.data());
+      if (k != SIZE_MAX)
+        RC_FAIL(std::string("position 0 is not the identity") + (pass ? " (in place)" : "") + " at " + element_where(c, k) +
+                ": input " + bits_text(c, c.input.data(), k) + ", got " + bits_text(c, out.data(), k) +
+                "\n  case: " + c.summary());
+    }
+  };
+}
+
+Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    RopeCase c = *gen::rope_case(d, l, gen::Values::finite, scoped(scope));
+    if (c.head_dim == c.rotary_dim) {  // force some pass-through dims
+      const uint32_t extra = uint32_t(*gen::uniform_int(1, 17));
+      RopeCase w = c;
+      w.head_dim = c.rotary_dim + extra;
+      w.input = *gen::elements(d, gen::Values::finite, w.n_elements());
+      c = w;
+    }
+    // Pass-through dims hold arbitrary bit patterns: NaN payloads (quiet and
+    // signalling), Inf, subnormals -- a kernel must copy them, not convert them.
+    const uint32_t all = d == Dtype::f32 ? 0 : 1u << 16;
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      for (size_t h = 0; h < c.n_heads; ++h)
+        for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+          const uint32_t bits = all ? uint32_t(*gen::uniform_int(0, all))
+                                    : uint32_t(*gen::uniform_int(0, int64_t(1) << 32));
+          store_bits(d, c.input.data(), head_offset(c, t, h) + k, bits);
+        }
+    for (int pass = 0; pass < 2; ++pass) {
+      const Bytes out = pass == 0 ? run_or_discard(ker, c) : run_in_place_or_discard(ker, c);
+      for (size_t t = 0; t < c.n_tokens(); ++t)
+        for (size_t h = 0; h < c.n_heads; ++h)
+          for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+            const size_t e = head_offset(c, t, h) + k;
+            if (load_bits(d, out.data(), e) != load_bits(d, c.input.data(), e))
+              RC_FAIL(std::string("pass-through dim changed") + (pass ? " (in place)" : "") + " at " + element_where(c, e) +
+                      ": input " + bits_text(c, c.input.data(), e) + ", got " + bits_text(c, out.data(), e) +
+                      "\n  case: " + c.summary());
+          }
+    }
+  };
+}
+
+Property property_InputUntouchedOutOfPlace(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    const RopeCase c = *gen::rope_case(d, l, gen::Values::finite, scoped(scope));
+    RunResult r = ker.run(c, {false, 0xa5});
+    if (r.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this configuration");
+    // A handle that checks the input itself (the gate's host) reports a change as a failed call.
+    if (r.status == RunResult::Status::failed) RC_FAIL(r.failure + "\n  case: " + c.summary());
+    if (r.input_after) {
+      const std::string why = input_touched(c, c.input, *r.input_after);
+      if (!why.empty()) RC_FAIL(why);
+    }
+  };
+}
+
+Property property_InPlaceEqualsOutOfPlace(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    const RopeCase c = *gen::rope_case(d, l, gen::Values::finite, scoped(scope));
+    // Out of place into a buffer pre-filled with garbage (0xff bytes: NaN in
+    // every dtype): the result must not depend on what out held.
+    const Bytes out = run_or_discard(ker, c, {false, 0xff});
+    const Bytes inplace = run_in_place_or_discard(ker, c);
+    const std::string why = in_place_violation(c, out, inplace);
+    if (!why.empty()) RC_FAIL(why);
+  };
+}
+
+// interleaved(x) = P^-1 halfsplit(P x): P sends interleaved dims (2i, 2i+1)
+// to half-split dims (i, i + r/2) and keeps pass-through dims. Bit-exact when
+// the implementation says so; otherwise both results are within B u of the
+// same exact pair, so they differ by at most the sum of their allowances.
+Property property_InterleavedEqualsPermutedHalfSplit(KernelHandle& ker, Dtype d, Layout, const Scope& scope) {
+  return [&ker, d, scope] {
+    const RopeCase ci = *gen::rope_case(d, Layout::interleaved,
+                                        ker.bit_exact_layouts() ? gen::Values::finite : gen::Values::safe, scoped(scope));
+    const RopeCase ch = half_split_twin(ci);
+    const Bytes oi = run_or_discard(ker, ci);
+    const Bytes oh = run_or_discard(ker, ch);
+    const std::string why = layouts_violation(ci, oi, ker.bound(ci), ch, oh, ker.bound(ch), ker.bit_exact_layouts());
+    if (!why.empty()) RC_FAIL(why);
+  };
+}
+
+}  // namespace ropecheck::props
