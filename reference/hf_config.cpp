@@ -139,7 +139,7 @@ RopeConfig parse_hf_config(std::string_view text) {
   // Multimodal configs (Qwen3-VL, ...) nest the language model under text_config.
   const json* cfg = &root;
   std::string cp;  // key prefix for messages
-  if (!present(root, "hidden_size") && !present(root, "head_dim"))
+  if (!present(root, "hidden_size") && !present(root, "head_dim") && !present(root, "n_embd"))
     if (const json* tc = get(root, "text_config"); tc && tc->is_object()) {
       cfg = tc;
       cp = "text_config.";
@@ -201,12 +201,16 @@ RopeConfig parse_hf_config(std::string_view text) {
     } else if (const json* kv = get(*cfg, "kv_channels")) {
       rc.head_dim = as_dim(*kv, cp + "kv_channels");
     } else {
-      const json* hs = get(*cfg, "hidden_size");
-      const json* nh = get(*cfg, "num_attention_heads");
+      // GPT-J / GPT-2 style configs spell them n_embd / n_head (HF's attribute_map).
+      const char* hs_key = present(*cfg, "hidden_size") || !present(*cfg, "n_embd") ? "hidden_size" : "n_embd";
+      const char* nh_key = present(*cfg, "num_attention_heads") || !present(*cfg, "n_head") ? "num_attention_heads"
+                                                                                              : "n_head";
+      const json* hs = get(*cfg, hs_key);
+      const json* nh = get(*cfg, nh_key);
       if (!hs || !nh)
         bad(fmt::format("{}head_dim is missing and cannot be derived: it needs hidden_size and num_attention_heads",
                         cp));
-      const uint64_t h = as_count(*hs, cp + "hidden_size"), n = as_count(*nh, cp + "num_attention_heads");
+      const uint64_t h = as_count(*hs, cp + hs_key), n = as_count(*nh, cp + nh_key);
       if (n == 0) bad(fmt::format("{}num_attention_heads must be > 0", cp));
       if (h % n != 0)
         bad(fmt::format("{}hidden_size ({}) is not a multiple of num_attention_heads ({})", cp, h, n));

@@ -5,7 +5,8 @@
 //  - the config itself, or its "text_config" when the top level has neither hidden_size nor head_dim
 //    (multimodal configs such as Qwen3-VL nest the language model there);
 //  - head_dim: "head_dim"; else DeepSeek MLA's qk_nope_head_dim + qk_rope_head_dim; else ChatGLM's
-//    "kv_channels"; else hidden_size / num_attention_heads (an exact division is required);
+//    "kv_channels"; else hidden_size / num_attention_heads (GPT-J/GPT-2 spelling: n_embd / n_head; an
+//    exact division is required);
 //  - the rotated slice [rotary_offset, rotary_offset + rotary_dim):
 //      qk_rope_head_dim (DeepSeek: offset qk_nope_head_dim, the q head being [q_nope | q_pe]) >
 //      rotary_dim (GPT-J, absolute) > partial_rotary_factor (top level or inside rope_parameters;
