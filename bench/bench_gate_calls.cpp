@@ -12,6 +12,7 @@
 #include "gate/gate.hpp"
 #include "gate/isolation.hpp"
 #include "impls/registry.hpp"
+#include "properties/promise.hpp"
 
 using namespace ropecheck;
 
@@ -38,7 +39,8 @@ const Implementation& scalar() { return *find_implementation("scalar"); }
 void run(benchmark::State& st, bool fresh, bool judged) {
   const Implementation& k = scalar();
   gate::KernelHost host(gate::KernelSource{"", k.fn}, gate::HostOptions{});
-  const Criteria cr = Criteria::of(k.error_model, k.contract);
+  const KernelPromise p = promise_of(k);
+  const Criteria cr = Criteria::of(p.error_model, p.contract);
   uint64_t seed = 1;
   int64_t failed = 0;
   for (auto _ : st) {

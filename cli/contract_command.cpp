@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "impls/plugin_loader.hpp"
 #include "properties/judge.hpp"
+#include "properties/promise.hpp"
 
 using namespace ropecheck;
 

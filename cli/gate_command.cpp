@@ -25,6 +25,7 @@ struct GateArgs {
   uint64_t seed = 1;
   uint64_t cases = gate::kDefaultRandomCases;
   uint64_t property_cases = gate::kDefaultPropertyCases;
+  uint64_t shrink_tries = 400;
   double budget = 60, call_timeout = 10;
   bool quiet = false;
 } g;
@@ -52,6 +53,9 @@ CLI::App* add(CLI::App& app) {
   cli::add_int_option<uint64_t>(s, "--property-cases", g.property_cases, 1, gate::kMaxPropertyCases,
                                 "executions of each property of the suite per dtype x layout (RapidCheck-generated, "
                                 "seeded from --seed; a failure is shrunk to its smallest case)");
+  cli::add_int_option<uint64_t>(s, "--shrink-tries", g.shrink_tries, 0, 1'000'000,
+                                "candidates RapidCheck's shrinking tries on a property row's failure, at most (0: no "
+                                "shrinking; the failing execution is shown as found)");
   cli::add_seconds_option(s, "--budget-seconds", g.budget, gate::kMaxBudgetSeconds,
                           "wall-time cap on the whole run (systematic part, random cases, shrinking)");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
@@ -95,13 +99,15 @@ int run() {
   opt.budget_seconds = g.budget;
   opt.random_cases = g.cases;
   opt.property_cases = g.property_cases;
+  opt.shrink_tries = g.shrink_tries;
   opt.call_timeout_seconds = g.call_timeout;
   opt.report_dir = g.report_dir;
   opt.quiet = g.quiet;
   Implementation impl;
   if (!g.kernel.empty()) {
     opt.angle_model = g.angle_model.empty() ? AngleModel::exact : *parse_angle_model(g.angle_model);
-    PluginLoad pl = plugin_implementation(g.kernel, opt.angle_model);
+    PluginLoad pl = plugin_implementation(g.kernel);
+    opt.error_model = loaded_kernel_error_model(opt.angle_model);
     if (!pl.impl) {
       std::cerr << "error: " << pl.error << "\n";
       return 2;
@@ -119,9 +125,11 @@ int run() {
       return 2;
     }
     impl = *b;
-    opt.angle_model = g.angle_model.empty() ? b->angle_model : *parse_angle_model(g.angle_model);
-    if (opt.angle_model != b->angle_model) impl.error_model = loaded_kernel_error_model(opt.angle_model);
-    opt.contract = contract.value_or(b->contract);
+    const KernelPromise promise = promise_of(*b);  // the built-in's, by name (properties/promise.hpp)
+    opt.angle_model = g.angle_model.empty() ? promise.angle_model : *parse_angle_model(g.angle_model);
+    opt.error_model =
+        opt.angle_model == promise.angle_model ? promise.error_model : loaded_kernel_error_model(opt.angle_model);
+    opt.contract = contract.value_or(promise.contract);
   }
   if (!g.baseline.empty()) {
     try {

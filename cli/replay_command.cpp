@@ -45,8 +45,11 @@ int run() {
     return 2;
   }
   Implementation impl;
+  // What its bounds derive from: a loaded kernel's error model under the recorded angle model, or a built-in's
+  // own when the angle model is its own (properties/promise.hpp).
+  KernelErrorModel error_model = loaded_kernel_error_model(rec.angle_model);
   if (!g.kernel.empty()) {
-    PluginLoad pl = plugin_implementation(g.kernel, rec.angle_model);
+    PluginLoad pl = plugin_implementation(g.kernel);
     if (!pl.impl) {
       std::cerr << "error: " << pl.error << "\n";
       return 2;
@@ -59,6 +62,7 @@ int run() {
       return 2;
     }
     impl = *b;
+    if (const KernelPromise p = promise_of(*b); p.angle_model == rec.angle_model) error_model = p.error_model;
   }
   std::optional<Contract> contract;
   if (!cli::parse_contract_option(g.contract, contract)) return 2;
@@ -76,7 +80,7 @@ int run() {
   }
   // The criteria the gate used: the kernel's error model under the recorded contract, or the flat override.
   auto criteria = [&](const RopeCase&) {
-    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance) : Criteria::of(impl.error_model, rec.contract);
+    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance) : Criteria::of(error_model, rec.contract);
   };
   std::cout << "replay: " << rec.c.summary() << (rec.in_place ? " in-place" : " out-of-place") << ", angle model "
             << to_string(rec.angle_model) << ", contract " << rec.contract.spec()

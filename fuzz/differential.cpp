@@ -26,12 +26,6 @@ struct Buffer {
   const unsigned char* data() const { return p.get(); }
 };
 
-std::string element_site(const RopeCase& c, size_t k) {
-  std::ostringstream o;
-  o << "element " << k << " (token " << k / (size_t(c.n_heads) * c.head_dim) << ", head "
-    << (k / c.head_dim) % c.n_heads << ", dim " << k % c.head_dim << ")";
-  return o.str();
-}
 
 std::string header(const Implementation& impl, const RopeCase& c, const std::string& what) {
   return "ropecheck fuzz: implementation '" + impl.name + "' " + what + "\n" + describe_case(c);
@@ -39,7 +33,8 @@ std::string header(const Implementation& impl, const RopeCase& c, const std::str
 
 Layout other(Layout l) { return l == Layout::interleaved ? Layout::half_split : Layout::interleaved; }
 
-std::string check_one(const FuzzCase& fc, const Implementation& impl, const ReferenceOutput& ref) {
+std::string check_one(const FuzzCase& fc, const Implementation& impl, const KernelPromise& promise,
+                      const ReferenceOutput& ref) {
   const RopeCase& c = fc.rope;
   const size_t nb = c.n_bytes(), ne = c.n_elements();
   const Dtype d = c.dtype;
@@ -61,9 +56,9 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Refe
     JudgeOptions jo;
     jo.max_findings = 4;
     jo.keep_values = false;
-    const Judgement j = judge_output(c, ref, out.data(), impl.bound(c), jo);
+    const Judgement j = judge_output(c, ref, out.data(), promise.bound(c), jo);
     if (!j.ok())
-      return header(impl, c, "violates the reference under the " + std::string(to_string(impl.angle_model)) +
+      return header(impl, c, "violates the reference under the " + std::string(to_string(promise.angle_model)) +
                                  " angle model") +
              j.report(4);
   }
@@ -94,7 +89,7 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Refe
       return header(impl, c, "returned " + std::to_string(rc2) + " on the same case in the " +
                                  std::string(to_string(l2)) + " layout");
     const Bytes o1(out.data(), out.data() + nb), o2(out2.data(), out2.data() + nb);
-    if (const std::string why = props::layouts_violation(c, o1, impl.bound(c), c2, o2, impl.bound(c2), true);
+    if (const std::string why = props::layouts_violation(c, o1, promise.bound(c), c2, o2, promise.bound(c2), true);
         !why.empty())
       return header(impl, c, "is not layout-consistent (bit_exact_layouts): " + why);
   }
@@ -103,22 +98,22 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Refe
 
 }  // namespace
 
-std::string check_implementations(const FuzzCase& fc, const std::vector<const Implementation*>& impls) {
+std::string check_implementations(const FuzzCase& fc, const std::vector<JudgedKernel>& impls) {
   const RopeCase& c = fc.rope;
   if (std::string why = c.validate_for_kernel(); !why.empty())
     return "ropecheck fuzz: the decoder produced an invalid case (" + why + ")\n" + describe_case(c);
   std::optional<ReferenceOutput> refs[2];  // by angle model
-  for (const Implementation* impl : impls) {
+  for (const auto& [impl, promise] : impls) {
     if (!impl->supports(c.dtype) || !impl->supports(c.layout)) continue;
-    std::optional<ReferenceOutput>& ref = refs[impl->angle_model == AngleModel::exact ? 0 : 1];
+    std::optional<ReferenceOutput>& ref = refs[promise.angle_model == AngleModel::exact ? 0 : 1];
     if (!ref) {
       try {
-        ref = reference_rope(c, ReferenceOptions{impl->angle_model});
+        ref = reference_rope(c, ReferenceOptions{promise.angle_model});
       } catch (const std::exception& e) {
         return std::string("ropecheck fuzz: the reference failed: ") + e.what() + "\n" + describe_case(c);
       }
     }
-    if (std::string r = check_one(fc, *impl, *ref); !r.empty()) return r;
+    if (std::string r = check_one(fc, *impl, promise, *ref); !r.empty()) return r;
   }
   return {};
 }
@@ -140,9 +135,9 @@ void fail(const std::string& report) {
 
 size_t failures_kept() { return g_kept; }
 
-std::vector<const Implementation*> registered_implementations() {
-  std::vector<const Implementation*> v;
-  for (const Implementation& i : implementations()) v.push_back(&i);
+std::vector<JudgedKernel> registered_implementations() {
+  std::vector<JudgedKernel> v;
+  for (const Implementation& i : implementations()) v.push_back({&i, promise_of(i)});
   return v;
 }
 

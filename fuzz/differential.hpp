@@ -15,13 +15,19 @@
 
 #include "fuzz/fuzz_case.hpp"
 #include "impls/registry.hpp"
+#include "properties/promise.hpp"
 
 namespace ropecheck::fuzz {
 
 // Empty when every implementation is right on the case; otherwise a report
 // naming the implementation, the case (describe_case), the check that failed
 // and the findings (got, rounded, exact, error).
-std::string check_implementations(const FuzzCase& fc, const std::vector<const Implementation*>& impls);
+// A kernel and what it is held to (properties/promise.hpp).
+struct JudgedKernel {
+  const Implementation* impl;
+  KernelPromise promise;
+};
+std::string check_implementations(const FuzzCase& fc, const std::vector<JudgedKernel>& impls);
 
 // Print the report to stderr and abort() (libFuzzer records the input).
 // With ROPECHECK_FUZZ_KEEP_GOING=1 in the environment it only prints and
@@ -30,7 +36,7 @@ void fail(const std::string& report);
 // Failures printed under ROPECHECK_FUZZ_KEEP_GOING.
 size_t failures_kept();
 
-// The registry's implementations, as pointers.
-std::vector<const Implementation*> registered_implementations();
+// The registry's implementations, each with its built-in promise.
+std::vector<JudgedKernel> registered_implementations();
 
 }  // namespace ropecheck::fuzz

@@ -9,7 +9,7 @@
 
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::vector<const ropecheck::Implementation*> impls = ropecheck::fuzz::registered_implementations();
+  static const std::vector<ropecheck::fuzz::JudgedKernel> impls = ropecheck::fuzz::registered_implementations();
   const std::optional<ropecheck::fuzz::FuzzCase> fc = ropecheck::fuzz::decode_case(data, size);
   if (!fc) return -1;  // outside the fuzzed domain: do not keep it in the corpus
   if (std::string r = ropecheck::fuzz::check_implementations(*fc, impls); !r.empty()) ropecheck::fuzz::fail(r);

@@ -20,6 +20,7 @@
 namespace {
 
 const ropecheck::Implementation* g_kernel = nullptr;
+ropecheck::KernelPromise g_promise;
 
 [[noreturn]] void usage_error(const std::string& why) {
   std::fprintf(stderr,
@@ -50,9 +51,10 @@ void load_kernel() {
     if (!parsed) usage_error(std::string("ROPECHECK_FUZZ_ANGLE_MODEL must be exact or fp32, got '") + m + "'");
     model = *parsed;
   }
-  static ropecheck::PluginLoad load = ropecheck::load_kernel_plugin(path, model);
+  static ropecheck::PluginLoad load = ropecheck::load_kernel_plugin(path);
   if (!load.impl) usage_error(load.error);
   g_kernel = &*load.impl;
+  g_promise = ropecheck::loaded_promise(model);
   std::fprintf(stderr, "fuzz_plugin: fuzzing '%s' (%s angle model)\n", path.c_str(), std::string(to_string(model)).c_str());
 }
 
@@ -67,6 +69,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!g_kernel) load_kernel();
   const std::optional<ropecheck::fuzz::FuzzCase> fc = ropecheck::fuzz::decode_case(data, size);
   if (!fc) return -1;
-  if (std::string r = ropecheck::fuzz::check_implementations(*fc, {g_kernel}); !r.empty()) ropecheck::fuzz::fail(r);
+  if (std::string r = ropecheck::fuzz::check_implementations(*fc, {{g_kernel, g_promise}}); !r.empty()) ropecheck::fuzz::fail(r);
   return 0;
 }

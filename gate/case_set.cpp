@@ -580,7 +580,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     ++r.cases;
     r.ran = true;
     ++res.accepted;
-    res.add(r, c.dtype, j, bias);
+    res.add(r, c, j, bias);
     if (!j.ok()) {
       CaseRecord rec;
       rec.c = c;
@@ -740,9 +740,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     if (b.n) res.rows.push_back(bias_row(d, b, external_criteria(probe, model, contract, tolerance).model));
   }
   {
-    Implementation probe;
-    probe.error_model = loaded_kernel_error_model(model);
-    res.bounds = describe_bounds(probe, contract, dtypes_seen, int64_t(1) << 24);
+    res.bounds = describe_bounds(loaded_kernel_error_model(model), contract, dtypes_seen, int64_t(1) << 24);
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.pass = res.accepted > 0;

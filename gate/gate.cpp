@@ -108,7 +108,7 @@ class Gate {
     }
   }
 
-  Criteria criteria(const RopeCase& c) const { return case_criteria(impl_, c, opt_.contract, opt_.tolerance); }
+  Criteria criteria(const RopeCase& c) const { return case_criteria(opt_.error_model, c, opt_.contract, opt_.tolerance); }
   Criteria criteria_for_dtype(Dtype d) const {
     RopeCase c;
     c.dtype = d;
@@ -153,7 +153,7 @@ class Gate {
     r.ran = true;
     if (o.v.judged) {
       std::map<Dtype, BiasSums> unused;
-      res_.add(r, c.dtype, o.v.judgement, in_bias ? bias_ : unused);
+      res_.add(r, c, o.v.judgement, in_bias ? bias_ : unused);
     }
     if (!o.v.pass) record_failure(r, record(r, c, in_place, cr, o.v.message), o.v.fault);
     if (o.call.status == CallStatus::hung && ++hangs_ >= 2) {
@@ -371,6 +371,7 @@ void Gate::run_properties() {
   props::DriverOptions drv;
   drv.seed = opt_.seed;
   drv.cases = opt_.property_cases;
+  drv.max_shrink_tries = opt_.shrink_tries;
   drv.stop = [this] { return aborted_ || over_budget(); };
   for (const props::PropertyDef& p : props::property_set()) {
     CheckRow& r = row(p.row, row_what(p.row, opt_.contract));
@@ -393,7 +394,7 @@ void Gate::run_properties() {
       const uint64_t calls_before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
       // A row's first failure is shrunk; another dtype x layout that fails too is counted, not shrunk again.
       props::DriverOptions dl = drv;
-      dl.shrink = !r.failed_check;
+      dl.shrink = !r.failed_check && opt_.shrink_tries > 0;
       const props::PropertyOutcome o = props::run_property(p, property_handle_, d, l, scope, dl);
       res_.calls += property_handle_.calls() - calls_before;
       if (property_handle_.hung() && ++hangs_ >= 2) aborted_ = true;
@@ -487,7 +488,7 @@ void Gate::run_repeat() {
     r.ran = true;
     if (v.judged) {
       std::map<Dtype, BiasSums> unused;  // not independent clusters: out of the bias check (run_case)
-      res_.add(r, c.dtype, v.judgement, unused);
+      res_.add(r, c, v.judgement, unused);
     }
     std::string msg = v.message;
     if (v.pass && res.status == CallStatus::ok) {
@@ -624,7 +625,7 @@ GateResult Gate::run() {
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
-  res_.bounds = describe_bounds(impl_, opt_.contract, opt_.dtypes, opt_.max_position);
+  res_.bounds = describe_bounds(opt_.error_model, opt_.contract, opt_.dtypes, opt_.max_position);
   res_.angle_model = std::string(to_string(opt_.angle_model));
   for (Dtype d : opt_.dtypes) {
     RopeCase c;

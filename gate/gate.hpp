@@ -14,6 +14,7 @@
 #include "gate/isolation.hpp"
 #include "impls/registry.hpp"
 #include "properties/judge.hpp"
+#include "properties/promise.hpp"
 
 namespace ropecheck::gate {
 
@@ -34,11 +35,13 @@ struct GateOptions {
   std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
   int64_t max_position = int64_t(1) << 24;
   AngleModel angle_model = AngleModel::exact;
+  KernelErrorModel error_model = loaded_kernel_error_model(AngleModel::exact);  // what its bounds derive from
   Contract contract;                  // what the kernel promises (--contract; built-ins: their own)
   std::map<Dtype, double> tolerance;  // flat bound overrides (u), replacing the contract's allowances
   uint64_t seed = 1;
   uint64_t random_cases = kDefaultRandomCases;
   uint64_t property_cases = kDefaultPropertyCases;
+  uint64_t shrink_tries = 400;  // candidates a property row's first failure is shrunk through, at most
   double budget_seconds = 60;  // a cap on the whole run
   double call_timeout_seconds = 10;
   std::string report_dir;  // where failing cases are written (empty: nowhere)
@@ -86,8 +89,16 @@ struct GateResult {
   std::string bounds;    // one line per dtype: the contract's derived allowances at small and large angles
   // The error decomposition of every accepted call's finite pairs, per dtype and log2 position bucket.
   std::map<Dtype, std::map<int, ErrorStats>> by_bucket;
-  // Fold one judged call into a row, the error decomposition and the bias sums of its dtype.
-  void add(CheckRow& r, Dtype d, const Judgement& j, std::map<Dtype, BiasSums>& bias);
+  // The same per dtype x layout (the report's series), with the judged calls that failed there: the series'
+  // accuracy check ("accuracy/KERNEL/MODEL/DTYPE/LAYOUT") fails when one did.
+  struct Combo {
+    std::map<int, ErrorStats> by_bucket;
+    uint64_t calls = 0, failed = 0;
+    std::string first_failure;  // "ROW: the first line of its message"
+  };
+  std::map<std::pair<Dtype, Layout>, Combo> by_combo;
+  // Fold one judged call of case c into a row, the error decompositions and the bias sums of its dtype.
+  void add(CheckRow& r, const RopeCase& c, const Judgement& j, std::map<Dtype, BiasSums>& bias);
   std::vector<CheckRow> rows;
   uint64_t calls = 0, accepted = 0;
   double seconds = 0;
@@ -137,7 +148,7 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
 
 // The criteria a case is held to: a flat tolerance override for its dtype, or
 // the implementation's error model under the contract.
-Criteria case_criteria(const Implementation& impl, const RopeCase& c, const Contract& contract,
+Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance);
 
 // The diagnosis of a failing call (faults named as such, else properties/diagnosis).
@@ -145,7 +156,7 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
                           const struct CallResult& r);
 
 // One line per dtype asked: the derived allowances of a contract at a small and a large angle.
-std::string describe_bounds(const Implementation& impl, const Contract& contract, const std::vector<Dtype>& dtypes,
+std::string describe_bounds(const KernelErrorModel& em, const Contract& contract, const std::vector<Dtype>& dtypes,
                             int64_t max_position);
 
 // One random case of a dtype and layout (the gate's random row; `cases export` draws the same).

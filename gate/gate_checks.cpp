@@ -66,19 +66,28 @@ void CheckRow::add(const Judgement& j) {
   }
 }
 
-void GateResult::add(CheckRow& r, Dtype d, const Judgement& j, std::map<Dtype, BiasSums>& bias) {
+void GateResult::add(CheckRow& r, const RopeCase& c, const Judgement& j, std::map<Dtype, BiasSums>& bias) {
   r.add(j);
-  bias[d].merge(j.bias);
-  for (const auto& [b, st] : j.by_bucket) by_bucket[d][b].merge(st);
+  bias[c.dtype].merge(j.bias);
+  Combo& cb = by_combo[{c.dtype, c.layout}];
+  ++cb.calls;
+  for (const auto& [b, st] : j.by_bucket) {
+    by_bucket[c.dtype][b].merge(st);
+    cb.by_bucket[b].merge(st);
+  }
+  if (!j.ok() && cb.failed++ == 0) {
+    const std::string rep = j.report(1);
+    cb.first_failure = r.name + ": " + c.summary() + ": " + rep.substr(0, rep.find('\n'));
+  }
 }
 
-Criteria case_criteria(const Implementation& impl, const RopeCase& c, const Contract& contract,
+Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance) {
   if (auto it = tolerance.find(c.dtype); it != tolerance.end()) return Criteria::flat_bound(it->second);
-  return Criteria::of(impl.error_model, contract);
+  return Criteria::of(em, contract);
 }
 
-std::string describe_bounds(const Implementation& impl, const Contract& contract, const std::vector<Dtype>& dtypes,
+std::string describe_bounds(const KernelErrorModel& em, const Contract& contract, const std::vector<Dtype>& dtypes,
                             int64_t max_position) {
   std::string o;
   for (Dtype d : dtypes) {
@@ -86,7 +95,7 @@ std::string describe_bounds(const Implementation& impl, const Contract& contract
     c.dtype = d;
     c.head_dim = c.rotary_dim = 128;
     c.positions = {1};
-    const Criteria cr = Criteria::of(impl.error_model, contract);
+    const Criteria cr = Criteria::of(em, contract);
     // Pair 0 (theta = 1) of a unit-norm pair at position 1 and at the largest position.
     const PairAllowance a1 = cr.allowance(c, 0, 1.0, 1.0);
     const PairAllowance am = cr.allowance(c, 0, 1.0, double(max_position));

@@ -31,26 +31,34 @@ report::Report make_gate_report(const GateResult& g, const std::string& kind, nl
     }
     r.checks.push_back(std::move(c));
   }
-  // One series per dtype: every accepted call's finite pairs, both layouts together (the verdict's "error by
-  // position" tables).
-  for (const auto& [d, buckets] : g.by_bucket) {
+  // One series per dtype x layout: every judged call's finite pairs there (the property rows judge with their
+  // own predicates and are not in it), each with its accuracy check: it fails when a judged call of that dtype
+  // x layout failed, naming the first (the rows name every failure).
+  for (const auto& [key, cb] : g.by_combo) {
+    const auto [d, l] = key;
     report::Series s;
     s.kernel = g.kernel;
     s.angle_model = g.angle_model;
     s.dtype = std::string(to_string(d));
-    s.layout = "all";
+    s.layout = std::string(to_string(l));
     s.contract = g.contract;
     if (auto it = g.dtype_bound.find(d); it != g.dtype_bound.end()) s.bound = it->second;
     ErrorStats all;
-    for (const auto& [b, st] : buckets) {
+    for (const auto& [b, st] : cb.by_bucket) {
       all.merge(st);
       s.buckets.push_back(report::bucket_stats(b, st, nullptr, d));
     }
     s.all = report::bucket_stats(-1, all, nullptr, d);
-    uint64_t failed = 0;
-    for (const CheckRow& row : g.rows) failed += row.failed_check;
-    s.violations = failed;
+    s.violations = cb.failed;
     s.histogram = report::histogram(all.values, r.histogram_edges);
+    report::Check c;
+    c.name = "accuracy/" + s.kernel + "/" + s.angle_model + "/" + s.dtype + "/" + s.layout;
+    c.source = "gate";
+    c.status = cb.failed ? "fail" : "pass";
+    c.detail = cb.failed ? fmt::format("{} of {} judged call(s) outside the contract; the first: {}", cb.failed,
+                                       cb.calls, cb.first_failure)
+                         : fmt::format("{} judged call(s), every pair within the contract", cb.calls);
+    r.checks.push_back(std::move(c));
     r.series.push_back(std::move(s));
   }
   return r;

@@ -8,11 +8,6 @@
 
 namespace ropecheck {
 
-KernelErrorModel loaded_kernel_error_model(AngleModel model) {
-  if (model == AngleModel::fp32) return {2.0, 0.0, false};
-  return {2.0, 0x1p-52, true};
-}
-
 std::string check_kernel_path(const std::string& path) {
   struct stat st {};
   if (path.empty()) return "no kernel library given";
@@ -50,7 +45,7 @@ OpenedKernel open_kernel_library(const std::string& path) {
   return r;
 }
 
-PluginLoad plugin_implementation(const std::string& path, AngleModel model) {
+PluginLoad plugin_implementation(const std::string& path) {
   PluginLoad r;
   if (std::string e = check_kernel_path(path); !e.empty()) {
     r.error = e;
@@ -62,15 +57,13 @@ PluginLoad plugin_implementation(const std::string& path, AngleModel model) {
   impl.library = path;
   impl.dtypes.assign(std::begin(kAllDtypes), std::end(kAllDtypes));
   impl.layouts.assign(std::begin(kAllLayouts), std::end(kAllLayouts));
-  impl.angle_model = model;
-  impl.error_model = loaded_kernel_error_model(model);
   impl.bit_exact_layouts = false;
   r.impl = std::move(impl);
   return r;
 }
 
-PluginLoad load_kernel_plugin(const std::string& path, AngleModel model) {
-  PluginLoad r = plugin_implementation(path, model);
+PluginLoad load_kernel_plugin(const std::string& path) {
+  PluginLoad r = plugin_implementation(path);
   if (!r.impl) return r;
   const OpenedKernel k = open_kernel_library(path);
   if (!k.fn) return {std::nullopt, k.error};

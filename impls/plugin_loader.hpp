@@ -12,13 +12,6 @@
 
 namespace ropecheck {
 
-// The error model a loaded kernel is held to by default: the rotation in f32
-// arithmetic with RNE stores, cos/sin within 1 ulp of f32 (2 u32) of the exact
-// cos/sin of its angle, and the angle itself computed in double (relative
-// error 2^-52 per step, times (3 + |ln base|) for base^(-2i/d)). Under the
-// fp32 angle model the angle is that model's angle exactly (angle_rel 0).
-KernelErrorModel loaded_kernel_error_model(AngleModel model);
-
 // Check that PATH names a regular file ("" when it does, else why not).
 std::string check_kernel_path(const std::string& path);
 
@@ -37,10 +30,10 @@ struct PluginLoad {
   std::optional<Implementation> impl;  // set on success
   std::string error;                   // why not, on failure
 };
-PluginLoad plugin_implementation(const std::string& path, AngleModel model = AngleModel::exact);
+PluginLoad plugin_implementation(const std::string& path);
 
 // plugin_implementation, then open_kernel_library in this process (impl.fn
 // set). The library stays loaded for the life of the process.
-PluginLoad load_kernel_plugin(const std::string& path, AngleModel model = AngleModel::exact);
+PluginLoad load_kernel_plugin(const std::string& path);
 
 }  // namespace ropecheck

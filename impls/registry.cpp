@@ -26,14 +26,11 @@ static std::vector<Implementation> make_registry() {
   const std::vector<Layout> all_l(std::begin(kAllLayouts), std::end(kAllLayouts));
   v.push_back({"scalar",
                "portable C++; angles in long double, cos/sin once per (token, pair), f32 arithmetic, RNE stores",
-               &ropecheck_scalar_rope, all_d, all_l, AngleModel::exact, KernelErrorModel::scalar_long_double(),
-               true, Contract{}, ""});
+               &ropecheck_scalar_rope, all_d, all_l, true, ""});
   v.push_back({"conventional-fp32",
                "the HF/Meta pipeline: f32 inv_freq, f32 position*inv_freq, cosf/sinf, f32 arithmetic",
-               &ropecheck_conventional_fp32_rope, all_d, all_l, AngleModel::fp32,
-               KernelErrorModel::conventional_fp32(), true, Contract{}, ""});
+               &ropecheck_conventional_fp32_rope, all_d, all_l, true, ""});
   add_simd_implementations(v);
-  for (auto& i : v) i.contract.identity_bits = true;  // every built-in copies the input's bits at angle 0
   return v;
 }
 

@@ -7,29 +7,23 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
-#include "properties/contract.hpp"
-#include "properties/error_model.hpp"
-#include "reference/reference.hpp"
 #include "ropecheck/kernel_abi.h"
 
 namespace ropecheck {
 
+// A kernel: its entry point (or library) and what it accepts. How it is judged (angle model, error model,
+// contract) is the judging side's: properties/promise.hpp.
 struct Implementation {
   std::string name;
   std::string description;
   rc_rope_apply_fn fn = nullptr;  // built-in (or loaded in this process on purpose: fuzzers, tests)
   std::vector<Dtype> dtypes;
   std::vector<Layout> layouts;
-  AngleModel angle_model = AngleModel::exact;  // the model it is judged under by default
-  KernelErrorModel error_model;                // what its bound is derived from
-  bool bit_exact_layouts = true;               // interleaved(x) == P^-1 halfsplit(P x) bit for bit
-  Contract contract;                           // what it promises (built-ins: identity=bits)
+  bool bit_exact_layouts = true;  // interleaved(x) == P^-1 halfsplit(P x) bit for bit (a fact of its code)
   std::string library;  // a kernel library the gate's host loads (fn null): impls/plugin_loader.hpp
 
   bool supports(Dtype d) const;
   bool supports(Layout l) const;
-  // The error bound (in u of the storage type) for a case, under `model`.
-  double bound(const RopeCase& c) const { return error_bound(error_model, c); }
 };
 
 // All registered implementations, built-in first (scalar, conventional-fp32,

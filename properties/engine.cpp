@@ -17,9 +17,8 @@ namespace ropecheck::props {
 
 // ---- handles ---------------------------------------------------------------------------------------------
 
-ImplementationHandle::ImplementationHandle(const Implementation& impl, std::optional<Criteria> criteria,
-                                           std::optional<AngleModel> model)
-    : impl_(impl), criteria_(std::move(criteria)), model_(model.value_or(impl.angle_model)) {}
+ImplementationHandle::ImplementationHandle(const Implementation& impl, std::optional<KernelPromise> promise)
+    : impl_(impl), promise_(promise ? std::move(*promise) : promise_of(impl)) {}
 
 RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
   RunResult res;
@@ -52,9 +51,8 @@ RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
 }
 
 Criteria ImplementationHandle::criteria(const RopeCase& c) const {
-  if (criteria_) return *criteria_;
-  Criteria cr = Criteria::flat_bound(impl_.bound(c));
-  cr.identity_bits = impl_.contract.identity_bits;
+  Criteria cr = Criteria::flat_bound(promise_.bound(c));
+  cr.identity_bits = promise_.contract.identity_bits;
   return cr;
 }
 
@@ -124,8 +122,18 @@ int execution_size(uint64_t index, uint64_t cases) {
 using CaseDescription = rc::detail::CaseDescription;
 using CaseResult = rc::detail::CaseResult;
 
+// RapidCheck prefixes a failure with where it was raised ("suite_memory.cpp:108:\nRC_FAIL(why)\n\n"): the
+// user reads the property's own message.
+std::string without_location(const std::string& d) {
+  const size_t nl = d.find('\n');
+  if (nl == std::string::npos || nl == 0 || d[nl - 1] != ':' || d.compare(nl + 1, 3, "RC_") != 0) return d;
+  const size_t blank = d.find("\n\n", nl);
+  return blank == std::string::npos ? d : d.substr(blank + 2);
+}
+
 CaseDescription execute(KernelHandle& k, const rc::Shrinkable<CaseDescription>& s) {
   CaseDescription d = s.value();
+  d.result.description = without_location(d.result.description);
   k.end_execution(d.result);
   return d;
 }
@@ -141,7 +149,8 @@ PropertyOutcome run_property(const PropertyDef& p, KernelHandle& k, Dtype d, Lay
                              const DriverOptions& o) {
   PropertyOutcome out;
   const rc::detail::Property prop = rc::detail::toProperty(p.make(k, d, l, s));
-  for (uint64_t i = 0; i < o.cases; ++i) {
+  const uint64_t limit = o.cases * (1 + o.max_discard_ratio);
+  for (uint64_t i = 0; i < limit && out.passed < o.cases; ++i) {
     if (o.stop && o.stop()) {
       out.stopped = true;
       return out;
@@ -240,6 +249,14 @@ std::vector<size_t> parse_shrink_path(const std::string& s) {
 Bytes run_or_discard(KernelHandle& k, const RopeCase& c, const RunRequest& r) {
   RunResult res = k.run(c, r);
   if (res.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this configuration");
+  if (res.status == RunResult::Status::failed)
+    RC_FAIL((r.in_place ? "in-place call: " : "") + res.failure + "\n  case: " + c.summary());
+  return std::move(res.out);
+}
+
+std::optional<Bytes> run_if_accepted(KernelHandle& k, const RopeCase& c, const RunRequest& r) {
+  RunResult res = k.run(c, r);
+  if (res.status == RunResult::Status::declined) return std::nullopt;
   if (res.status == RunResult::Status::failed)
     RC_FAIL((r.in_place ? "in-place call: " : "") + res.failure + "\n  case: " + c.summary());
   return std::move(res.out);

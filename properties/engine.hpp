@@ -30,6 +30,7 @@
 #include "core/rope_case.hpp"
 #include "impls/registry.hpp"
 #include "properties/judge.hpp"
+#include "properties/promise.hpp"
 
 namespace ropecheck::props {
 
@@ -74,21 +75,20 @@ class KernelHandle {
 };
 
 // A kernel called in this process through its entry point (built-ins, mutants, in-process plugins), held to
-// its implementation's bound under its own angle model (or to `criteria` when given).
+// a promise (properties/promise.hpp; default: promise_of(impl)): the flat bound of its error model, under its
+// angle model, with its contract's identity clause.
 class ImplementationHandle : public KernelHandle {
  public:
-  explicit ImplementationHandle(const Implementation& impl, std::optional<Criteria> criteria = std::nullopt,
-                                std::optional<AngleModel> model = std::nullopt);
+  explicit ImplementationHandle(const Implementation& impl, std::optional<KernelPromise> promise = std::nullopt);
   const std::string& name() const override { return impl_.name; }
   RunResult run(const RopeCase& c, const RunRequest& r) override;
   Criteria criteria(const RopeCase& c) const override;
-  AngleModel angle_model() const override { return model_; }
+  AngleModel angle_model() const override { return promise_.angle_model; }
   bool bit_exact_layouts() const override { return impl_.bit_exact_layouts; }
 
  private:
   const Implementation& impl_;
-  std::optional<Criteria> criteria_;
-  AngleModel model_;
+  KernelPromise promise_;
 };
 
 // Where a property draws from.
@@ -116,7 +116,11 @@ const PropertyDef* find_property(std::string_view id);
 // ---- the driver ------------------------------------------------------------------------------------------
 struct DriverOptions {
   uint64_t seed = 1;
-  uint64_t cases = 100;               // executions (discards included)
+  uint64_t cases = 100;               // executions that ran (passed or failed)
+  // Discarded executions (a declined call, a generator's own discard) do not count: the driver goes on to at
+  // most cases * (1 + max_discard_ratio) executions in all, as rc::check's maxDiscardRatio does, so a kernel
+  // that declines most shapes still gets its properties checked on those it accepts.
+  uint64_t max_discard_ratio = 10;
   bool shrink = true;
   uint64_t max_shrink_tries = 400;    // candidates tried while shrinking, at most
   std::function<bool()> stop;         // true: make no further execution (budget, hangs)
@@ -150,6 +154,9 @@ std::vector<size_t> parse_shrink_path(const std::string& s);
 // Run the kernel; RC_DISCARD when it declines, RC_FAIL with the handle's text when the call failed.
 Bytes run_or_discard(KernelHandle& k, const RopeCase& c, const RunRequest& r = {});
 inline Bytes run_in_place_or_discard(KernelHandle& k, const RopeCase& c) { return run_or_discard(k, c, {true, -1}); }
+// The same, but a declined call gives nullopt (for a property's second, in-place pass: a kernel without an
+// in-place mode still gets its out-of-place pass checked).
+std::optional<Bytes> run_if_accepted(KernelHandle& k, const RopeCase& c, const RunRequest& r);
 
 // Value of element k of a buffer of the case's dtype, exactly, as a double.
 inline double value(const RopeCase& c, const void* buf, size_t k) { return load_f32(c.dtype, buf, k); }

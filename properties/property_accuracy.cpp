@@ -27,7 +27,7 @@ Judgement judge_under(const Implementation& im, AngleModel model, const RopeCase
   const ReferenceOutput ref = reference_rope(c, ReferenceOptions{model});
   JudgeOptions jo;
   jo.keep_values = false;
-  return judge_output(c, ref, out.data(), im.bound(c), jo);
+  return judge_output(c, ref, out.data(), promise_of(im).bound(c), jo);
 }
 
 

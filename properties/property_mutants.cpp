@@ -129,10 +129,19 @@ int mutant_no_pass_through_copy(const rc_rope_args* a) {
   return RC_OK;
 }
 
-Implementation mutant(std::string name, rc_rope_apply_fn fn, AngleModel model = AngleModel::exact,
-                      KernelErrorModel em = KernelErrorModel::scalar_long_double()) {
-  return {std::move(name), "mutant", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
-          std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), model, em, true, Contract{}, ""};
+// A mutant kernel and the promise it is held to (the scalar kernel's, unless given).
+struct Mutant {
+  Implementation impl;
+  KernelPromise promise;
+};
+Mutant mutant(std::string name, rc_rope_apply_fn fn, AngleModel model = AngleModel::exact,
+              KernelErrorModel em = KernelErrorModel::scalar_long_double()) {
+  Mutant m{{std::move(name), "mutant", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
+            std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), true, ""},
+           {}};
+  m.promise.angle_model = model;
+  m.promise.error_model = em;
+  return m;
 }
 
 using Maker = PropertyMaker;
@@ -144,17 +153,17 @@ struct Expectation {
   const char* finding;  // text the failure must contain
 };
 
-void expect_caught(const Implementation& m, const std::vector<Expectation>& props) {
+void expect_caught(const Mutant& m, const std::vector<Expectation>& props) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.disableShrinking = true;  // detection is what is tested; shrinking big cases is slow
   for (const Expectation& e : props) {
     const std::string id = current_test_id() + "/" + e.property;
-    ImplementationHandle h(m);
+    ImplementationHandle h(m.impl, m.promise);
     const auto result = run_property_quiet(id, e.make(h, e.dtype, e.layout, Scope{}), params);
     const bool failed = result.is<rc::detail::FailureResult>();
     EXPECT_TRUE(failed)
         << "property " << e.property << " (" << to_string(e.dtype) << " " << to_string(e.layout)
-        << ") did not catch the mutant kernel '" << m.name << "' in " << params.maxSuccess
+        << ") did not catch the mutant kernel '" << m.impl.name << "' in " << params.maxSuccess
         << " cases: it has lost its power";
   }
 }
@@ -163,13 +172,13 @@ constexpr Dtype f32 = Dtype::f32, f16 = Dtype::f16, bf16 = Dtype::bf16;
 constexpr Layout il = Layout::interleaved, hs = Layout::half_split;
 
 TEST(MutantsAreCaught, RotatesTheWrongWay) {
-  const Implementation m = mutant("conjugate", &mutant_conjugate);
+  const Mutant m = mutant("conjugate", &mutant_conjugate);
   expect_caught(m, {{"accuracy", &property_WithinBoundOfReference, f32, il, "accuracy: pair error"},
                     {"accuracy", &property_WithinBoundOfReference, bf16, hs, "accuracy: pair error"}});
 }
 
 TEST(MutantsAreCaught, ScalesInsteadOfRotating) {
-  const Implementation m = mutant("scaled", &mutant_scaled);
+  const Mutant m = mutant("scaled", &mutant_scaled);
   expect_caught(m, {{"orthogonality (basis matrix)", &property_OrthogonalityBasisMatrix, f32, il, "orthogonality: (M^T M)"},
                     {"orthogonality (inner products)", &property_InnerProductsPreserved, f32, hs, "not preserved"},
                     {"norm preservation", &property_NormPreserved, f16, il, "not preserved"},
@@ -177,43 +186,43 @@ TEST(MutantsAreCaught, ScalesInsteadOfRotating) {
 }
 
 TEST(MutantsAreCaught, OffByOnePosition) {
-  const Implementation m = mutant("position+1", &mutant_position_plus_one);
+  const Mutant m = mutant("position+1", &mutant_position_plus_one);
   expect_caught(m, {{"position 0 identity", &property_PositionZeroIsIdentity, f32, il, "position 0 is not the identity"},
                     {"composition", &property_Composition, f32, hs, "composition broken"},
                     {"accuracy", &property_WithinBoundOfReference, f16, il, "accuracy: pair error"}});
 }
 
 TEST(MutantsAreCaught, CanonicalisesPassThroughDims) {
-  const Implementation m = mutant("pass-through canonicalised", &mutant_pass_through_canonicalised);
+  const Mutant m = mutant("pass-through canonicalised", &mutant_pass_through_canonicalised);
   expect_caught(m, {{"pass-through", &property_PassThroughDimsBitExact, f32, il, "pass-through dim changed"},
                     {"pass-through", &property_PassThroughDimsBitExact, bf16, hs, "pass-through dim changed"}});
 }
 
 TEST(MutantsAreCaught, WritesItsInput) {
-  const Implementation m = mutant("writes input", &mutant_writes_input);
+  const Mutant m = mutant("writes input", &mutant_writes_input);
   expect_caught(m, {{"input untouched", &property_InputUntouchedOutOfPlace, f32, il, "wrote to its input"}});
 }
 
 TEST(MutantsAreCaught, MispairsHalfSplit) {
-  const Implementation m = mutant("mispaired", &mutant_mispaired);
+  const Mutant m = mutant("mispaired", &mutant_mispaired);
   expect_caught(m, {{"layout equivalence", &property_InterleavedEqualsPermutedHalfSplit, f32, il, "layouts disagree"},
                     {"accuracy", &property_WithinBoundOfReference, f16, hs, "accuracy: pair error"}});
 }
 
 TEST(MutantsAreCaught, TurnsNaNIntoZero) {
-  const Implementation m = mutant("nan to zero", &mutant_nan_to_zero);
+  const Mutant m = mutant("nan to zero", &mutant_nan_to_zero);
   expect_caught(m, {{"special values", &property_SpecialValuesFollowTheRules, f32, il, "special values: "}});
 }
 
 TEST(MutantsAreCaught, LeavesOutputPassThroughUnwritten) {
-  const Implementation m = mutant("no pass-through copy", &mutant_no_pass_through_copy);
+  const Mutant m = mutant("no pass-through copy", &mutant_no_pass_through_copy);
   expect_caught(m, {{"in place = out of place", &property_InPlaceEqualsOutOfPlace, f32, il, "in-place result differs"},
                     {"pass-through", &property_PassThroughDimsBitExact, f16, hs, "pass-through dim changed"}});
 }
 
 TEST(MutantsAreCaught, Fp32AnglesClaimingExactAngles) {
   // conventional-fp32's kernel held to scalar's exact-angle model.
-  const Implementation m = mutant("fp32 angles as exact", &ropecheck_conventional_fp32_rope);
+  const Mutant m = mutant("fp32 angles as exact", &ropecheck_conventional_fp32_rope);
   expect_caught(m, {{"relative invariance", &property_RelativeInvariance, f32, il, "relative invariance broken"},
                     {"composition", &property_Composition, f32, il, "composition broken"},
                     {"accuracy", &property_WithinBoundOfReference, f32, hs, "accuracy: pair error"}});

@@ -75,8 +75,8 @@ TEST_P(Regressions, LargestPositionsWithinBound) {
       c.base = 500000.0;
       Bytes out;
       ASSERT_EQ(run_kernel(impl(), c, out), RC_OK);
-      const ReferenceOutput ref = reference_rope(c, ReferenceOptions{impl().angle_model});
-      const Judgement j = judge_output(c, ref, out.data(), impl().bound(c));
+      const ReferenceOutput ref = reference_rope(c, ReferenceOptions{promise_of(impl()).angle_model});
+      const Judgement j = judge_output(c, ref, out.data(), promise_of(impl()).bound(c));
       EXPECT_TRUE(j.ok()) << j.report();
     }
   }
@@ -140,8 +140,8 @@ TEST_P(RegressionLayouts, F16TableAtPosition8) {
   ASSERT_EQ(run_kernel(impl(), ci, oi), RC_OK);
   ASSERT_EQ(run_kernel(impl(), ch, oh), RC_OK);
   for (const RopeCase* c : {&ci, &ch}) {
-    const Judgement j = judge_output(*c, reference_rope(*c, ReferenceOptions{impl().angle_model}),
-                                     (c == &ci ? oi : oh).data(), impl().bound(*c));
+    const Judgement j = judge_output(*c, reference_rope(*c, ReferenceOptions{promise_of(impl()).angle_model}),
+                                     (c == &ci ? oi : oh).data(), promise_of(impl()).bound(*c));
     EXPECT_TRUE(j.ok()) << j.report();
   }
   if (impl().bit_exact_layouts)

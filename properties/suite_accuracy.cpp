@@ -33,7 +33,9 @@ Property property_SpecialValuesFollowTheRules(KernelHandle& ker, Dtype d, Layout
   return [&ker, d, l, scope] {
     const RopeCase c = *gen::rope_case(d, l, gen::Values::specials, scoped(scope));
     for (int pass = 0; pass < 2; ++pass) {
-      const Bytes out = pass == 0 ? run_or_discard(ker, c) : run_in_place_or_discard(ker, c);
+      const std::optional<Bytes> got = pass == 0 ? run_or_discard(ker, c) : run_if_accepted(ker, c, {true, -1});
+      if (!got) continue;  // no in-place mode: the out-of-place pass was checked
+      const Bytes& out = *got;
       const Judgement j = judge_with(ker, c, out);
       if (!j.ok())
         RC_FAIL("special values" + std::string(pass ? " (in place)" : "") + " of " + ker.name() + " under the " +

@@ -1,5 +1,7 @@
 #include "runs/sweep.hpp"
 
+#include "properties/promise.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,12 +53,7 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o) {
 }
 
 
-Contract default_contract(const Implementation& impl) {
-  Contract c;
-  for (const Implementation& b : implementations())
-    if (b.fn == impl.fn) c.identity_bits = true;  // a built-in kernel (or a copy of one's entry point)
-  return c;
-}
+Contract default_contract(const Implementation& impl) { return promise_of(impl).contract; }
 
 std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const Implementation*>& impls) {
   std::vector<SweepRow> rows;
@@ -74,10 +71,11 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const I
         if (!impl->supports(d) || !impl->supports(l)) continue;
         Bytes out;
         const int rc = run_kernel(*impl, c, out);
-        std::set<AngleModel> models = {impl->angle_model};
+        const KernelPromise promise = promise_of(*impl);
+        std::set<AngleModel> models = {promise.angle_model};
         if (o.also_exact_model) models.insert(AngleModel::exact);
         const Contract contract = o.contract ? *o.contract : default_contract(*impl);
-        const Criteria criteria = Criteria::of(impl->error_model, contract);
+        const Criteria criteria = Criteria::of(promise.error_model, contract);
         for (AngleModel m : models) {
           if (!refs.count(m)) refs[m] = reference_rope(c, {m});
           SweepRow row;
@@ -87,7 +85,7 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const I
           row.layout = l;
           row.contract = contract;
           row.bound = criteria.case_bound(c);
-          row.own_model = m == impl->angle_model;
+          row.own_model = m == promise.angle_model;
           row.expected_to_pass = row.own_model || (o.contract && m == AngleModel::exact);
           if (rc != RC_OK) {
             row.violations = 1;

@@ -16,6 +16,7 @@
 #include "impls/registry.hpp"
 #include "impls/simd/simd_kernels.hpp"
 #include "properties/judge.hpp"
+#include "properties/promise.hpp"
 #include "reference/reference.hpp"
 
 namespace ropecheck {
@@ -239,7 +240,7 @@ void expect_every_simd_kernel_judged_ok(const RopeCase& c) {
   for (const Implementation* impl : simd_impls()) {
     Bytes got;
     ASSERT_EQ(run_kernel(*impl, c, got), RC_OK);
-    const Judgement j = judge_output(c, ref, got.data(), impl->bound(c));
+    const Judgement j = judge_output(c, ref, got.data(), promise_of(*impl).bound(c));
     EXPECT_TRUE(j.ok()) << impl->name << ": " << j.report();
   }
 }

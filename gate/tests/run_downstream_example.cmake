@@ -2,7 +2,7 @@
 file(REMOVE_RECURSE ${BIN})
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${BIN} -G "${GENERATOR}"
                         -DROPECHECK_EXE=${ROPECHECK_EXE} -DROPECHECK_INCLUDE_DIR=${ROPECHECK_INCLUDE_DIR}
-                        -DROPECHECK_GATE_BUDGET=20
+                        -DROPECHECK_GATE_BUDGET=120
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the downstream example failed (${rc})")
@@ -27,7 +27,7 @@ endif()
 file(REMOVE_RECURSE ${BIN}-degraded)
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${BIN}-degraded -G "${GENERATOR}"
                         -DROPECHECK_EXE=${ROPECHECK_EXE} -DROPECHECK_INCLUDE_DIR=${ROPECHECK_INCLUDE_DIR}
-                        -DROPECHECK_GATE_BUDGET=20 -DMYKERNEL_DEGRADED=ON
+                        -DROPECHECK_GATE_BUDGET=120 -DMYKERNEL_DEGRADED=ON
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the degraded downstream example failed (${rc})")

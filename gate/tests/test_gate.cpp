@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gate/case_json.hpp"
+#include "properties/engine.hpp"
 #include "gate/case_set.hpp"
 #include "gate/npy.hpp"
 #include "gate/gate.hpp"
@@ -87,8 +88,8 @@ TEST(PluginLoader, LoadsAKernelAndNamesItByStem) {
   ASSERT_EQ(run_kernel(*pl.impl, c, a), RC_OK);
   ASSERT_EQ(run_kernel(*find_implementation("scalar"), c, b), RC_OK);
   ReferenceOutput ref = reference_rope(c);
-  EXPECT_TRUE(judge_output(c, ref, a.data(), pl.impl->bound(c)).ok());
-  EXPECT_TRUE(judge_output(c, ref, b.data(), find_implementation("scalar")->bound(c)).ok());
+  EXPECT_TRUE(judge_output(c, ref, a.data(), promise_of(*pl.impl).bound(c)).ok());
+  EXPECT_TRUE(judge_output(c, ref, b.data(), promise_of(*find_implementation("scalar")).bound(c)).ok());
 }
 
 TEST(PluginLoader, ClearErrors) {
@@ -117,7 +118,7 @@ TEST(Isolation, CorrectKernelWritesEverythingAndKeepsTheInput) {
     EXPECT_EQ(r.unwritten, 0u);
     EXPECT_EQ(r.input_changed, 0u);
     EXPECT_EQ(r.guard_before_bytes + r.guard_after_bytes + r.input_guard_bytes, 0u);
-    const gate::CaseVerdict v = gate::judge_call(c, in_place, AngleModel::exact, Criteria::of(k.error_model, Contract{}), r);
+    const gate::CaseVerdict v = gate::judge_call(c, in_place, AngleModel::exact, Criteria::of(promise_of(k).error_model, Contract{}), r);
     EXPECT_TRUE(v.pass) << v.message;
   }
 }
@@ -162,7 +163,7 @@ TEST(Isolation, CrashHangOobInputAndUnwrittenAreSeen) {
   {
     const RopeCase c = small_case(Dtype::f16, Layout::interleaved, 20, 20);  // 10 pairs: a tail of 2
     const gate::CallResult r = gate::call_isolated(load("mut_vector_tail").fn, c, false, 10);
-    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::of(load("mut_vector_tail").error_model, Contract{}), r);
+    const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::of(loaded_kernel_error_model(AngleModel::exact), Contract{}), r);
     EXPECT_FALSE(v.pass);
   }
   {
@@ -427,6 +428,33 @@ TEST(GateCli, FailingKernelGivesTableJunitAndAReplayThatReruns) {
   EXPECT_EQ(run_cli("replay " + replay + " --impl scalar", d + "/r3.log"), 0);
 }
 
+// The property rows run the suite's properties on a loaded kernel: a mispaired half-split kernel fails the
+// layouts property (shrunk, diagnosed as the other layout), and its replay file reruns that very execution.
+TEST(GateCli, PropertyRowsShrinkDiagnoseAndReplay) {
+  const std::string d = tmpdir("property-rows");
+  const int rc = run_cli("gate --kernel " + mutant("mut_layout_pairing") + " --cases 20 --property-cases 10 "
+                             "--budget-seconds 30 --quiet --dtype f32 --report-dir " + d + "/report",
+                         d + "/out.log");
+  EXPECT_EQ(rc, 1);
+  const std::string out = slurp(d + "/out.log");
+  // A row per property of the suite.
+  for (const props::PropertyDef& p : props::property_set())
+    EXPECT_NE(out.find(std::string("| ") + p.row + " |"), std::string::npos) << p.row << "\n" << out;
+  const std::string replay = d + "/report/property--layouts.smallest.json";
+  ASSERT_TRUE(fs::exists(replay)) << out;
+  const gate::CaseRecord rec = gate::read_record(replay);
+  EXPECT_EQ(rec.property, "layouts");
+  EXPECT_EQ(rec.property_seed, 1u);
+  EXPECT_EQ(rec.property_cases, 10u);
+  EXPECT_NE(rec.diagnosis.find("other layout"), std::string::npos) << rec.diagnosis;
+  EXPECT_NE(rec.failure.find("reproduce: property layouts, f32 interleaved, seed 1, case "), std::string::npos)
+      << rec.failure;
+  EXPECT_EQ(run_cli("replay " + replay + " --kernel " + mutant("mut_layout_pairing"), d + "/r1.log"), 1);
+  EXPECT_NE(slurp(d + "/r1.log").find("layouts disagree"), std::string::npos) << slurp(d + "/r1.log");
+  EXPECT_EQ(run_cli("replay " + replay + " --kernel " + mutant("ok_double"), d + "/r2.log"), 0) << slurp(d + "/r2.log");
+  EXPECT_EQ(run_cli("replay " + replay + " --impl scalar", d + "/r3.log"), 0) << slurp(d + "/r3.log");
+}
+
 TEST(GateCli, BuiltinScalarPasses) {
   const std::string d = tmpdir("scalar");
   EXPECT_EQ(run_cli("gate --impl scalar --cases 100 --budget-seconds 20 --quiet --report-dir " + d, d + "/out.log"), 0)
@@ -615,7 +643,14 @@ TEST(GateReport, ADegradedBuildFailsItsBaselineWhileItsGatePasses) {
   EXPECT_EQ(base.kind, "gate");
   EXPECT_TRUE(base.find_check("gate/matrix f32 interleaved")) << "one check per row of the verdict";
   EXPECT_TRUE(base.find_check("gate/fp environment"));
-  ASSERT_EQ(base.series.size(), 2u);  // f32 and bf16
+  ASSERT_EQ(base.series.size(), 4u);  // f32 and bf16, each layout
+  for (const report::Series& s : base.series) {
+    EXPECT_NE(s.layout, "all");
+    // Each series has its own check, which the summary links to.
+    const report::Check* c = base.check_of(s);
+    ASSERT_NE(c, nullptr) << s.dtype << " " << s.layout;
+    EXPECT_EQ(c->status, "pass");
+  }
   EXPECT_GT(base.series[0].all.count, 0u);
   EXPECT_GT(base.series[0].all.p99, 0.0);
   // The same kernel against its own baseline: the same seed, the same cases, no regression.

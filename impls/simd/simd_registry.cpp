@@ -15,13 +15,12 @@ void add_simd_implementations(std::vector<Implementation>& out) {
   out.push_back({"simd",
                  "Highway, dynamically dispatched (" + simd::dispatched_target_name() +
                      " here); bit-identical to scalar: double-double angles, f32 rotation, RNE stores",
-                 &ropecheck_simd_rope, all_d, all_l, AngleModel::exact, KernelErrorModel::scalar_long_double(),
-                 true, Contract{}, ""});
+                 &ropecheck_simd_rope, all_d, all_l, true, ""});
   for (const auto& t : simd::supported_targets())
     out.push_back({t.name,
                    "Highway target " + t.name.substr(5) +
                        " called directly; bit-identical to scalar (double-double angles, f32 rotation, RNE stores)",
-                   t.fn, all_d, all_l, AngleModel::exact, KernelErrorModel::scalar_long_double(), true, Contract{}, ""});
+                   t.fn, all_d, all_l, true, ""});
 }
 
 }  // namespace ropecheck

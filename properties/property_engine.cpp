@@ -1,0 +1,117 @@
+// The property engine's driver (properties/engine.hpp): executions are a pure function of the seed, a failure
+// is shrunk by RapidCheck and reproduced by (seed, case, shrink path), and every property of the set catches a
+// kernel that breaks it through the same definitions the suite runs.
+#include <cstring>
+#include <set>
+
+#include "properties/property_support.hpp"
+
+namespace ropecheck::props {
+namespace {
+
+// Stretches pair 0's second output (by 1.25 interleaved, 1.5 half-split: not a rotation, and the layouts
+// disagree) only when rotary_dim >= 8: a bug shrinking must keep.
+int wrong_pair0(const rc_rope_args* a) {
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  if (a->rotary_dim < 8) return RC_OK;
+  const Dtype d = Dtype(a->dtype);
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h) {
+      const size_t b = (size_t(t) * a->n_heads + h) * a->head_dim;
+      const auto [d0, d1] = pair_dims(Layout(a->layout), a->rotary_dim, 0);
+      const float y1 = load_f32(d, a->out, b + d1);
+      store_f32(d, a->out, b + d1, y1 * (a->layout == RC_HALF_SPLIT ? 1.5f : 1.25f));
+    }
+  return RC_OK;
+}
+
+Implementation broken() {
+  return {"wrong-pair0", "test", &wrong_pair0, {Dtype::f32, Dtype::f16, Dtype::bf16},
+          {Layout::interleaved, Layout::half_split}, true, ""};
+}
+
+TEST(Engine, ExecutionsAreAFunctionOfTheSeed) {
+  const Implementation k = broken();
+  ImplementationHandle h(k, *builtin_promise("scalar"));
+  const PropertyDef& p = *find_property("norm");
+  DriverOptions o;
+  o.seed = 42;
+  o.cases = 30;
+  const PropertyOutcome a = run_property(p, h, Dtype::f32, Layout::interleaved, Scope{}, o);
+  const PropertyOutcome b = run_property(p, h, Dtype::f32, Layout::interleaved, Scope{}, o);
+  ASSERT_TRUE(a.failed) << "the norm property did not catch a stretched pair 0";
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.shrink_path, b.shrink_path);
+  EXPECT_EQ(a.message, b.message);
+  o.seed = 43;
+  const PropertyOutcome c = run_property(p, h, Dtype::f32, Layout::interleaved, Scope{}, o);
+  EXPECT_TRUE(c.failed);
+}
+
+TEST(Engine, AShrunkFailureIsReproducedByItsSeedCaseAndPath) {
+  const Implementation k = broken();
+  ImplementationHandle h(k, *builtin_promise("scalar"));
+  for (const char* id : {"accuracy", "inner-products", "relative", "layouts"}) {
+    SCOPED_TRACE(id);
+    const PropertyDef& p = *find_property(id);
+    DriverOptions o;
+    o.seed = 7;
+    o.cases = 40;
+    const PropertyOutcome out = run_property(p, h, Dtype::f32, Layout::interleaved, Scope{}, o);
+    ASSERT_TRUE(out.failed);
+    EXPECT_FALSE(out.shrink_path.empty()) << "nothing was shrunk";
+    // The same execution again: the same failure, the same message.
+    const auto r = replay_execution(p, h, Dtype::f32, Layout::interleaved, Scope{}, o.seed, out.index,
+                                    out.shrink_path, o.cases);
+    EXPECT_EQ(r.type, rc::detail::CaseResult::Type::Failure);
+    EXPECT_EQ(r.description, out.message);
+    // A correct kernel passes that very execution.
+    ImplementationHandle ok(*find_implementation("scalar"));
+    const auto r2 = replay_execution(p, ok, Dtype::f32, Layout::interleaved, Scope{}, o.seed, out.index,
+                                     out.shrink_path, o.cases);
+    EXPECT_EQ(r2.type, rc::detail::CaseResult::Type::Success) << r2.description;
+    EXPECT_NE(out.reproduce(p, Dtype::f32, Layout::interleaved, o.seed).find("seed 7, case "), std::string::npos);
+  }
+}
+
+TEST(Engine, ShrinkingReachesASmallCase) {
+  // The stretch needs rotary_dim >= 8 and one token: shrinking gets there from much larger cases.
+  const Implementation k = broken();
+  ImplementationHandle h(k, *builtin_promise("scalar"));
+  DriverOptions o;
+  o.seed = 3;
+  o.cases = 50;
+  o.max_shrink_tries = 2000;
+  const PropertyOutcome out = run_property(*find_property("norm"), h, Dtype::f32, Layout::half_split, Scope{}, o);
+  ASSERT_TRUE(out.failed);
+  EXPECT_FALSE(out.shrink_capped);
+  EXPECT_GE(out.shrink_path.size(), 2u) << "the first failing case was already the smallest: nothing was shrunk";
+  // The message names the smallest case: at most 2 tokens, rotary_dim 8 (the smallest that shows the bug).
+  EXPECT_NE(out.message.find("rotary_dim=8 "), std::string::npos) << out.message;
+}
+
+TEST(Engine, ShrinkPathsRoundTripAndBadOnesAreRefused) {
+  EXPECT_EQ(parse_shrink_path(""), std::vector<size_t>{});
+  EXPECT_EQ(parse_shrink_path("3.0.12"), (std::vector<size_t>{3, 0, 12}));
+  EXPECT_EQ(shrink_path_text({3, 0, 12}), "3.0.12");
+  for (const char* bad : {".", "1..2", "a", "1.-2", "1.2.", "99999999999"})
+    EXPECT_THROW(parse_shrink_path(bad), std::invalid_argument) << bad;
+}
+
+TEST(Engine, TheSetHasEveryPropertyOnceWithItsRow) {
+  std::set<std::string> ids, rows;
+  for (const PropertyDef& p : property_set()) {
+    EXPECT_TRUE(ids.insert(p.id).second) << p.id;
+    EXPECT_TRUE(rows.insert(p.row).second) << p.row;
+    EXPECT_EQ(std::string(p.row).rfind("property: ", 0), 0u) << p.row;
+    EXPECT_EQ(find_property(p.id), &p);
+  }
+  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(find_property("nonsense"), nullptr);
+  // Not exportable: composition (an input is an output) and input-untouched (needs the input buffer).
+  EXPECT_FALSE(find_property("composition")->exportable);
+  EXPECT_FALSE(find_property("input-untouched")->exportable);
+}
+
+}  // namespace
+}  // namespace ropecheck::props
