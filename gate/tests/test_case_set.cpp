@@ -105,6 +105,15 @@ TEST(CaseSetParity, PropertyAndInPlaceCasesAreExportedAndJudgedInTheGatesRows) {
   }
   EXPECT_EQ(row_cells(log, "bias f32").at(7), "pass") << log;
   EXPECT_TRUE(row_cells(log, "coverage").empty()) << log;
+  // Every property of the suite has its row; those not exported say why.
+  for (const props::PropertyDef& p : props::property_set()) {
+    const auto cells = row_cells(log, p.row);
+    ASSERT_GE(cells.size(), 9u) << p.row << "\n" << log;
+    if (!p.exportable) {
+      EXPECT_EQ(cells[7], "not run") << p.row;
+      EXPECT_NE(log.find(std::string("note: ") + p.row + ": not exported: "), std::string::npos) << log;
+    }
+  }
 }
 
 // Half-split paired as interleaved: the interleaved rows pass, the half-split twins fail the layouts row, as in
