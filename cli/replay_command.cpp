@@ -98,6 +98,10 @@ int run() {
     if (!rec.property.empty()) {
       // The property's execution again, as the engine made it in the gate (properties/engine.hpp).
       const props::PropertyDef* p = props::find_property(rec.property);
+      if (!p) {
+        std::cerr << "error: " << g.file << ": property '" << rec.property << "' is not one of this ropecheck's\n";
+        return 2;
+      }
       gate::HostHandle h(
           impl.name, [&](const RopeCase& c, bool in_place) { return host.call(c, in_place, g.call_timeout); },
           criteria, rec.angle_model, nullptr);

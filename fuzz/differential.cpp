@@ -9,7 +9,7 @@
 #include <optional>
 #include <sstream>
 
-#include "properties/engine.hpp"
+#include "properties/predicates.hpp"
 #include "properties/judge.hpp"
 #include "reference/reference.hpp"
 

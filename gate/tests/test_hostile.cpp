@@ -46,9 +46,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // The driver's options for every kernel (Args: replaces them one by one). A short run: 60 random cases
-// after the systematic part; a 1 s call timeout, so that a hang costs little.
+// after the systematic part, 3 executions per property row without shrinking (the sandbox is what is tested
+// here); a 1 s call timeout, so that a hang costs little.
 const std::vector<std::pair<std::string, std::string>> kDefaultOptions = {
-    {"--cases", "60"}, {"--call-timeout", "1"}, {"--budget-seconds", "20"}};
+    {"--cases", "60"}, {"--property-cases", "3"}, {"--shrink-tries", "0"}, {"--call-timeout", "1"},
+    {"--budget-seconds", "20"}};
 constexpr double kDeadlineSeconds = 60;        // the longest the driver waits for the gate and its output
 constexpr double kEofAfterExitSeconds = 5;     // stdout/stderr still open this long after the gate exited: held
                                                // by a process it left behind

@@ -1,0 +1,178 @@
+#include "properties/predicates.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "reference/reference.hpp"
+
+namespace ropecheck::props {
+
+std::string shrink_path_text(const std::vector<size_t>& path) {
+  std::string s;
+  for (size_t k : path) s += (s.empty() ? "" : ".") + std::to_string(k);
+  return s;
+}
+
+std::vector<size_t> parse_shrink_path(const std::string& s) {
+  std::vector<size_t> v;
+  if (s.empty()) return v;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t dot = s.find('.', pos);
+    const std::string part = s.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("a shrink path is numbers separated by dots (\"3.0.12\"), not '" + s + "'");
+    v.push_back(std::stoul(part));
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return v;
+}
+
+double pair_norm(double a, double b) { return std::sqrt(a * a + b * b); }
+
+double pair_error_allowance(const RopeCase& c, double bound, double n) {
+  const Format f = format_of(c.dtype);
+  return bound * f.unit_roundoff() * std::max(n, f.min_normal());
+}
+
+double model_deviation(AngleModel model, const RopeCase& c, uint32_t pair, int64_t m) {
+  if (model == AngleModel::exact) return 0.0;
+  const double exact = exact_angle(c, pair, m);  // rounded to double: error <= |angle| 2^-53
+  double mod = exact;
+  switch (model) {
+    case AngleModel::exact: break;
+    case AngleModel::fp32: mod = fp32_model_angle(c, pair, m); break;
+  }
+  const double d = std::fabs(mod - exact) + (std::fabs(mod) + std::fabs(exact)) * 0x1p-52;
+  return std::min(d, 2.0);
+}
+
+std::string bits_text(const RopeCase& c, const void* buf, size_t k) {
+  char b[64];
+  const uint32_t bits = load_bits(c.dtype, buf, k);
+  std::snprintf(b, sizeof b, c.dtype == Dtype::f32 ? "0x%08" PRIx32 " (%a)" : "0x%04" PRIx32 " (%a)", bits,
+                bits_to_double(c.dtype, bits));
+  return b;
+}
+
+std::string element_where(const RopeCase& c, size_t k) {
+  const size_t per_token = size_t(c.n_heads) * c.head_dim;
+  const size_t t = k / per_token, h = (k % per_token) / c.head_dim, dim = k % c.head_dim;
+  std::ostringstream o;
+  o << "token " << t << " (position " << (t < c.positions.size() ? c.positions[t] : 0) << "), head " << h << ", dim "
+    << dim << (dim >= c.rotary_dim ? " (pass-through)" : "");
+  return o.str();
+}
+
+namespace {
+bool is_nan_bits(Dtype d, uint32_t b) {
+  switch (d) {
+    case Dtype::f32: return (b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu);
+    case Dtype::f16: return (b & 0x7c00u) == 0x7c00u && (b & 0x03ffu);
+    case Dtype::bf16: return (b & 0x7f80u) == 0x7f80u && (b & 0x007fu);
+  }
+  return false;
+}
+// Two outputs agree: the same bits, or both NaN (a NaN's payload is not part of the contract of a result).
+bool same_output(Dtype d, uint32_t a, uint32_t b) { return a == b || (is_nan_bits(d, a) && is_nan_bits(d, b)); }
+}  // namespace
+
+size_t first_difference(const RopeCase& c, const void* a, const void* b) {
+  for (size_t k = 0; k < c.n_elements(); ++k)
+    if (load_bits(c.dtype, a, k) != load_bits(c.dtype, b, k)) return k;
+  return SIZE_MAX;
+}
+
+// ---- predicates ------------------------------------------------------------------------------------------
+
+std::vector<size_t> relayout(const RopeCase& c, Layout from, Layout to) {
+  std::vector<uint32_t> dim_map(c.head_dim);
+  for (uint32_t k = 0; k < c.head_dim; ++k) dim_map[k] = k;  // pass-through dims stay
+  for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
+    const auto [a0, a1] = pair_dims(from, c.rotary_dim, i);
+    const auto [b0, b1] = pair_dims(to, c.rotary_dim, i);
+    dim_map[a0] = b0;
+    dim_map[a1] = b1;
+  }
+  std::vector<size_t> v(c.n_elements());
+  for (size_t k = 0; k < v.size(); ++k) v[k] = k - k % c.head_dim + dim_map[k % c.head_dim];
+  return v;
+}
+
+RopeCase half_split_twin(const RopeCase& ci) {
+  RopeCase ch = ci;
+  ch.layout = Layout::half_split;
+  const std::vector<size_t> perm = relayout(ci, Layout::interleaved, Layout::half_split);
+  for (size_t k = 0; k < ci.n_elements(); ++k) store_bits(ci.dtype, ch.input.data(), perm[k], load_bits(ci.dtype, ci.input.data(), k));
+  return ch;
+}
+
+std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, const RopeCase& ch, const Bytes& oh,
+                              double bh, bool bit_exact) {
+  const Dtype d = ci.dtype;
+  const std::vector<size_t> perm = relayout(ci, ci.layout, ch.layout);
+  for (size_t t = 0; t < ci.n_tokens(); ++t)
+    for (size_t h = 0; h < ci.n_heads; ++h) {
+      const size_t b = head_offset(ci, t, h);
+      for (uint32_t i = 0; i < ci.rotary_dim / 2; ++i) {
+        const auto [a0, a1] = pair_dims(ci.layout, ci.rotary_dim, i);
+        const size_t ki[2] = {b + a0, b + a1}, kh[2] = {perm[b + a0], perm[b + a1]};
+        bool ok;
+        std::string rule;
+        if (bit_exact) {
+          ok = same_output(d, load_bits(d, oi.data(), ki[0]), load_bits(d, oh.data(), kh[0])) &&
+               same_output(d, load_bits(d, oi.data(), ki[1]), load_bits(d, oh.data(), kh[1]));
+          rule = "bit for bit";
+        } else {
+          const double nx = pair_norm(value(ci, ci.input.data(), ki[0]), value(ci, ci.input.data(), ki[1]));
+          const double dist = pair_norm(value(ci, oi.data(), ki[0]) - value(ch, oh.data(), kh[0]),
+                                        value(ci, oi.data(), ki[1]) - value(ch, oh.data(), kh[1]));
+          const double tol = pair_error_allowance(ci, bi, nx) + pair_error_allowance(ch, bh, nx);
+          ok = dist <= tol * (1 + 0x1p-50);
+          const double unit = pair_error_allowance(ci, 1, nx);
+          rule = fmt::format("they differ by {:.4g} u, allowed {:.4g} u = both allowances", dist / unit, bi + bh);
+        }
+        if (!ok)
+          return fmt::format(
+              "layouts disagree ({}) on pair {} of token {} (position {}), head {}:\n  input: {}, {}\n  {}: {}, {}\n"
+              "  {}:  {}, {}\n  case: {}",
+              rule, i, t, ci.positions[t], h, bits_text(ci, ci.input.data(), ki[0]),
+              bits_text(ci, ci.input.data(), ki[1]), to_string(ci.layout), bits_text(ci, oi.data(), ki[0]),
+              bits_text(ci, oi.data(), ki[1]), to_string(ch.layout), bits_text(ch, oh.data(), kh[0]),
+              bits_text(ch, oh.data(), kh[1]), ci.summary());
+      }
+      for (uint32_t k = ci.rotary_dim; k < ci.head_dim; ++k)
+        if (!same_output(d, load_bits(d, oi.data(), b + k), load_bits(d, oh.data(), b + k)))
+          return fmt::format("layouts disagree on pass-through dim {} at {}: {} vs {}\n  case: {}", k,
+                             element_where(ci, b + k), bits_text(ci, oi.data(), b + k), bits_text(ch, oh.data(), b + k),
+                             ci.summary());
+    }
+  return "";
+}
+
+std::string in_place_violation(const RopeCase& c, const Bytes& out_of_place, const Bytes& in_place) {
+  for (size_t k = 0; k < c.n_elements(); ++k) {
+    if (same_output(c.dtype, load_bits(c.dtype, out_of_place.data(), k), load_bits(c.dtype, in_place.data(), k)))
+      continue;
+    return "in-place result differs from out-of-place at " + element_where(c, k) + ": input " +
+           bits_text(c, c.input.data(), k) + ", out of place " + bits_text(c, out_of_place.data(), k) + ", in place " +
+           bits_text(c, in_place.data(), k) + "\n  case: " + c.summary();
+  }
+  return "";
+}
+
+std::string input_touched(const RopeCase& c, const Bytes& before, const Bytes& after) {
+  const size_t k = first_difference(c, before.data(), after.data());
+  if (k == SIZE_MAX) return "";
+  return "the kernel wrote to its input (out != in) at " + element_where(c, k) + ": was " +
+         bits_text(c, before.data(), k) + ", now " + bits_text(c, after.data(), k) + "\n  case: " + c.summary();
+}
+
+}  // namespace ropecheck::props
