@@ -125,7 +125,7 @@ TEST(MutationSuite, ContractMatrix) {
     if (next < runs.size() && running.size() < 4) {
       const Run& r = runs[next];
       const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + ROPECHECK_MUTANT_DIR + "/" + r.stem +
-                              ".so --contract " + r.contract + " --cases 40 --property-cases 2 --shrink-tries 0 --budget-seconds 20 --call-timeout 3 --quiet " +
+                              ".so --contract " + r.contract + " --cases 40 --property-cases 1 --shrink-tries 0 --budget-seconds 20 --call-timeout 3 --quiet " +
                               "--report-dir " + (dir / (r.stem + "-" + std::to_string(next))).string() + " > " + r.log +
                               " 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
