@@ -7,8 +7,7 @@ namespace ropecheck::gate {
 HostHandle::HostHandle(std::string name, CallFn call, CriteriaFn criteria, AngleModel model, std::function<bool()> stop)
     : name_(std::move(name)), call_(std::move(call)), criteria_(std::move(criteria)), model_(model), stop_(std::move(stop)) {}
 
-void HostHandle::begin_execution(uint64_t, bool shrinking) {
-  shrinking_ = shrinking;
+void HostHandle::begin_execution(uint64_t, bool) {
   current_.clear();
 }
 

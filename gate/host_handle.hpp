@@ -48,7 +48,6 @@ class HostHandle : public props::KernelHandle {
   CriteriaFn criteria_;
   AngleModel model_;
   std::function<bool()> stop_;
-  bool shrinking_ = false;
   bool hung_ = false;
   uint64_t calls_ = 0, accepted_ = 0;
   std::vector<HandleCall> current_, failing_;

@@ -28,10 +28,11 @@ RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
     res.fault = "error code";
     return res;
   }
-  Bytes in = c.input;
+  Bytes in;  // out of place: the kernel's own copy of the input, compared afterwards (input_after)
   if (r.in_place) {
     res.out = c.input;
   } else {
+    in = c.input;
     res.out.assign(c.n_bytes(), static_cast<unsigned char>(r.out_fill < 0 ? 0 : r.out_fill));
   }
   const rc_rope_args a = r.in_place ? c.args(res.out.data(), res.out.data()) : c.args(in.data(), res.out.data());
