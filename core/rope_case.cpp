@@ -8,16 +8,42 @@
 
 namespace ropecheck {
 
+bool RopeCase::is_v1() const {
+  if (rotary_offset != 0 || n_pos_axes != 1 || !pair_axis.empty() || attention_factor != 1.0 || freq_rule)
+    return false;
+  for (int64_t m : positions)
+    if (m < 0) return false;
+  return true;
+}
+
 std::string RopeCase::validate() const {
   std::ostringstream why;
   if (head_dim == 0) why << "head_dim must be > 0; ";
   if (rotary_dim < 2 || rotary_dim % 2 != 0) why << "rotary_dim must be even and >= 2 (got " << rotary_dim << "); ";
-  if (rotary_dim > head_dim) why << "rotary_dim " << rotary_dim << " > head_dim " << head_dim << "; ";
+  if (uint64_t(rotary_offset) + rotary_dim > head_dim) {
+    if (rotary_offset == 0) why << "rotary_dim " << rotary_dim << " > head_dim " << head_dim << "; ";
+    else why << "rotary_offset " << rotary_offset << " + rotary_dim " << rotary_dim << " > head_dim " << head_dim << "; ";
+  }
   if (n_heads == 0) why << "n_heads must be > 0; ";
+  if (n_pos_axes < 1 || n_pos_axes > 4) why << "n_pos_axes must be 1..4 (got " << n_pos_axes << "); ";
+  else if (positions.size() % n_pos_axes != 0)
+    why << positions.size() << " positions are not " << n_pos_axes << " per token; ";
   if (positions.empty()) why << "at least one token is required; ";
+  if (!pair_axis.empty()) {
+    if (pair_axis.size() != rotary_dim / 2)
+      why << "pair_axis has " << pair_axis.size() << " entries, rotary_dim/2 = " << rotary_dim / 2 << "; ";
+    for (size_t i = 0; i < pair_axis.size(); ++i)
+      if (pair_axis[i] >= n_pos_axes) {
+        why << "pair_axis[" << i << "] = " << int(pair_axis[i]) << " is not < n_pos_axes " << n_pos_axes << "; ";
+        break;
+      }
+  }
+  if (!std::isfinite(attention_factor) || !(attention_factor > 0))
+    why << "attention_factor must be finite and > 0 (got " << attention_factor << "); ";
   if (inv_freq.empty()) {
     if (!std::isfinite(base) || !(base > 0.0)) why << "base must be finite and > 0; ";
   } else {
+    if (freq_rule) why << "a frequency rule and an inv_freq table exclude each other; ";
     if (inv_freq.size() != rotary_dim / 2)
       why << "inv_freq has " << inv_freq.size() << " entries, rotary_dim/2 = " << rotary_dim / 2 << "; ";
     for (double f : inv_freq)
@@ -25,6 +51,13 @@ std::string RopeCase::validate() const {
         why << "inv_freq entries must be finite; ";
         break;
       }
+  }
+  if (freq_rule && why.tellp() == 0) {
+    try {
+      validate_frequency_rule(*freq_rule, rotary_dim, base);
+    } catch (const std::exception& e) {
+      why << "frequency rule: " << e.what() << "; ";
+    }
   }
   if (!std::isfinite(position_scale)) why << "position_scale must be finite; ";
   if (why.tellp() == 0 && input.size() != n_bytes())
@@ -34,32 +67,80 @@ std::string RopeCase::validate() const {
   return s;
 }
 
-std::string RopeCase::validate_for_kernel() const {
-  std::string s = validate();
-  for (int64_t m : positions)
-    if (m < 0) {
-      if (!s.empty()) s += "; ";
-      s += "positions must be >= 0 for kernels (got " + std::to_string(m) + ")";
-      break;
-    }
-  return s;
+rc_freq_rule abi_freq_rule(const FrequencyRule& r, uint64_t seq_len) {
+  rc_freq_rule a{};
+  switch (r.type) {
+    case FrequencyRuleType::default_: a.kind = RC_FREQ_DEFAULT; break;
+    case FrequencyRuleType::linear: a.kind = RC_FREQ_LINEAR; break;
+    case FrequencyRuleType::dynamic: a.kind = RC_FREQ_DYNAMIC; break;
+    case FrequencyRuleType::ntk: a.kind = RC_FREQ_NTK; break;
+    case FrequencyRuleType::yarn: a.kind = RC_FREQ_YARN; break;
+    case FrequencyRuleType::longrope: a.kind = RC_FREQ_LONGROPE; break;
+    case FrequencyRuleType::llama3: a.kind = RC_FREQ_LLAMA3; break;
+  }
+  a.truncate = r.truncate ? 1 : 0;
+  a.factor = r.factor.value_or(0.0);
+  a.max_position_embeddings = r.max_position_embeddings;
+  a.original_max_position_embeddings = r.original_max_position_embeddings;
+  a.seq_len = seq_len;
+  a.beta_fast = r.beta_fast;
+  a.beta_slow = r.beta_slow;
+  a.low_freq_factor = r.low_freq_factor;
+  a.high_freq_factor = r.high_freq_factor;
+  a.short_factor = r.short_factor.empty() ? nullptr : r.short_factor.data();
+  a.long_factor = r.long_factor.empty() ? nullptr : r.long_factor.data();
+  return a;
+}
+
+FrequencyRule freq_rule_from_abi(const rc_freq_rule& a, uint32_t rotary_dim) {
+  FrequencyRule r;
+  switch (a.kind) {
+    case RC_FREQ_LINEAR: r.type = FrequencyRuleType::linear; break;
+    case RC_FREQ_DYNAMIC: r.type = FrequencyRuleType::dynamic; break;
+    case RC_FREQ_NTK: r.type = FrequencyRuleType::ntk; break;
+    case RC_FREQ_YARN: r.type = FrequencyRuleType::yarn; break;
+    case RC_FREQ_LONGROPE: r.type = FrequencyRuleType::longrope; break;
+    case RC_FREQ_LLAMA3: r.type = FrequencyRuleType::llama3; break;
+    default: r.type = FrequencyRuleType::default_; break;
+  }
+  r.truncate = a.truncate != 0;
+  if (a.factor != 0) r.factor = a.factor;
+  r.max_position_embeddings = a.max_position_embeddings;
+  r.original_max_position_embeddings = a.original_max_position_embeddings;
+  r.beta_fast = a.beta_fast;
+  r.beta_slow = a.beta_slow;
+  r.low_freq_factor = a.low_freq_factor;
+  r.high_freq_factor = a.high_freq_factor;
+  if (a.short_factor) r.short_factor.assign(a.short_factor, a.short_factor + rotary_dim / 2);
+  if (a.long_factor) r.long_factor.assign(a.long_factor, a.long_factor + rotary_dim / 2);
+  return r;
 }
 
 rc_rope_args RopeCase::args(const void* in, void* out) const {
   rc_rope_args a{};
-  a.abi_version = ROPECHECK_ABI_VERSION;
+  a.abi_version = is_v1() ? 1 : 2;
   a.dtype = uint32_t(dtype);
   a.layout = uint32_t(layout);
   a.head_dim = head_dim;
   a.rotary_dim = rotary_dim;
   a.n_heads = n_heads;
-  a.n_tokens = positions.size();
+  a.n_tokens = n_tokens();
   a.positions = positions.data();
   a.base = base;
   a.position_scale = position_scale;
   a.inv_freq = inv_freq.empty() ? nullptr : inv_freq.data();
   a.in = in;
   a.out = out;
+  if (a.abi_version >= 2) {
+    a.rotary_offset = rotary_offset;
+    a.n_pos_axes = n_pos_axes;
+    a.pair_axis = pair_axis.empty() ? nullptr : pair_axis.data();
+    a.attention_factor = attention_factor;
+    if (freq_rule) {
+      abi_rule = abi_freq_rule(*freq_rule, rule_seq_len);
+      a.freq_rule = &abi_rule;
+    }
+  }
   return a;
 }
 
@@ -70,6 +151,19 @@ std::string RopeCase::summary() const {
   if (inv_freq.empty()) s << " base=" << hexfloat(base) << " (" << base << ")";
   else s << " inv_freq=table[" << inv_freq.size() << "]";
   if (position_scale != 1.0) s << " position_scale=" << hexfloat(position_scale) << " (" << position_scale << ")";
+  if (freq_rule) {
+    s << " rule=" << to_string(freq_rule->type);
+    if (freq_rule->factor) s << " factor=" << *freq_rule->factor;
+    if (rule_seq_len) s << " seq_len=" << rule_seq_len;
+  }
+  if (rotary_offset) s << " rotary_offset=" << rotary_offset;
+  if (n_pos_axes != 1) s << " axes=" << n_pos_axes;
+  if (!pair_axis.empty()) {
+    s << " pair_axis=";
+    for (uint8_t x : pair_axis) s << int(x);
+  }
+  if (attention_factor != 1.0)
+    s << " attention_factor=" << hexfloat(attention_factor) << " (" << attention_factor << ")";
   return s.str();
 }
 
@@ -80,10 +174,21 @@ RopeCase case_from_args(const rc_rope_args& a) {
   c.head_dim = a.head_dim;
   c.rotary_dim = a.rotary_dim;
   c.n_heads = a.n_heads;
-  c.positions.assign(a.positions, a.positions + a.n_tokens);
+  const uint32_t axes = a.abi_version >= 2 ? a.n_pos_axes : 1;
+  c.n_pos_axes = axes;
+  c.positions.assign(a.positions, a.positions + a.n_tokens * axes);
   c.base = a.base;
   c.position_scale = a.position_scale;
   if (a.inv_freq) c.inv_freq.assign(a.inv_freq, a.inv_freq + a.rotary_dim / 2);
+  if (a.abi_version >= 2) {
+    c.rotary_offset = a.rotary_offset;
+    if (a.pair_axis) c.pair_axis.assign(a.pair_axis, a.pair_axis + a.rotary_dim / 2);
+    c.attention_factor = a.attention_factor;
+    if (a.freq_rule) {
+      c.freq_rule = freq_rule_from_abi(*a.freq_rule, a.rotary_dim);
+      c.rule_seq_len = a.freq_rule->seq_len;
+    }
+  }
   c.input.resize(c.n_bytes());
   if (!c.input.empty()) std::memcpy(c.input.data(), a.in, c.input.size());
   return c;

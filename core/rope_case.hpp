@@ -8,7 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include <optional>
+
 #include "core/dtype.hpp"
+#include "core/frequency_rule.hpp"
 #include "ropecheck/kernel_abi.h"
 
 namespace ropecheck {
@@ -22,34 +25,68 @@ struct RopeCase {
   uint32_t head_dim = 0;
   uint32_t rotary_dim = 0;
   uint32_t n_heads = 1;
-  std::vector<int64_t> positions;  // one per token
+  std::vector<int64_t> positions;  // n_pos_axes per token, axis-major: positions[axis * n_tokens + t]
   double base = 10000.0;
   double position_scale = 1.0;
   std::vector<double> inv_freq;  // empty, or rotary_dim/2 frequencies replacing theta_i
   Bytes input;                   // [n_tokens][n_heads][head_dim] of dtype
 
-  size_t n_tokens() const { return positions.size(); }
+  // ABI v2 (neutral values: a v1 call). See include/ropecheck/kernel_abi.h.
+  uint32_t rotary_offset = 0;          // first rotated element of each head
+  uint32_t n_pos_axes = 1;             // position axes (1..4)
+  std::vector<uint8_t> pair_axis;      // empty (all axis 0) or rotary_dim/2 axis indices
+  double attention_factor = 1.0;       // multiplies cos and sin
+  std::optional<FrequencyRule> freq_rule;  // theta_i from this rule (inv_freq empty); its attention
+                                           // factor fields are not used (attention_factor is)
+  uint64_t rule_seq_len = 0;           // the rule's seq_len (dynamic, longrope); 0 = none
+
+  size_t n_tokens() const { return n_pos_axes ? positions.size() / n_pos_axes : 0; }
+  // Position of token t on an axis, and the axis that drives pair i.
+  int64_t position(size_t t, uint32_t axis = 0) const { return positions[axis * n_tokens() + t]; }
+  uint32_t axis_of(uint32_t pair) const { return pair_axis.empty() ? 0 : pair_axis[pair]; }
+  int64_t pair_position(size_t t, uint32_t pair) const { return position(t, axis_of(pair)); }
+  // Whether every v2 field is neutral and no position is negative: the call is made as abi_version 1.
+  bool is_v1() const;
   size_t n_elements() const { return n_tokens() * n_heads * head_dim; }
   size_t n_bytes() const { return n_elements() * dtype_size(dtype); }
   size_t n_pairs_per_head() const { return rotary_dim / 2; }
 
-  // Empty when the case is well formed for the reference; otherwise why not.
-  // Kernels additionally require positions >= 0 (see validate_for_kernel).
+  // Empty when the case is well formed (for the reference and for kernels); otherwise why not.
   std::string validate() const;
-  std::string validate_for_kernel() const;
+  std::string validate_for_kernel() const { return validate(); }
 
-  // The ABI call for this case, reading `in` and writing `out`.
+  // The ABI call for this case, reading `in` and writing `out`: abi_version 1 when is_v1(), else 2. The
+  // call points into this case (positions, tables, the rule's descriptor): keep the case alive and
+  // unchanged while the call is in use.
   rc_rope_args args(const void* in, void* out) const;
+
+  // The rule's ABI descriptor (filled by args()).
+  mutable rc_freq_rule abi_rule{};
 
   // One line: dtype, layout, dims, heads, tokens, base, scale, table.
   std::string summary() const;
 };
 
-// The element offsets (within a head) of pair i for a layout.
+// The element offsets (within the rotated slice) of pair i for a layout.
 inline std::pair<uint32_t, uint32_t> pair_dims(Layout l, uint32_t rotary_dim, uint32_t i) {
   if (l == Layout::interleaved) return {2 * i, 2 * i + 1};
   return {i, i + rotary_dim / 2};
 }
+
+// The element offsets (within a head) of pair i of a case: its layout's pair moved by rotary_offset.
+inline std::pair<uint32_t, uint32_t> pair_elements(const RopeCase& c, uint32_t i) {
+  const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+  return {c.rotary_offset + d0, c.rotary_offset + d1};
+}
+
+// Whether element d of a head is rotated (in [rotary_offset, rotary_offset + rotary_dim)).
+inline bool is_rotated(const RopeCase& c, uint32_t d) {
+  return d >= c.rotary_offset && d < c.rotary_offset + c.rotary_dim;
+}
+
+// ABI descriptor <-> rule.
+rc_freq_rule abi_freq_rule(const FrequencyRule& r, uint64_t seq_len);
+FrequencyRule freq_rule_from_abi(const rc_freq_rule& a, uint32_t rotary_dim);
 
 // Element offset (within the whole buffer) of the first element of a head.
 inline size_t head_offset(const RopeCase& c, size_t token, size_t head) {

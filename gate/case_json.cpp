@@ -117,6 +117,38 @@ json case_params_to_json(const RopeCase& c) {
   json t = json::array();
   for (double f : c.inv_freq) t.push_back(double_to_text(f));
   j["inv_freq"] = t;
+  // ABI v2 fields, written only when not neutral (a v1 case reads as before).
+  if (c.rotary_offset) j["rotary_offset"] = c.rotary_offset;
+  if (c.n_pos_axes != 1) j["n_pos_axes"] = c.n_pos_axes;
+  if (!c.pair_axis.empty()) {
+    json a = json::array();
+    for (uint8_t x : c.pair_axis) a.push_back(int(x));
+    j["pair_axis"] = a;
+  }
+  if (c.attention_factor != 1.0) {
+    j["attention_factor"] = double_to_text(c.attention_factor);
+    j["attention_factor_decimal"] = c.attention_factor;
+  }
+  if (c.freq_rule) {
+    const FrequencyRule& r = *c.freq_rule;
+    json fr;
+    fr["type"] = std::string(to_string(r.type));
+    if (r.factor) fr["factor"] = double_to_text(*r.factor);
+    fr["max_position_embeddings"] = r.max_position_embeddings;
+    fr["original_max_position_embeddings"] = r.original_max_position_embeddings;
+    fr["low_freq_factor"] = double_to_text(r.low_freq_factor);
+    fr["high_freq_factor"] = double_to_text(r.high_freq_factor);
+    fr["beta_fast"] = double_to_text(r.beta_fast);
+    fr["beta_slow"] = double_to_text(r.beta_slow);
+    fr["truncate"] = r.truncate;
+    json sf = json::array(), lf = json::array();
+    for (double f : r.short_factor) sf.push_back(double_to_text(f));
+    for (double f : r.long_factor) lf.push_back(double_to_text(f));
+    fr["short_factor"] = sf;
+    fr["long_factor"] = lf;
+    if (c.rule_seq_len) fr["seq_len"] = c.rule_seq_len;
+    j["freq_rule"] = fr;
+  }
   return j;
 }
 
@@ -139,8 +171,57 @@ void case_params_from_json(const json& j, RopeCase& c) {
     if (!p.is_number_integer()) fail("field 'positions' must hold integers only");
     c.positions.push_back(p.get<int64_t>());
   }
-  if (j.contains("n_tokens") && need_uint<uint64_t>(j, "n_tokens", ~uint64_t(0)) != c.positions.size())
+  c.n_pos_axes = j.contains("n_pos_axes") ? need_uint<uint32_t>(j, "n_pos_axes", 4) : 1;
+  if (c.n_pos_axes == 0) fail("field 'n_pos_axes' must be 1..4");
+  if (c.positions.size() % c.n_pos_axes != 0) fail("field 'positions' must hold n_pos_axes positions per token");
+  if (j.contains("n_tokens") &&
+      need_uint<uint64_t>(j, "n_tokens", ~uint64_t(0)) != c.positions.size() / c.n_pos_axes)
     fail("field 'n_tokens' does not match the number of positions");
+  c.rotary_offset = j.contains("rotary_offset") ? need_uint<uint32_t>(j, "rotary_offset", 1u << 20) : 0;
+  c.pair_axis.clear();
+  if (j.contains("pair_axis")) {
+    const json& a = j["pair_axis"];
+    if (!a.is_array() || a.size() > (1u << 19)) fail("field 'pair_axis' must be an array of axis indices");
+    for (const json& x : a) {
+      if (!x.is_number_unsigned() || x.get<uint64_t>() > 3) fail("field 'pair_axis' must hold axis indices 0..3");
+      c.pair_axis.push_back(uint8_t(x.get<uint64_t>()));
+    }
+  }
+  c.attention_factor =
+      j.contains("attention_factor") ? double_from_json(j["attention_factor"], "attention_factor") : 1.0;
+  c.freq_rule.reset();
+  c.rule_seq_len = 0;
+  if (j.contains("freq_rule")) {
+    const json& fr = j["freq_rule"];
+    if (!fr.is_object()) fail("field 'freq_rule' must be an object");
+    FrequencyRule r;
+    const json& ty = need(fr, "type");
+    if (!ty.is_string() || !parse_frequency_rule_type(ty.get<std::string>()))
+      fail("field 'freq_rule.type' must be default, linear, dynamic, ntk, yarn, longrope or llama3");
+    r.type = *parse_frequency_rule_type(ty.get<std::string>());
+    if (fr.contains("factor")) r.factor = double_from_json(fr["factor"], "freq_rule.factor");
+    auto u64 = [&](const char* k) { return fr.contains(k) ? need_uint<uint64_t>(fr, k, uint64_t(1) << 53) : 0; };
+    auto dbl = [&](const char* k, double d) { return fr.contains(k) ? double_from_json(fr[k], k) : d; };
+    r.max_position_embeddings = u64("max_position_embeddings");
+    r.original_max_position_embeddings = u64("original_max_position_embeddings");
+    r.low_freq_factor = dbl("low_freq_factor", r.low_freq_factor);
+    r.high_freq_factor = dbl("high_freq_factor", r.high_freq_factor);
+    r.beta_fast = dbl("beta_fast", r.beta_fast);
+    r.beta_slow = dbl("beta_slow", r.beta_slow);
+    if (fr.contains("truncate")) {
+      if (!fr["truncate"].is_boolean()) fail("field 'freq_rule.truncate' must be true or false");
+      r.truncate = fr["truncate"].get<bool>();
+    }
+    for (const char* k : {"short_factor", "long_factor"})
+      if (fr.contains(k)) {
+        const json& a = fr[k];
+        if (!a.is_array() || a.size() > (1u << 19)) fail(std::string("field 'freq_rule.") + k + "' must be an array");
+        auto& v = std::string_view(k) == "short_factor" ? r.short_factor : r.long_factor;
+        for (const json& x : a) v.push_back(double_from_json(x, k));
+      }
+    c.rule_seq_len = u64("seq_len");
+    c.freq_rule = std::move(r);
+  }
   c.base = double_from_json(need(j, "base"), "base");
   c.position_scale = double_from_json(need(j, "position_scale"), "position_scale");
   c.inv_freq.clear();

@@ -55,7 +55,7 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 constexpr uint32_t kMagic = 0x52435048;  // "RCPH"
 constexpr int kHostFd = 3;
-constexpr size_t kMaxGuards = 12;
+constexpr size_t kMaxGuards = 20;  // two per region: up to 9 regions (ABI v2 adds 4)
 constexpr uint64_t kFileSizeLimit = 16u << 20;  // RLIMIT_FSIZE of the host: its stdout/stderr files
 constexpr int kLostSocket = 121;                 // the host's exit status when its control socket broke
 
@@ -437,6 +437,26 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
   regions.push_back(place(in_place ? "in-place" : "input", 0xA5, nb, placement(3), cursor));
   const size_t out_idx = in_place ? in_idx : regions.size();
   if (!in_place) regions.push_back(place("output", 0x5A, nb, placement(4), cursor));
+  // ABI v2 arrays (only in a v2 call): the pair-axis map, the rule descriptor and its factor lists.
+  const bool v2 = !c.is_v1();
+  const FrequencyRule* rule = v2 && c.freq_rule ? &*c.freq_rule : nullptr;
+  size_t axis_idx = 0, rule_idx = 0, short_idx = 0, long_idx = 0;
+  if (v2 && !c.pair_axis.empty()) {
+    axis_idx = regions.size();
+    regions.push_back(place("pair_axis", 0x69, c.pair_axis.size(), placement(5), cursor));
+  }
+  if (rule) {
+    rule_idx = regions.size();
+    regions.push_back(place("freq_rule struct", 0x78, sizeof(rc_freq_rule), placement(6), cursor));
+    if (!rule->short_factor.empty()) {
+      short_idx = regions.size();
+      regions.push_back(place("short_factor", 0x87, rule->short_factor.size() * sizeof(double), placement(7), cursor));
+    }
+    if (!rule->long_factor.empty()) {
+      long_idx = regions.size();
+      regions.push_back(place("long_factor", 0xB4, rule->long_factor.size() * sizeof(double), placement(8), cursor));
+    }
+  }
   ensure_arena(cursor);
   start();
   r.host_start = starts_;
@@ -452,6 +472,24 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
   rc_rope_args args = c.args(A + ri.data, A + ro.data);
   args.positions = n_tok ? reinterpret_cast<const int64_t*>(A + rp.data) : nullptr;
   args.inv_freq = n_freq ? reinterpret_cast<const double*>(A + regions[2].data) : nullptr;
+  rc_freq_rule rule_args{};
+  if (axis_idx) {
+    std::memcpy(A + regions[axis_idx].data, c.pair_axis.data(), c.pair_axis.size());
+    args.pair_axis = reinterpret_cast<const uint8_t*>(A + regions[axis_idx].data);
+  }
+  if (rule) {
+    rule_args = *args.freq_rule;
+    if (short_idx) {
+      std::memcpy(A + regions[short_idx].data, rule->short_factor.data(), regions[short_idx].n);
+      rule_args.short_factor = reinterpret_cast<const double*>(A + regions[short_idx].data);
+    }
+    if (long_idx) {
+      std::memcpy(A + regions[long_idx].data, rule->long_factor.data(), regions[long_idx].n);
+      rule_args.long_factor = reinterpret_cast<const double*>(A + regions[long_idx].data);
+    }
+    std::memcpy(A + regions[rule_idx].data, &rule_args, sizeof rule_args);
+    args.freq_rule = reinterpret_cast<const rc_freq_rule*>(A + regions[rule_idx].data);
+  }
   std::memcpy(A + ra.data, &args, sizeof args);
 
   Command cmd;
@@ -550,7 +588,8 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
   if (std::memcmp(&now.f, &args.f, sizeof args.f) != 0) fields.push_back(#f);
     RC_FIELD(abi_version) RC_FIELD(dtype) RC_FIELD(layout) RC_FIELD(head_dim) RC_FIELD(rotary_dim) RC_FIELD(n_heads)
     RC_FIELD(n_tokens) RC_FIELD(positions) RC_FIELD(base) RC_FIELD(position_scale) RC_FIELD(inv_freq) RC_FIELD(in)
-    RC_FIELD(out)
+    RC_FIELD(out) RC_FIELD(rotary_offset) RC_FIELD(n_pos_axes) RC_FIELD(pair_axis) RC_FIELD(attention_factor)
+    RC_FIELD(freq_rule)
 #undef RC_FIELD
     r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) args struct: {} "
                                                          "changed",
@@ -572,6 +611,15 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
       r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) inv_freq table: {} "
                                                            "of {} changed; first inv_freq[{}] was {}",
                                                            k, n_freq, first, c.inv_freq[first])});
+  if (axis_idx && std::memcmp(A + regions[axis_idx].data, c.pair_axis.data(), c.pair_axis.size()) != 0)
+    r.memory.push_back({"argument modified", "memory: the call wrote into its (const) pair_axis map"});
+  if (rule) {
+    bool changed = std::memcmp(A + regions[rule_idx].data, &rule_args, sizeof rule_args) != 0;
+    if (short_idx) changed |= std::memcmp(A + regions[short_idx].data, rule->short_factor.data(), regions[short_idx].n) != 0;
+    if (long_idx) changed |= std::memcmp(A + regions[long_idx].data, rule->long_factor.data(), regions[long_idx].n) != 0;
+    if (changed)
+      r.memory.push_back({"argument modified", "memory: the call wrote into its (const) frequency-rule descriptor"});
+  }
   if (!in_place) {
     for (size_t k = 0; k < ne; ++k)
       if (load_bits(d, A + ri.data, k) != load_bits(d, c.input.data(), k))

@@ -1,5 +1,7 @@
 #include "impls/registry.hpp"
 
+#include "impls/rule_theta.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -9,13 +11,28 @@ bool Implementation::supports(Dtype d) const { return std::find(dtypes.begin(), 
 bool Implementation::supports(Layout l) const { return std::find(layouts.begin(), layouts.end(), l) != layouts.end(); }
 
 int check_kernel_args(const rc_rope_args* a) {
-  if (!a || a->abi_version != ROPECHECK_ABI_VERSION) return 2;
+  if (!a) return 2;
+  if (a->abi_version < 1 || a->abi_version > ROPECHECK_ABI_VERSION) return RC_UNSUPPORTED;
+  const bool v2 = a->abi_version >= 2;
   if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
-  if (a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
+  const uint64_t offset = v2 ? a->rotary_offset : 0;
+  if (a->rotary_dim < 2 || a->rotary_dim % 2 || offset + a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
   if (a->n_tokens && (!a->positions || !a->in || !a->out)) return 2;
-  for (uint64_t t = 0; t < a->n_tokens; ++t)
-    if (a->positions[t] < 0) return 2;
-  if (!a->inv_freq && !(std::isfinite(a->base) && a->base > 0)) return 2;
+  const uint32_t axes = v2 ? a->n_pos_axes : 1;
+  if (axes < 1 || axes > 4) return 2;
+  if (!v2)
+    for (uint64_t t = 0; t < a->n_tokens; ++t)
+      if (a->positions[t] < 0) return 2;
+  if (v2 && a->pair_axis)
+    for (uint32_t i = 0; i < a->rotary_dim / 2; ++i)
+      if (a->pair_axis[i] >= axes) return 2;
+  if (v2 && !(std::isfinite(a->attention_factor) && a->attention_factor > 0)) return 2;
+  if (v2 && a->freq_rule) {
+    if (a->freq_rule->kind > RC_FREQ_LLAMA3) return RC_UNSUPPORTED;
+    if (!rule_arguments_ok(a)) return 2;
+  } else if (!a->inv_freq && !(std::isfinite(a->base) && a->base > 0)) {
+    return 2;
+  }
   if (!std::isfinite(a->position_scale)) return 2;
   return RC_OK;
 }

@@ -26,11 +26,13 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
   const Dtype d = Dtype(a->dtype);
   const Layout l = Layout(a->layout);
   const uint32_t npairs = a->rotary_dim / 2;
+  const uint32_t o = a->abi_version >= 2 ? a->rotary_offset : 0;
+  const size_t es = dtype_size(d);
   for (uint32_t h = 0; h < a->n_heads; ++h) {
     const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
     for (uint32_t i = 0; i < npairs; ++i) {
       const auto [d0, d1] = pair_dims(l, a->rotary_dim, i);
-      const size_t k0 = base + d0, k1 = base + d1;
+      const size_t k0 = base + o + d0, k1 = base + o + d1;
       if (row[i].identity) {
         if (a->out != a->in) {
           store_bits(d, a->out, k0, load_bits(d, a->in, k0));
@@ -45,11 +47,12 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
       store_f32(d, a->out, k0, y0);
       store_f32(d, a->out, k1, y1);
     }
-    if (a->out != a->in && a->rotary_dim < a->head_dim) {
-      const size_t es = dtype_size(d);
-      std::memcpy(static_cast<char*>(a->out) + (base + a->rotary_dim) * es,
-                  static_cast<const char*>(a->in) + (base + a->rotary_dim) * es,
-                  (a->head_dim - a->rotary_dim) * es);
+    if (a->out != a->in && o > 0)
+      std::memcpy(static_cast<char*>(a->out) + base * es, static_cast<const char*>(a->in) + base * es, o * es);
+    if (a->out != a->in && o + a->rotary_dim < a->head_dim) {
+      const size_t end = o + a->rotary_dim;
+      std::memcpy(static_cast<char*>(a->out) + (base + end) * es, static_cast<const char*>(a->in) + (base + end) * es,
+                  (a->head_dim - end) * es);
     }
   }
 }
@@ -59,13 +62,18 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
   const uint32_t npairs = a->rotary_dim / 2;
   const ThetaTable theta = make_theta_table(a);
+  const bool v2 = a->abi_version >= 2;
+  const uint32_t axes = v2 ? a->n_pos_axes : 1;
+  const double af = v2 ? a->attention_factor : 1.0;
   std::vector<CosSin> row(npairs);
+  TokenAngle m[4];
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    const TokenAngle m = token_angle(a, theta, t);
+    for (uint32_t ax = 0; ax < axes; ++ax) m[ax] = token_angle(a, theta, t, ax);
     for (uint32_t i = 0; i < npairs; ++i) {
+      const TokenAngle& mi = m[v2 && a->pair_axis ? a->pair_axis[i] : 0];
       float c, s;
-      cos_sin_pair(m, theta, i, c, s);
-      row[i] = {c, s, angle_is_zero(m, theta, i)};
+      cos_sin_pair(mi, theta, i, c, s, af);
+      row[i] = {c, s, af == 1.0 && angle_is_zero(mi, theta, i)};
     }
     rotate_token_scalar(a, t, row.data());
   }

@@ -37,6 +37,7 @@
 #include <iterator>
 #include <vector>
 
+#include "impls/rule_theta.hpp"
 #include "ropecheck/kernel_abi.h"
 
 namespace ropecheck {
@@ -65,13 +66,14 @@ inline void sin_cos(double r, double& sn, double& cs) {
   cs = 1.0 + z * (-0.5 + z * cp);
 }
 
-// cos, sin of k*pi/2 + r from the quadrant q = k mod 4.
-inline void by_quadrant(uint64_t q, double sn, double cs, float& c, float& s) {
+// cos, sin of k*pi/2 + r from the quadrant q = k mod 4, times the attention
+// factor af (ABI v2; 1 is exact, so a v1 row is unchanged), rounded once to f32.
+inline void by_quadrant(uint64_t q, double sn, double cs, float& c, float& s, double af = 1.0) {
   switch (q & 3) {
-    case 0: c = float(cs); s = float(sn); break;
-    case 1: c = float(-sn); s = float(cs); break;
-    case 2: c = float(-cs); s = float(-sn); break;
-    default: c = float(sn); s = float(-cs); break;
+    case 0: c = float(cs * af); s = float(sn * af); break;
+    case 1: c = float(-sn * af); s = float(cs * af); break;
+    case 2: c = float(-cs * af); s = float(-sn * af); break;
+    default: c = float(sn * af); s = float(-cs * af); break;
   }
 }
 }  // namespace trig_poly
@@ -83,12 +85,12 @@ inline void by_quadrant(uint64_t q, double sn, double cs, float& c, float& s) {
 //    adds < 2^-62 absolute error; r is rounded to double (2^-54), then the
 //    Taylor polynomials above (< 2^-50 absolute in all).
 //  - larger angles: sincosl (glibc's long double sin/cos with full reduction).
-inline void accurate_cos_sin(long double angle, float& c, float& s) {
+inline void accurate_cos_sin(long double angle, float& c, float& s, double af = 1.0) {
   if (!(std::fabs(angle) < kCodyWaiteLimit)) {
     long double sl, cl;
     sincosl(angle, &sl, &cl);
-    c = float(cl);
-    s = float(sl);
+    c = float(cl * (long double)af);
+    s = float(sl * (long double)af);
     return;
   }
   constexpr long double kTwoOverPi = 0xa2f9836e4e44152ap-64L;
@@ -103,7 +105,7 @@ inline void accurate_cos_sin(long double angle, float& c, float& s) {
   const double r = double((angle - k * kPio2Hi) - k * kPio2Lo);
   double sn, cs;
   trig_poly::sin_cos(r, sn, cs);
-  trig_poly::by_quadrant(uint64_t(int64_t(k)), sn, cs, c, s);
+  trig_poly::by_quadrant(uint64_t(int64_t(k)), sn, cs, c, s, af);
 }
 
 // ---- the double-double row --------------------------------------------------
@@ -144,6 +146,8 @@ struct ThetaTable {
 
 inline ThetaTable make_theta_table(const rc_rope_args* a) {
   const uint32_t np = a->rotary_dim / 2;
+  const bool rule = a->abi_version >= 2 && a->freq_rule;
+  const std::vector<long double> rule_th = rule ? rule_theta_table(a) : std::vector<long double>();
   const size_t padded = (np + 15) / 16 * 16 + 16;
   ThetaTable t;
   t.th.assign(padded, 0.0L);
@@ -152,8 +156,9 @@ inline ThetaTable make_theta_table(const rc_rope_args* a) {
   t.hs.assign(padded, 0.0);
   t.ls.assign(padded, 0.0);
   for (uint32_t i = 0; i < np; ++i) {
-    const long double th = a->inv_freq ? (long double)a->inv_freq[i]
-                                       : powl((long double)a->base, -(long double)(2 * i) / (long double)a->rotary_dim);
+    const long double th = rule         ? rule_th[i]
+                           : a->inv_freq ? (long double)a->inv_freq[i]
+                                         : powl((long double)a->base, -(long double)(2 * i) / (long double)a->rotary_dim);
     t.th[i] = th;
     t.hi[i] = double(th);
     t.lo[i] = double(th - (long double)t.hi[i]);
@@ -170,7 +175,7 @@ inline const ThetaTable& theta_table_cached(const rc_rope_args* a) {
   thread_local double base = 0;
   thread_local uint32_t rotary_dim = 0;
   thread_local ThetaTable cached, table;
-  if (a->inv_freq) {
+  if (a->inv_freq || (a->abi_version >= 2 && a->freq_rule)) {
     table = make_theta_table(a);
     return table;
   }
@@ -192,9 +197,10 @@ struct TokenAngle {
   bool identity = false;  // some pair's angle is exactly 0 (m == 0 or a zero theta)
 };
 
-inline TokenAngle token_angle(const rc_rope_args* a, const ThetaTable& t, uint64_t token) {
+// The position of `token` on `axis` (ABI v2: axis-major positions) times position_scale.
+inline TokenAngle token_angle(const rc_rope_args* a, const ThetaTable& t, uint64_t token, uint32_t axis = 0) {
   TokenAngle m;
-  m.m = (long double)a->positions[token] * (long double)a->position_scale;
+  m.m = (long double)a->positions[axis * a->n_tokens + token] * (long double)a->position_scale;
   m.hi = double(m.m);
   m.lo = double(m.m - (long double)m.hi);
   m.fast = t.fast && std::isfinite(m.hi) && trig_dd::in_range(m.hi);
@@ -209,12 +215,12 @@ inline TokenAngle token_angle(const rc_rope_args* a, const ThetaTable& t, uint64
 // pair's bits are copied.
 inline bool angle_is_zero(const TokenAngle& m, const ThetaTable& t, size_t i) { return m.m * t.th[i] == 0; }
 
-// cos/sin of pair i's angle, rounded to f32 (the scalar form of the row).
-inline void cos_sin_pair(const TokenAngle& m, const ThetaTable& t, size_t i, float& c, float& s) {
+// cos/sin of pair i's angle times the attention factor af, rounded to f32 (the scalar form of the row).
+inline void cos_sin_pair(const TokenAngle& m, const ThetaTable& t, size_t i, float& c, float& s, double af = 1.0) {
   using namespace trig_dd;
   const double p = m.hi * t.hi[i];
   if (!m.fast || !(std::fabs(p) < kFastLimit)) {
-    accurate_cos_sin(m.m * t.th[i], c, s);
+    accurate_cos_sin(m.m * t.th[i], c, s, af);
     return;
   }
   // The rounding error of p (exact: Dekker), then the cross terms. When m.lo
@@ -241,7 +247,7 @@ inline void cos_sin_pair(const TokenAngle& m, const ThetaTable& t, size_t i, flo
   const double r = r1 + (e1 + (alo - k * kP3));
   double sn, cs;
   trig_poly::sin_cos(r, sn, cs);
-  trig_poly::by_quadrant(kbits, sn, cs, c, s);
+  trig_poly::by_quadrant(kbits, sn, cs, c, s, af);
 }
 
 // The whole row: c[i], s[i] for i < rotary_dim/2.

@@ -59,6 +59,11 @@ Rows probe_rows(const RopeCase& c, std::vector<int64_t> positions, const std::ve
   p.base = c.base;
   p.position_scale = c.position_scale;
   p.inv_freq = table;
+  if (table.empty()) {  // the case's own theta: its rule, if any
+    p.freq_rule = c.freq_rule;
+    p.rule_seq_len = c.rule_seq_len;
+  }
+  p.attention_factor = c.attention_factor;
   p.input.assign(p.n_bytes(), 0);
   for (size_t k = 0; k < p.n_elements(); k += 2) store_f32(Dtype::f32, p.input.data(), k, 1.0f);
   ReferenceOptions o;
@@ -105,7 +110,9 @@ Candidate rotation(const RopeCase& c, std::string cause, std::string what, Layou
       k.phi[t * np + i] = g.phi;
       for (size_t h = 0; h < c.n_heads; ++h) {
         const size_t base = head_offset(c, t, h);
-        const auto [d0, d1] = pair_dims(layout, c.rotary_dim, i);
+        auto [d0, d1] = pair_dims(layout, c.rotary_dim, i);
+        d0 += c.rotary_offset;
+        d1 += c.rotary_offset;
         const double x0 = load_f32(c.dtype, c.input.data(), base + d0),
                      x1 = load_f32(c.dtype, c.input.data(), base + d1);
         k.y[base + d0] = x0 * g.c - x1 * g.s;
@@ -155,7 +162,9 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < x.np; ++i) {
-        const auto [d0, d1] = pair_dims(k.layout, c.rotary_dim, i);
+        auto [d0, d1] = pair_dims(k.layout, c.rotary_dim, i);
+        d0 += c.rotary_offset;
+        d1 += c.rotary_offset;
         const size_t k0 = base + d0, k1 = base + d1;
         const double x0 = load_f32(c.dtype, c.input.data(), k0), x1 = load_f32(c.dtype, c.input.data(), k1);
         const double y0 = load_f32(c.dtype, x.got, k0), y1 = load_f32(c.dtype, x.got, k1);
@@ -296,7 +305,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < np; ++i) {
-        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        const auto [d0, d1] = pair_elements(c, i);
         Rec r{t, h, i, base + d0, base + d1, {}, {}, 0, x.ref_phi(t, i), false, {}, {}};
         r.x[0] = load_f32(d, c.input.data(), r.k0);
         r.x[1] = load_f32(d, c.input.data(), r.k1);
@@ -331,7 +340,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
   for (size_t t = 0; t < c.n_tokens(); ++t)
     for (size_t h = 0; h < c.n_heads; ++h) {
       bool any = false;
-      for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+      for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;
         const size_t e = head_offset(c, t, h) + k;
         if (load_bits(d, got, e) == load_bits(d, c.input.data(), e)) continue;
         ++pt_bad;
@@ -351,7 +361,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
   }
   for (size_t t = 0; t < c.n_tokens(); ++t)
     for (size_t h = 0; h < c.n_heads; ++h)
-      for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+      for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;
         const size_t e = head_offset(c, t, h) + k;
         store_bits(d, masked.data(), e, load_bits(d, c.input.data(), e));
       }
@@ -387,7 +398,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
   const bool shifts_ok = std::all_of(c.positions.begin(), c.positions.end(),
                                      [](int64_t m) { return m > -(int64_t(1) << 62) && m < (int64_t(1) << 62); });
   bool token_index_differs = false;
-  for (size_t t = 0; t < c.n_tokens(); ++t) token_index_differs |= c.positions[t] != int64_t(t);
+  for (size_t t = 0; t < c.n_tokens(); ++t) token_index_differs |= c.position(t) != int64_t(t);
   const bool exact_model = model == AngleModel::exact;
   std::optional<Rows> rows_a;
   auto rows = [&]() -> const Rows& {
@@ -421,7 +432,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     std::vector<Candidate> cands;
     const Rows& A = rows();
     const Layout other = c.layout == Layout::interleaved ? Layout::half_split : Layout::interleaved;
-    auto plain = [&](size_t t, uint32_t i) { return at(A, c.positions[t], i); };
+    auto plain = [&](size_t t, uint32_t i) { return at(A, c.pair_position(t, i), i); };
     cands.push_back(rotation(c, "angle negated", "R(-phi) x", c.layout, [&](size_t t, uint32_t i) {
       Trig g = plain(t, i);
       g.s = -g.s;
@@ -460,11 +471,11 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         const Rows B = probe_rows(c, c.positions, table(2, c.head_dim), model);
         cands.push_back(rotation(c, "theta from head_dim",
                                  fmt::format("theta_i = base^(-2i/{}) (head_dim)", c.head_dim), c.layout,
-                                 [&](size_t t, uint32_t i) { return at(B, c.positions[t], i); }));
+                                 [&](size_t t, uint32_t i) { return at(B, c.pair_position(t, i), i); }));
       }
       const Rows C = probe_rows(c, c.positions, table(1, c.rotary_dim), model);
       cands.push_back(rotation(c, "exponent i/d", fmt::format("theta_i = base^(-i/{})", c.rotary_dim), c.layout,
-                               [&](size_t t, uint32_t i) { return at(C, c.positions[t], i); }));
+                               [&](size_t t, uint32_t i) { return at(C, c.pair_position(t, i), i); }));
     }
     if (token_index_differs)
       cands.push_back(rotation(c, "token index as position",
@@ -492,7 +503,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           for (size_t h = 0; h < c.n_heads; ++h)
             for (uint32_t i : which) {
               if (x.have_angles && x.ref_phi(t, i) == 0) continue;
-              const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+              const auto [d0, d1] = pair_elements(c, i);
               const size_t k0 = head_offset(c, t, h) + d0, k1 = head_offset(c, t, h) + d1;
               k.y[k0] = load_f32(d, c.input.data(), k0);
               k.y[k1] = load_f32(d, c.input.data(), k1);
@@ -711,7 +722,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         if (angle) {
           ev = angle_rec ? fmt::format("angle error up to {} f32 ulps of |phi| where it fails, at position {} "
                                        "(pair {}, |phi| {}); smallest K that passes: {}",
-                                       g4(angle_rec->pe.angle_ulps), c.positions[angle_rec->token], angle_rec->pair,
+                                       g4(angle_rec->pe.angle_ulps), c.pair_position(angle_rec->token, angle_rec->pair), angle_rec->pair,
                                        g4(angle_rec->phi), k_ulps)
                          : fmt::format("smallest K that passes: {}", k_ulps);
         }
@@ -811,7 +822,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     for (size_t t = 0; t < c.n_tokens(); ++t)
       for (size_t h = 0; h < c.n_heads; ++h)
         for (uint32_t i = 0; i < np; ++i) {
-          const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+          const auto [d0, d1] = pair_elements(c, i);
           const size_t k0 = head_offset(c, t, h) + d0, k1 = head_offset(c, t, h) + d1;
           double x0 = load_f32(d, c.input.data(), k0), x1 = load_f32(d, c.input.data(), k1);
           const double y0 = load_f32(d, got, k0), y1 = load_f32(d, got, k1);
@@ -827,7 +838,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
             continue;
           }
           if (!std::isfinite(y0) || !std::isfinite(y1)) continue;
-          const Trig g = at(A, c.positions[t], i);
+          const Trig g = at(A, c.pair_position(t, i), i);
           const double e0 = x0 * g.c - x1 * g.s, e1 = x0 * g.s + x1 * g.c;
           const PairError pe = pair_error(d, x0, x1, y0, y1, e0, e1, g.phi);
           resid = std::max(resid, pe.e);

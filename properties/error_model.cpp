@@ -1,6 +1,7 @@
 #include "properties/error_model.hpp"
 
 #include "properties/contract.hpp"
+#include "reference/reference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -42,7 +43,10 @@ KernelErrorModel KernelErrorModel::for_contract(const Contract& c) {
 
 double max_abs_angle(const RopeCase& c) {
   double max_theta = 1.0;  // theta_0 = base^0 = 1
-  if (!c.inv_freq.empty()) {
+  if (c.freq_rule) {
+    max_theta = 0;
+    for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) max_theta = std::max(max_theta, theta_value(c, i));
+  } else if (!c.inv_freq.empty()) {
     max_theta = 0;
     for (double f : c.inv_freq) max_theta = std::max(max_theta, std::fabs(f));
   } else if (c.base < 1.0) {
@@ -67,8 +71,18 @@ double round_pair(double u, double mn, double norm, bool flush) {
   return u * std::min(std::sqrt(norm * norm + 2 * mn * mn), std::sqrt(2.0) * std::max(norm, mn));
 }
 
+// ln of the base whose powers the table is built from: base, or for dynamic and ntk rules the scaled
+// base' (theta_1 = base'^(-2/R)).
+double log_base_of(const RopeCase& c) {
+  if (c.freq_rule && c.rotary_dim > 2 &&
+      (c.freq_rule->type == FrequencyRuleType::dynamic || c.freq_rule->type == FrequencyRuleType::ntk))
+    return -double(c.rotary_dim) / 2 * std::log(theta_value(c, 1));
+  return std::log(c.base);
+}
+
 double theta_of(const RopeCase& c, uint32_t i) {
   if (!c.inv_freq.empty()) return std::fabs(c.inv_freq[i]);
+  if (c.freq_rule) return theta_value(c, i);
   return std::pow(c.base, -2.0 * double(i) / double(c.rotary_dim));
 }
 
@@ -81,10 +95,26 @@ double f32_angle_ulps(const RopeCase& c, uint32_t pair) {
   // the position rounded to f32 (1) and the product (1); a scale rounded to
   // f32 and multiplied (2). A relative error rho*|phi| is below
   // (rho/u32) ulps of f32 at |phi|.
+  //
+  // A frequency rule (ABI v2) in f32: its pow is that of its base (dynamic and
+  // ntk: the scaled base', whose own f32 rounding adds 1), then the rule's f32
+  // steps after pow -- a division by the factor or by lambda_i (1), the
+  // YaRN/llama3 blend of two positive terms (two products, one sum, and the
+  // weight's own rounding: 4) -- docs/error-model.md, "Frequency rules".
   const double scale_terms = c.position_scale != 1.0 ? 2.0 : 0.0;
-  double k = c.inv_freq.empty()
-                 ? 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(std::log(c.base)) + 4.0 + 1.0
-                 : 1.0;
+  double k;
+  if (c.freq_rule) {
+    const FrequencyRuleType t = c.freq_rule->type;
+    const bool scaled_base = t == FrequencyRuleType::dynamic || t == FrequencyRuleType::ntk;
+    const double ln_b = log_base_of(c);
+    k = 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(ln_b) + 4.0 + 1.0;
+    if (scaled_base) k += 2.0 * double(pair) / double(c.rotary_dim);
+    if (t == FrequencyRuleType::linear || t == FrequencyRuleType::longrope) k += 1.0;
+    if (t == FrequencyRuleType::yarn || t == FrequencyRuleType::llama3) k += 4.0;
+  } else {
+    k = c.inv_freq.empty() ? 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(std::log(c.base)) + 4.0 + 1.0
+                           : 1.0;
+  }
   k += 1.0 + 1.0 + scale_terms;
   return k * (1.0 + 0x1p-20);  // second-order terms
 }
@@ -96,7 +126,10 @@ double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pa
     return k * ulp32(abs_phi);
   }
   double rel = m.angle_rel;
-  if (m.angle_rel_scales_with_log_base && c.inv_freq.empty()) rel *= 3.0 + std::fabs(std::log(c.base));
+  // A rule's table adds its long double steps after powl (division, blend: docs/error-model.md,
+  // "Frequency rules"), a few ulps of long double each: 4 more units.
+  if (m.angle_rel_scales_with_log_base && c.inv_freq.empty())
+    rel *= 3.0 + std::fabs(log_base_of(c)) + (c.freq_rule ? 4.0 : 0.0);
   return abs_phi * rel;
 }
 

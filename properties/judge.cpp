@@ -28,7 +28,7 @@ std::string site_text(const RopeCase& c, const ReferenceOutput& ref, const void*
   const Dtype d = c.dtype;
   std::ostringstream o;
   o << "  case: " << c.summary() << "\n"
-    << "  token " << s.token << " (position " << c.positions[s.token] << "), head " << s.head << ", pair " << s.pair
+    << "  token " << s.token << " (position " << c.pair_position(s.token, s.pair) << "), head " << s.head << ", pair " << s.pair
     << " = dims (" << (s.k0 - head_offset(c, s.token, s.head)) << ", " << (s.k1 - head_offset(c, s.token, s.head))
     << ")\n";
   const uint32_t in0 = load_bits(d, c.input.data(), s.k0), in1 = load_bits(d, c.input.data(), s.k1);
@@ -55,7 +55,7 @@ void record_worst(WorstPair& w, const RopeCase& c, const ReferenceOutput& ref, c
   w.e = pe.e;
   w.radial = pe.radial;
   w.tangential = pe.tangential;
-  w.position = c.positions[s.token];
+  w.position = c.pair_position(s.token, s.pair);
   w.token = s.token;
   w.head = s.head;
   w.pair = s.pair;
@@ -170,7 +170,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   std::vector<double> cache_share(2 * npairs);  // per token: each pair's radial factor - 1 of an f16, a bf16 cache
   const double systematic_cap = 1.0 / 16;  // pairs whose angle clause allows more radial drift stay out of the bias
   for (size_t t = 0; t < c.n_tokens(); ++t) {
-    const int bucket = position_bucket(c.positions[t]);
+    const int bucket = position_bucket(c.position(t));  // axis 0
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
     if (have_angles && cr.flat <= 0)
       for (uint32_t i = 0; i < npairs; ++i) {
@@ -180,7 +180,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < npairs; ++i) {
-        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        const auto [d0, d1] = pair_elements(c, i);
         const PairSite s{t, h, i, base + d0, base + d1};
         ++j.pairs;
         const double phi = have_angles ? ref.angle[t * npairs + i] : 0.0;
@@ -188,13 +188,15 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         const double y0 = load_f32(d, got, s.k0), y1 = load_f32(d, got, s.k1);
         const double r0 = load_f32(d, ref.rounded.data(), s.k0), r1 = load_f32(d, ref.rounded.data(), s.k1);
         const bool finite_in = std::isfinite(x0) && std::isfinite(x1);
-        const double norm = finite_in ? std::hypot(x0, x1) : 0.0;
-        const PairAllowance allow =
-            cr.allowance(c, i, norm, phi, finite_in ? pair_hint(f, x0, x1, ref.exact[s.k0], ref.exact[s.k1]) : PairHint{});
+        // Errors are relative to the exact output pair's norm: the input's times the attention factor.
+        const double af = c.attention_factor;
+        const double norm = finite_in ? std::hypot(x0, x1) * af : 0.0;
+        const PairAllowance allow = cr.allowance(
+            c, i, norm, phi, finite_in ? pair_hint(f, af * x0, af * x1, ref.exact[s.k0], ref.exact[s.k1]) : PairHint{});
         // The overflow rules take the pair's whole allowance.
         const double overflow_edge = f.max_finite() * (1.0 - allow.total * u);
         const bool sign_free = allow.total * u >= 1.0;  // the output's direction is unconstrained
-        const bool zero_angle = have_angles ? phi == 0 : (r0 == x0 && r1 == x1);
+        const bool zero_angle = af == 1.0 && (have_angles ? phi == 0 : (r0 == x0 && r1 == x1));
         // Special values, one output element at a time.
         bool special_ok = true;
         const double ys[2] = {y0, y1}, rs[2] = {r0, r1}, es[2] = {ref.exact[s.k0], ref.exact[s.k1]};
@@ -269,7 +271,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         // The rounding noise's share of the angle: the allowance without the angle clause, as an angle.
         const double noise_rad = cr.flat > 0 ? cr.flat * u * std::max(norm, f.min_normal()) / norm
                                              : allow.rounding * u * std::max(norm, f.min_normal()) / norm;
-        const PairError pe = pair_error(d, x0, x1, y0, y1, es[0], es[1], phi, noise_rad);
+        const PairError pe = pair_error(d, af * x0, af * x1, y0, y1, es[0], es[1], phi, noise_rad);
         if (opt.keep_worst_pairs) {
           if (!worst) worst = &j.worst_by_bucket[bucket];
           if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
@@ -291,7 +293,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           const double scale = norm / (std::max(norm, f.min_normal()) * u);
           const double rs[3] = {pe.radial, pe.radial - cache_share[2 * i] * scale,
                                 pe.radial - cache_share[2 * i + 1] * scale};
-          Cluster& cl = clusters[{c.positions[t], i}];
+          Cluster& cl = clusters[{c.pair_position(t, i), i}];
           ++cl.n;
           ++j.bias.n;
           for (int k = 0; k < 3; ++k) {
@@ -319,7 +321,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         }
       }
       // Pass-through dims are bit-exact.
-      for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+      for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;
         const size_t e = base + k;
         const uint32_t in = load_bits(d, c.input.data(), e), g = load_bits(d, got, e);
         if (in != g) {

@@ -66,8 +66,8 @@ std::string element_where(const RopeCase& c, size_t k) {
   const size_t per_token = size_t(c.n_heads) * c.head_dim;
   const size_t t = k / per_token, h = (k % per_token) / c.head_dim, dim = k % c.head_dim;
   std::ostringstream o;
-  o << "token " << t << " (position " << (t < c.positions.size() ? c.positions[t] : 0) << "), head " << h << ", dim "
-    << dim << (dim >= c.rotary_dim ? " (pass-through)" : "");
+  o << "token " << t << " (position " << (t < c.n_tokens() ? c.position(t) : 0) << "), head " << h << ", dim "
+    << dim << (!is_rotated(c, dim) ? " (pass-through)" : "");
   return o.str();
 }
 
@@ -98,8 +98,8 @@ std::vector<size_t> relayout(const RopeCase& c, Layout from, Layout to) {
   for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
     const auto [a0, a1] = pair_dims(from, c.rotary_dim, i);
     const auto [b0, b1] = pair_dims(to, c.rotary_dim, i);
-    dim_map[a0] = b0;
-    dim_map[a1] = b1;
+    dim_map[c.rotary_offset + a0] = c.rotary_offset + b0;
+    dim_map[c.rotary_offset + a1] = c.rotary_offset + b1;
   }
   std::vector<size_t> v(c.n_elements());
   for (size_t k = 0; k < v.size(); ++k) v[k] = k - k % c.head_dim + dim_map[k % c.head_dim];
@@ -122,7 +122,7 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, co
     for (size_t h = 0; h < ci.n_heads; ++h) {
       const size_t b = head_offset(ci, t, h);
       for (uint32_t i = 0; i < ci.rotary_dim / 2; ++i) {
-        const auto [a0, a1] = pair_dims(ci.layout, ci.rotary_dim, i);
+        const auto [a0, a1] = pair_elements(ci, i);
         const size_t ki[2] = {b + a0, b + a1}, kh[2] = {perm[b + a0], perm[b + a1]};
         bool ok;
         std::string rule;
@@ -148,8 +148,8 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, co
               bits_text(ci, oi.data(), ki[1]), to_string(ch.layout), bits_text(ch, oh.data(), kh[0]),
               bits_text(ch, oh.data(), kh[1]), ci.summary());
       }
-      for (uint32_t k = ci.rotary_dim; k < ci.head_dim; ++k)
-        if (!same_output(d, load_bits(d, oi.data(), b + k), load_bits(d, oh.data(), b + k)))
+      for (uint32_t k = 0; k < ci.head_dim; ++k)
+        if (!is_rotated(ci, k) && !same_output(d, load_bits(d, oi.data(), b + k), load_bits(d, oh.data(), b + k)))
           return fmt::format("layouts disagree on pass-through dim {} at {}: {} vs {}\n  case: {}", k,
                              element_where(ci, b + k), bits_text(ci, oi.data(), b + k), bits_text(ch, oh.data(), b + k),
                              ci.summary());

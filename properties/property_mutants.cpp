@@ -30,7 +30,7 @@ void for_rotary(const RopeCase& c, F f) {  // f(element index, is first of its p
   for (size_t t = 0; t < c.n_tokens(); ++t)
     for (size_t h = 0; h < c.n_heads; ++h)
       for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
-        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        const auto [d0, d1] = pair_elements(c, i);
         f(head_offset(c, t, h) + d0, true);
         f(head_offset(c, t, h) + d1, false);
       }

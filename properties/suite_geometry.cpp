@@ -31,7 +31,7 @@ struct PairView {
   size_t k0, k1;
 };
 PairView pair_at(const RopeCase& c, size_t token, size_t head, uint32_t i) {
-  const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+  const auto [d0, d1] = pair_elements(c, i);
   const size_t b = head_offset(c, token, head);
   return {b + d0, b + d1};
 }
@@ -65,9 +65,9 @@ Property property_OrthogonalityBasisMatrix(KernelHandle& ker, Dtype d, Layout l,
     for (uint32_t j = 0; j < n; ++j)
       for (uint32_t r = 0; r < n; ++r) M[size_t(r) * n + j] = value(c, out.data(), size_t(j) * n + r) / scale;
     for (uint32_t j = 0; j < n; ++j) {
-      const double ej = j < c.rotary_dim ? eps : 0.0;  // pass-through columns are exact
+      const double ej = is_rotated(c, j) ? eps : 0.0;  // pass-through columns are exact
       for (uint32_t q = j; q < n; ++q) {
-        const double eq = q < c.rotary_dim ? eps : 0.0;
+        const double eq = is_rotated(c, q) ? eps : 0.0;
         double dot = 0, abs_sum = 0;
         for (uint32_t r = 0; r < n; ++r) {
           const double t = M[size_t(r) * n + j] * M[size_t(r) * n + q];
@@ -107,7 +107,8 @@ Property property_InnerProductsPreserved(KernelHandle& ker, Dtype d, Layout l, c
     for (size_t t = 0; t + 1 < c.n_tokens(); t += 2) {
       for (size_t h = 0; h < c.n_heads; ++h) {
         double ip_in = 0, ip_out = 0, abs_in = 0, abs_out = 0, tol = 0;
-        for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {  // pass-through: exact on both sides
+        for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;  // pass-through: exact on both sides
           const double a = value(c, c.input.data(), head_offset(c, t, h) + k) *
                            value(c, c.input.data(), head_offset(c, t + 1, h) + k);
           const double b = value(c, out.data(), head_offset(c, t, h) + k) *
@@ -182,7 +183,8 @@ Property property_NormPreserved(KernelHandle& ker, Dtype d, Layout l, const Scop
           }
           sx += x0 * x0 + x1 * x1, sy += y0 * y0 + y1 * y1, se += e * e;
         }
-        for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+        for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;
           const double x = value(c, c.input.data(), head_offset(c, t, h) + k);
           const double y = value(c, out.data(), head_offset(c, t, h) + k);
           sx += x * x, sy += y * y;
@@ -235,7 +237,8 @@ Property property_RelativeInvariance(KernelHandle& ker, Dtype d, Layout l, const
         dev[tok * c.n_pairs_per_head() + i] = model_deviation(ker.angle_model(), c, i, c.positions[tok]);
     for (size_t h = 0; h < c.n_heads; ++h) {
       double ip[2] = {0, 0}, abs_sum = 0, tol = 0;
-      for (uint32_t k2 = c.rotary_dim; k2 < c.head_dim; ++k2) {  // pass-through: identical on both sides
+      for (uint32_t k2 = 0; k2 < c.head_dim; ++k2) {
+          if (is_rotated(c, k2)) continue;  // pass-through: identical on both sides
         for (int side = 0; side < 2; ++side) {
           const double a = value(c, out.data(), head_offset(c, 2 * side, h) + k2) *
                            value(c, out.data(), head_offset(c, 2 * side + 1, h) + k2);

@@ -49,7 +49,8 @@ Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, 
     const uint32_t all = d == Dtype::f32 ? 0 : 1u << 16;
     for (size_t t = 0; t < c.n_tokens(); ++t)
       for (size_t h = 0; h < c.n_heads; ++h)
-        for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+        for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;
           const uint32_t bits = all ? uint32_t(*gen::uniform_int(0, all))
                                     : uint32_t(*gen::uniform_int(0, int64_t(1) << 32));
           store_bits(d, c.input.data(), head_offset(c, t, h) + k, bits);
@@ -60,7 +61,8 @@ Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, 
       const Bytes& out = *got;
       for (size_t t = 0; t < c.n_tokens(); ++t)
         for (size_t h = 0; h < c.n_heads; ++h)
-          for (uint32_t k = c.rotary_dim; k < c.head_dim; ++k) {
+          for (uint32_t k = 0; k < c.head_dim; ++k) {
+          if (is_rotated(c, k)) continue;
             const size_t e = head_offset(c, t, h) + k;
             if (load_bits(d, out.data(), e) != load_bits(d, c.input.data(), e))
               RC_FAIL(std::string("pass-through dim changed") + (pass ? " (in place)" : "") + " at " + element_where(c, e) +

@@ -1,5 +1,7 @@
 #include "reference/reference.hpp"
 
+#include "reference/frequency_rules.hpp"
+
 #include <mpfr.h>
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 namespace ropecheck {
@@ -48,11 +52,40 @@ Fmt fmt_of(Dtype d) {
   return {f.precision, f.emin, f.emax, f.max_finite()};
 }
 
+// ---- frequency rules -------------------------------------------------------
+
+// The exact table of the case's frequency rule at >= `bits` bits (reference/frequency_rules.hpp), kept per
+// thread for the last few (rule, rotary_dim, base, seq_len, bits): a call evaluates it once per precision.
+const FrequencyTable& rule_table(const RopeCase& c, unsigned bits) {
+  const FrequencyRule& r = *c.freq_rule;
+  std::ostringstream k;
+  k << int(r.type) << ' ' << hexfloat(r.factor.value_or(0)) << ' ' << r.max_position_embeddings << ' '
+    << r.original_max_position_embeddings << ' ' << hexfloat(r.low_freq_factor) << ' ' << hexfloat(r.high_freq_factor)
+    << ' ' << hexfloat(r.beta_fast) << ' ' << hexfloat(r.beta_slow) << ' ' << r.truncate << ' ' << c.rotary_dim << ' '
+    << hexfloat(c.base) << ' ' << c.rule_seq_len << ' ' << bits;
+  for (double f : r.short_factor) k << ' ' << hexfloat(f);
+  k << " |";
+  for (double f : r.long_factor) k << ' ' << hexfloat(f);
+  thread_local std::unordered_map<std::string, std::unique_ptr<FrequencyTable>> memo;
+  const std::string key = k.str();
+  if (auto it = memo.find(key); it != memo.end()) return *it->second;
+  if (memo.size() >= 64) memo.clear();
+  // Only theta matters here: the attention-factor fields are the case's own (attention_factor).
+  FrequencyRule theta_only = r;
+  theta_only.mscale.reset();
+  theta_only.mscale_all_dim.reset();
+  theta_only.attention_factor.reset();
+  auto t = std::make_unique<FrequencyTable>(evaluate_frequency_rule(
+      theta_only, c.rotary_dim, c.base, c.rule_seq_len ? std::optional<uint64_t>(c.rule_seq_len) : std::nullopt, bits));
+  return *memo.emplace(key, std::move(t)).first->second;
+}
+
 // ---- the fp32 angle model -------------------------------------------------
 
 // f32 inv_freq of pair i in the fp32 model; pow is correctly rounded (MPFR).
 float fp32_inv_freq(const RopeCase& c, uint32_t i) {
   if (!c.inv_freq.empty()) return float(c.inv_freq[i]);
+  if (c.freq_rule) return to_float(rule_table(c, kDefaultRuleBits).theta[i]);  // an f32 table of the rule
   volatile float e = float(2 * i) / float(c.rotary_dim);
   Num b(kExactBits), ex(kExactBits), p(kExactBits);
   mpfr_set_flt(b.p(), float(c.base), MPFR_RNDN);
@@ -81,6 +114,12 @@ double theta(const RopeCase& c, uint32_t i, Num& out, mpfr_prec_t P) {
     return 0;
   }
   mpfr_set_prec(out.p(), P);
+  if (c.freq_rule) {
+    // The rule's exact value, evaluated 64 bits beyond P (its own error far below 2^-P), rounded once.
+    const FrequencyTable& t = rule_table(c, std::max<unsigned>(kDefaultRuleBits, unsigned(P) + 64));
+    mpfr_set(out.p(), t.theta[i].backend().data(), MPFR_RNDN);
+    return 2.0;
+  }
   if (i == 0) {  // base^0 = 1 exactly
     mpfr_set_ui(out.p(), 1, MPFR_RNDN);
     return 0;
@@ -163,19 +202,31 @@ void compute_trig(const RopeCase& c, const ReferenceOptions& opt, int64_t m, con
     r.err = 0;
     return;
   }
+  const double af = c.attention_factor;
   if (r.zero_angle) {
-    mpfr_set_ui(r.c.p(), 1, MPFR_RNDN);
+    // cos = af, sin = +0 exactly. With af == 1 the pair is the identity (its bits are copied); otherwise
+    // it is scaled by af like any other pair.
+    mpfr_set_d(r.c.p(), af, MPFR_RNDN);
     mpfr_set_ui(r.s.p(), 0, MPFR_RNDN);
-    r.err = 0;
+    r.zero_angle = af == 1.0;
+    r.err = r.err_c = r.err_s = 0;
     return;
   }
   // Each of cos, sin rounds within 2^-P (|value| <= 1); the angle's error
   // passes through with factor <= 1. Factor 2: slack for the double arithmetic.
   mpfr_sin_cos(r.s.p(), r.c.p(), angle.p(), MPFR_RNDN);
   // cos and sin are correctly rounded (2^-P relative) values of the working
-  // angle, whose error passes through with factor <= 1.
-  r.err_c = 2.0 * (angle_err + std::fabs(mpfr_get_d(r.c.p(), MPFR_RNDA)) * ulp);
-  r.err_s = 2.0 * (angle_err + std::fabs(mpfr_get_d(r.s.p(), MPFR_RNDA)) * ulp);
+  // angle, whose error passes through with factor <= 1. The attention factor
+  // (an exact double) multiplies both with one more rounding: af*cos is
+  // within af*angle_err + af|cos|2^-P + |af*cos|2^-P.
+  double units = 1.0;
+  if (af != 1.0) {
+    mpfr_mul_d(r.c.p(), r.c.p(), af, MPFR_RNDN);
+    mpfr_mul_d(r.s.p(), r.s.p(), af, MPFR_RNDN);
+    units = 2.0 * (1.0 + 0x1p-40);
+  }
+  r.err_c = 2.0 * (af * angle_err + std::fabs(mpfr_get_d(r.c.p(), MPFR_RNDA)) * units * ulp);
+  r.err_s = 2.0 * (af * angle_err + std::fabs(mpfr_get_d(r.s.p(), MPFR_RNDA)) * units * ulp);
   r.err = std::max(r.err_c, r.err_s);
 }
 
@@ -459,6 +510,12 @@ double exact_angle(const RopeCase& c, uint32_t pair, int64_t position) {
   return mpfr_get_d(a.p(), MPFR_RNDN);
 }
 
+double theta_value(const RopeCase& c, uint32_t pair) {
+  Num th(134);
+  theta(c, pair, th, 134);
+  return mpfr_get_d(th.p(), MPFR_RNDN);
+}
+
 ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   if (std::string why = c.validate(); !why.empty()) throw std::invalid_argument("reference: " + why);
   if (opt.working_bits < 32 || opt.working_bits > kMaxBits)
@@ -488,26 +545,31 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
     }
   }
 
-  // cos/sin once per (distinct position, pair), shared by all heads.
-  std::unordered_map<int64_t, size_t> seen;  // position -> row start
+  // cos/sin once per (distinct positions of the token, pair), shared by all heads. A token's key is its
+  // position on every axis.
+  std::map<std::vector<int64_t>, size_t> seen;  // positions -> row start
   std::vector<Trig> trigs;
   std::vector<FastTrig> fast;
+  const size_t n_tok = c.n_tokens();
+  auto key_of = [&](size_t t) {
+    std::vector<int64_t> k(c.n_pos_axes);
+    for (uint32_t a = 0; a < c.n_pos_axes; ++a) k[a] = c.position(t, a);
+    return k;
+  };
   {
-    std::vector<int64_t> distinct = c.positions;
-    std::sort(distinct.begin(), distinct.end());
-    const size_t rows = size_t(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
-    trigs.reserve(rows * npairs);  // no reallocation: the MPFR numbers are never moved
-    fast.reserve(rows * npairs);
+    std::set<std::vector<int64_t>> distinct;
+    for (size_t t = 0; t < n_tok; ++t) distinct.insert(key_of(t));
+    trigs.reserve(distinct.size() * npairs);  // no reallocation: the MPFR numbers are never moved
+    fast.reserve(distinct.size() * npairs);
   }
   Num tmp(P);
   Scratch& s0 = drv.scratch(0);
-  for (size_t t = 0; t < c.n_tokens(); ++t) {
-    const int64_t m = c.positions[t];
-    auto [it, fresh] = seen.emplace(m, trigs.size());
+  for (size_t t = 0; t < n_tok; ++t) {
+    auto [it, fresh] = seen.emplace(key_of(t), trigs.size());
     if (fresh)
       for (uint32_t i = 0; i < npairs; ++i) {
         trigs.emplace_back(P);
-        compute_trig(c, opt, m, inputs[i], P, trigs.back());
+        compute_trig(c, opt, c.pair_position(t, i), inputs[i], P, trigs.back());
         fast.push_back(split(trigs.back(), tmp));
       }
     const Trig* row = &trigs[it->second];
@@ -518,7 +580,8 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
       for (uint32_t i = 0; i < npairs; ++i) {
         const Trig& tr = row[i];
         if (tr.zero_angle) continue;  // identity: bits already copied
-        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        const int64_t m = c.pair_position(t, i);
+        const auto [d0, d1] = pair_elements(c, i);
         const size_t k0 = base + d0, k1 = base + d1;
         const double x0 = out.exact[k0], x1 = out.exact[k1];
         PairOut o;
@@ -529,9 +592,11 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
           continue;
         }
         if (tr.nonfinite_angle || std::isinf(x0) || std::isinf(x1) || (x0 == 0 && x1 == 0)) {
-          // Only the signs (and nonzero-ness) of cos and sin matter here; make sure they are certain.
+          // Only the signs (and nonzero-ness) of cos and sin matter here; make sure they are certain
+          // (they are when cos and sin are exact: a zero angle scaled by the attention factor).
           double cd = frow[i].ch, sd = frow[i].sh;
-          if (!tr.nonfinite_angle && !(std::fabs(cd) > 2 * tr.err_c && std::fabs(sd) > 2 * tr.err_s))
+          const bool exact_trig = tr.err_c == 0 && tr.err_s == 0;
+          if (!tr.nonfinite_angle && !exact_trig && !(std::fabs(cd) > 2 * tr.err_c && std::fabs(sd) > 2 * tr.err_s))
             drv.signs(i, m, cd, sd);
           rotate_ieee(x0, x1, cd, sd, o);
         } else if (!(opt.fast_path && fast_rotate(drv.fmt(), x0, x1, frow[i], o))) {

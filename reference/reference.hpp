@@ -1,8 +1,9 @@
 // The exact RoPE reference.
 //
 // Every input value is exact. theta_i = base^(-2i/rotary_dim) (or the given
-// table), the angle m*scale*theta_i, its cos and sin and the rotation of each
-// pair are computed with MPFR through Boost.Multiprecision at >= 128 bits, and
+// table, or the frequency rule's table evaluated exactly: reference/frequency_rules.hpp),
+// the angle m*scale*theta_i (m the position on the pair's axis), its cos and sin times
+// the attention factor, and the rotation of each pair are computed with MPFR through Boost.Multiprecision at >= 128 bits, and
 // each output is rounded once, to nearest even, to the storage type. When the
 // working-precision value is too close to a rounding boundary to decide, the
 // pair is recomputed at twice the precision (Ziv), up to >= 1064 bits.
@@ -15,12 +16,13 @@
 //
 // Special values (docs/error-model.md, "Special values"):
 //  - an angle of exactly 0 (position 0, scale 0, a zero table entry) is the
-//    identity: the output bits are the input bits;
+//    identity: the output bits are the input bits (with an attention factor
+//    s != 1 the pair is s times its input, correctly rounded);
 //  - a pair holding NaN gives NaN in both outputs; a pair holding +-Inf gives
 //    what IEEE arithmetic gives on the exact cos and sin (so +-Inf or NaN);
 //  - a finite result beyond the format's range rounds to +-Inf, a tiny one to
 //    a subnormal or signed zero as IEEE does;
-//  - dims [rotary_dim, head_dim) pass through bit for bit.
+//  - dims outside [rotary_offset, rotary_offset + rotary_dim) pass through bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -77,5 +79,9 @@ float fp32_model_angle(const RopeCase& c, uint32_t pair, int64_t position);
 
 // The exact angle m*scale*theta_i rounded to double (for reports and tests).
 double exact_angle(const RopeCase& c, uint32_t pair, int64_t position);
+
+// theta_i of the case (base^(-2i/R), the table's entry or the frequency rule's exact value) rounded to
+// double.
+double theta_value(const RopeCase& c, uint32_t pair);
 
 }  // namespace ropecheck

@@ -34,7 +34,7 @@ struct RowCase {
 
   rc_rope_args args() const {
     rc_rope_args a{};
-    a.abi_version = ROPECHECK_ABI_VERSION;
+    a.abi_version = 1;
     a.dtype = RC_F32;
     a.layout = RC_INTERLEAVED;
     a.n_tokens = positions.size();

@@ -374,7 +374,13 @@ TEST(CaseJson, RoundTripsExactlyAndRejectsMalformed) {
   j["case"]["rotary_dim"] = 7;
   EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
   j = gate::record_to_json(r);
-  j["case"]["positions"][0] = -1;
+  j["case"]["positions"][0] = -1;  // ABI v2 allows negative positions: the case is a v2 call
+  EXPECT_FALSE(gate::record_from_json(j).c.is_v1());
+  j = gate::record_to_json(r);
+  j["case"]["n_pos_axes"] = 5;
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+  j = gate::record_to_json(r);
+  j["case"]["attention_factor"] = "-0x1p+0";
   EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
   j = gate::record_to_json(r);
   j["case"]["dtype"] = 3;

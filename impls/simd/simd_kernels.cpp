@@ -557,6 +557,7 @@ void KernelFor(const rc_rope_args* a) {
 
 int Apply(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  if (a->abi_version >= 2) return RC_UNSUPPORTED;  // TODO(v2 SIMD): offset, axes, attention factor
   switch (a->dtype) {
     case RC_F32: KernelFor<kF32>(a); break;
     case RC_F16: KernelFor<kF16>(a); break;
