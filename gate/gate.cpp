@@ -203,6 +203,7 @@ class Gate {
 
   void run_matrix();
   void run_specials();
+  void run_v2_features();
   void run_properties();
   void run_sequences();
   void run_repeat();
@@ -352,6 +353,32 @@ void Gate::run_matrix() {
       else if (budget_reached_ && r.declined == 0) r.note = "not run: the budget was reached";
       else if (!aborted_) r.note = "every case declined (RC_UNSUPPORTED)";
     }
+}
+
+void Gate::run_v2_features() {
+  // One row per ABI v2 feature, over every accepted dtype x layout. Declining is fine (a v1 kernel declines
+  // every v2 call); the row says which cases were declined.
+  std::map<std::string, std::vector<std::string>> declined;
+  std::vector<std::string> order;
+  for (const auto& [d, l] : accepted_combos_)
+    for (const V2Case& v : v2_feature_cases(d, l, opt_.max_position, opt_.seed)) {
+      const std::string name = "v2: " + v.feature;
+      if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
+      CheckRow& r = row(name, row_what(name, opt_.contract));
+      const uint64_t before = r.declined;
+      run_case(r, v.c, v.in_place);
+      if (r.declined > before) {
+        auto& list = declined[name];
+        if (std::find(list.begin(), list.end(), v.what) == list.end()) list.push_back(v.what);
+      }
+    }
+  for (const std::string& name : order) {
+    CheckRow& r = row(name, row_what(name, opt_.contract));
+    if (!r.ran && r.declined > 0 && !aborted_)
+      r.note = "declined (RC_UNSUPPORTED): the kernel does not implement this ABI v2 feature";
+    else if (r.declined > 0)
+      r.note = fmt::format("declined: {}", fmt::join(declined[name], "; "));
+  }
 }
 
 void Gate::run_specials() {
@@ -652,6 +679,8 @@ GateResult Gate::run() {
   } else {
     progress("special values");
     run_specials();
+    progress("ABI v2 features");
+    run_v2_features();
     progress("properties");
     run_properties();
     progress("sequences of calls in one process");

@@ -169,6 +169,16 @@ std::string row_what(const std::string& name, const Contract& contract);
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
                                        std::vector<bool>* in_place);
 std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position);
+// ABI v2 features, one group per row (rotary offset, position axes, attention factor, frequency rules,
+// combined): what each case exercises, the case, and whether it is called in place. Deterministic in the
+// seed. A kernel may decline any of them.
+struct V2Case {
+  std::string feature;
+  std::string what;
+  RopeCase c;
+  bool in_place = false;
+};
+std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
 // The sequence row's calls: a base case and variants (base, rotary_dim, head_dim, scale, table, every other
 // accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back.
 std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,

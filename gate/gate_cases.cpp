@@ -1,6 +1,7 @@
 // The gate's case generators: the systematic matrix, the special values and the random cases (deterministic in
 // the seed; `cases export` writes the same). docs/gate.md, "Rows".
 #include "gate/gate.hpp"
+#include "reference/frequency_rules.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -95,6 +96,154 @@ std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, 
       out.push_back(std::move(c));
       if (in_place) in_place->push_back(ip == 1);
     }
+  }
+  return out;
+}
+
+std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed) {
+  Rng rng(seed * 0xd1b54a32d192ed03ull + uint64_t(d) * 16 + uint64_t(l) + 7);
+  std::vector<V2Case> out;
+  auto make = [&](uint32_t hd, uint32_t rd, double base, size_t tokens) {
+    RopeCase c;
+    c.dtype = d;
+    c.layout = l;
+    c.head_dim = hd;
+    c.rotary_dim = rd;
+    c.n_heads = 2;
+    c.base = base;
+    c.positions = position_mix(rng, max_position, tokens);
+    return c;
+  };
+  auto add = [&](const char* feature, std::string what, RopeCase c, bool in_place = false) {
+    fill_random(c, rng);
+    out.push_back({feature, std::move(what), std::move(c), in_place});
+  };
+  // The attention factor a model's rule implies (HF), rounded to double: what a kernel is passed.
+  auto rule_factor = [](const RopeCase& c) {
+    return to_double(
+        evaluate_frequency_rule(*c.freq_rule, c.rotary_dim, c.base,
+                                c.rule_seq_len ? std::optional<uint64_t>(c.rule_seq_len) : std::nullopt)
+            .attention_factor);
+  };
+
+  // Rotary offset: DeepSeek MLA's rope slice at the end of the head, and a slice in the middle.
+  {
+    RopeCase c = make(192, 64, 10000.0, 6);
+    c.rotary_offset = 128;
+    add("rotary offset", "rotary_offset 128, R 64 of head_dim 192 (DeepSeek MLA)", c);
+    RopeCase m = make(40, 16, 500000.0, 5);
+    m.rotary_offset = 10;
+    add("rotary offset", "rotary_offset 10, R 16 of head_dim 40 (pass-through on both sides)", m, true);
+  }
+  // Position axes.
+  {
+    const auto axes3 = [&](RopeCase& c, bool negative) {
+      const size_t n = c.positions.size();
+      c.n_pos_axes = 3;
+      std::vector<int64_t> p(3 * n);
+      for (size_t t = 0; t < n; ++t) {
+        p[t] = c.positions[t];  // temporal: the text position
+        const int64_t span = std::min<int64_t>(max_position, 63);
+        p[n + t] = int64_t(rng() % uint64_t(span + 1)) - (negative ? span / 2 : 0);
+        p[2 * n + t] = int64_t(rng() % uint64_t(span + 1)) - (negative ? span / 2 : 0);
+      }
+      c.positions = std::move(p);
+    };
+    RopeCase s = make(128, 128, 1000000.0, 5);
+    axes3(s, false);
+    s.pair_axis.resize(64);
+    for (uint32_t i = 0; i < 64; ++i) s.pair_axis[i] = uint8_t(i < 16 ? 0 : i < 40 ? 1 : 2);  // [16, 24, 24]
+    add("position axes", "3 axes, Qwen2-VL sections [16, 24, 24]", s);
+    RopeCase q = make(128, 128, 5000000.0, 5);
+    axes3(q, false);
+    q.pair_axis.resize(64);
+    for (uint32_t i = 0; i < 64; ++i)  // Qwen3-VL interleaved [24, 20, 20]
+      q.pair_axis[i] = uint8_t(i % 3 == 1 && i < 60 ? 1 : i % 3 == 2 && i < 60 ? 2 : 0);
+    add("position axes", "3 axes, Qwen3-VL interleaved [24, 20, 20]", q, true);
+    RopeCase v = make(64, 64, 10000.0, 6);
+    {
+      const size_t n = v.positions.size();
+      const int64_t span = std::min<int64_t>(max_position, 63);
+      v.n_pos_axes = 2;
+      v.positions.resize(2 * n);
+      for (int64_t& p : v.positions) p = int64_t(rng() % uint64_t(span + 1)) - span / 2;  // centred on 0
+    }
+    v.pair_axis.resize(32);
+    for (uint32_t i = 0; i < 32; ++i) v.pair_axis[i] = uint8_t(i < 16 ? 0 : 1);
+    add("position axes", "2 axes, an axial vision grid with negative positions", v);
+  }
+  // Attention factor.
+  {
+    RopeCase a = make(64, 64, 10000.0, 6);
+    a.attention_factor = 1.1386294361119891;  // YaRN's 0.1 ln 4 + 1, rounded to double
+    add("attention factor", "attention_factor 0.1 ln 4 + 1", a);
+    RopeCase b = make(32, 24, 10000.0, 6);
+    b.attention_factor = 0.7071067811865476;
+    add("attention factor", "attention_factor 2^-1/2, partial rotary", b, true);
+  }
+  // Frequency rules (the kernel builds theta from the descriptor).
+  {
+    auto rule_case = [&](uint32_t hd, uint32_t rd, double base, FrequencyRule r, uint64_t seq_len, bool with_factor) {
+      RopeCase c = make(hd, rd, base, 6);
+      c.freq_rule = std::move(r);
+      c.rule_seq_len = seq_len;
+      if (with_factor) c.attention_factor = rule_factor(c);
+      return c;
+    };
+    FrequencyRule lin;
+    lin.type = FrequencyRuleType::linear;
+    lin.factor = 8;
+    add("frequency rules", "linear, factor 8", rule_case(64, 64, 10000.0, lin, 0, false));
+    FrequencyRule ntk;
+    ntk.type = FrequencyRuleType::ntk;
+    ntk.factor = 4;
+    add("frequency rules", "ntk, alpha 4", rule_case(64, 64, 10000.0, ntk, 0, false));
+    FrequencyRule dyn;
+    dyn.type = FrequencyRuleType::dynamic;
+    dyn.factor = 2;
+    dyn.max_position_embeddings = 2048;
+    add("frequency rules", "dynamic, factor 2, L 2048, seq_len 6000", rule_case(64, 64, 10000.0, dyn, 6000, false));
+    FrequencyRule y4;
+    y4.type = FrequencyRuleType::yarn;
+    y4.factor = 4;
+    y4.original_max_position_embeddings = 32768;
+    add("frequency rules", "yarn, factor 4 (Qwen2.5), with its attention factor",
+        rule_case(128, 128, 1000000.0, y4, 0, true));
+    FrequencyRule y32 = y4;
+    y32.factor = 32;
+    y32.original_max_position_embeddings = 4096;
+    y32.truncate = false;
+    add("frequency rules", "yarn, factor 32, truncate false (gpt-oss), with its attention factor",
+        rule_case(64, 64, 150000.0, y32, 0, true), true);
+    FrequencyRule l3;
+    l3.type = FrequencyRuleType::llama3;
+    l3.factor = 8;
+    l3.original_max_position_embeddings = 8192;
+    add("frequency rules", "llama3, factor 8 (Llama-3.1)", rule_case(128, 128, 500000.0, l3, 0, false));
+    FrequencyRule lr;
+    lr.type = FrequencyRuleType::longrope;
+    lr.original_max_position_embeddings = 4096;
+    lr.max_position_embeddings = 131072;
+    for (uint32_t i = 0; i < 48; ++i) {
+      lr.short_factor.push_back(1.0 + double(rng() % 1000) / 4000.0);
+      lr.long_factor.push_back(1.0 + double(rng() % 1000) / 20.0);
+    }
+    add("frequency rules", "longrope, short factors (seq_len 1000)", rule_case(96, 96, 10000.0, lr, 1000, true));
+    add("frequency rules", "longrope, long factors (seq_len 8192)", rule_case(96, 96, 10000.0, lr, 8192, true), true);
+  }
+  // Everything at once, as DeepSeek-V3 would call it: YaRN 40 on an interleaved slice at offset 128.
+  {
+    FrequencyRule y;
+    y.type = FrequencyRuleType::yarn;
+    y.factor = 40;
+    y.original_max_position_embeddings = 4096;
+    y.mscale = 1.0;
+    y.mscale_all_dim = 1.0;
+    RopeCase c = make(192, 64, 10000.0, 6);
+    c.rotary_offset = 128;
+    c.freq_rule = y;
+    c.attention_factor = rule_factor(c);
+    add("combined", "yarn 40 on a rope slice at offset 128 (DeepSeek-V3)", c);
   }
   return out;
 }

@@ -118,6 +118,17 @@ std::string row_what(const std::string& name, const Contract& contract) {
                                     "non-finite partner)";
   for (const props::PropertyDef& p : props::property_set())
     if (name == p.row) return p.what;
+  if (name == "v2: rotary offset")
+    return "ABI v2: a rotated slice inside the head (DeepSeek MLA's offset 128; a middle slice), pass-through on both "
+           "sides";
+  if (name == "v2: position axes")
+    return "ABI v2: 3 position axes with Qwen2-VL's sectioned and Qwen3-VL's interleaved pair maps, a 2-axis vision "
+           "grid with negative positions";
+  if (name == "v2: attention factor") return "ABI v2: cos and sin times an attention factor (YaRN's, 2^-1/2)";
+  if (name == "v2: frequency rules")
+    return "ABI v2: theta from the rule descriptor (linear, ntk, dynamic, yarn x4 and x32, llama3, longrope short and "
+           "long), judged against the rule's exact table";
+  if (name == "v2: combined") return "ABI v2: yarn x40 with its attention factor on a slice at offset 128 (DeepSeek-V3)";
   if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
   if (name == "coverage") return "the kernel accepts at least one case of a dtype x layout asked for";
   return "cases";

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
+#include "reference/frequency_rules.hpp"
 #include "reference/reference.hpp"
 
 using namespace ropecheck;
@@ -88,9 +89,19 @@ float emulated_fp32_angle(const RopeCase& c, uint32_t i, int64_t m) {
   return mf * inv;
 }
 
+// theta_i of a frequency rule: the one input taken from ropecheck (evaluate_frequency_rule at 400 bits; the
+// rules themselves are checked against an independent mpmath implementation in test_frequency_rules).
+HP rule_theta_hp(const RopeCase& c, uint32_t i) {
+  const FrequencyTable t = evaluate_frequency_rule(
+      *c.freq_rule, c.rotary_dim, c.base, c.rule_seq_len ? std::optional<uint64_t>(c.rule_seq_len) : std::nullopt, 420);
+  return HP(t.theta[i].str(0, std::ios_base::scientific));
+}
+
 HP exact_angle_hp(const RopeCase& c, uint32_t i, int64_t m, AngleModel model) {
   if (model == AngleModel::fp32) return HP(emulated_fp32_angle(c, i, m));
-  const HP th = c.inv_freq.empty() ? pow(HP(c.base), HP(-2 * int64_t(i)) / HP(c.rotary_dim)) : HP(c.inv_freq[i]);
+  const HP th = c.freq_rule          ? rule_theta_hp(c, i)
+                : c.inv_freq.empty() ? pow(HP(c.base), HP(-2 * int64_t(i)) / HP(c.rotary_dim))
+                                     : HP(c.inv_freq[i]);
   return HP(m) * HP(c.position_scale) * th;
 }
 
@@ -108,13 +119,17 @@ Indep independent(const RopeCase& c, AngleModel model) {
   const uint32_t npairs = c.rotary_dim / 2;
   for (size_t t = 0; t < c.n_tokens(); ++t)
     for (uint32_t i = 0; i < npairs; ++i) {
-      const HP a = exact_angle_hp(c, i, c.positions[t], model);
-      if (a == 0) continue;  // identity
+      // ABI v2: the pair's own axis, the attention factor on cos and sin, the slice's offset.
+      const HP a = exact_angle_hp(c, i, c.pair_position(t, i), model);
+      if (a == 0 && c.attention_factor == 1.0) continue;  // identity
       const HP red = a - round(a / two_pi()) * two_pi();
-      const HP cs = cos(red), sn = sin(red);
+      const HP cs = a == 0 ? HP(c.attention_factor) : HP(cos(red) * HP(c.attention_factor));
+      const HP sn = a == 0 ? HP(0) : HP(sin(red) * HP(c.attention_factor));
       const double cd = static_cast<double>(cs), sd = static_cast<double>(sn);
       for (size_t h = 0; h < c.n_heads; ++h) {
-        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        d0 += c.rotary_offset;
+        d1 += c.rotary_offset;
         const size_t k0 = head_offset(c, t, h) + d0, k1 = head_offset(c, t, h) + d1;
         const double x0 = r.exact[k0], x1 = r.exact[k1];
         double y0, y1, e0, e1;
@@ -125,11 +140,12 @@ Indep independent(const RopeCase& c, AngleModel model) {
           y1 = e1 = x0 * sd + x1 * cd;
         } else {
           const HP Y0 = HP(x0) * cs - HP(x1) * sn, Y1 = HP(x0) * sn + HP(x1) * cs;
-          double m0, m1;
-          y0 = round_hp(Y0, fmt(d), &m0);
-          y1 = round_hp(Y1, fmt(d), &m1);
-          e0 = round_hp(Y0, kDbl);
-          e1 = round_hp(Y1, kDbl);
+          double m0 = 1, m1 = 1;
+          // An exactly zero result (a zero angle scaled by the attention factor, x1 = 0): IEEE's signed zero.
+          if (Y0 == 0) y0 = e0 = x0 * cd - x1 * sd;
+          else y0 = round_hp(Y0, fmt(d), &m0), e0 = round_hp(Y0, kDbl);
+          if (Y1 == 0) y1 = e1 = x0 * sd + x1 * cd;
+          else y1 = round_hp(Y1, fmt(d), &m1), e1 = round_hp(Y1, kDbl);
           if (!(m0 > 1e-50 && m1 > 1e-50)) throw std::logic_error("independent computation too close to call");
         }
         store_bits(d, r.rounded.data(), k0, std::isnan(y0) ? 0x7fc00000u >> (d == Dtype::f32 ? 0 : 16) : to_bits(d, y0));
@@ -246,6 +262,51 @@ RopeCase random_case(std::mt19937_64& rng, bool specials) {
   return c;
 }
 
+// A random ABI v2 case: a random v1 case plus an offset, position axes with a pair map, an attention
+// factor and (sometimes) a frequency rule.
+RopeCase random_v2_case(std::mt19937_64& rng, bool specials) {
+  RopeCase c = random_case(rng, specials);
+  const size_t n = c.n_tokens();
+  c.rotary_offset = uint32_t(rng() % 4);
+  c.head_dim += c.rotary_offset;
+  c.n_pos_axes = 1 + uint32_t(rng() % 3);
+  for (uint32_t a = 1; a < c.n_pos_axes; ++a)
+    for (size_t t = 0; t < n; ++t) c.positions.push_back(int64_t(rng() % 4096) - 2048);
+  if (c.n_pos_axes > 1)
+    for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) c.pair_axis.push_back(uint8_t(rng() % c.n_pos_axes));
+  switch (rng() % 3) {
+    case 0: c.attention_factor = 1.0; break;
+    case 1: c.attention_factor = 1.1386294361119891; break;
+    default: c.attention_factor = std::uniform_real_distribution<double>(0.25, 4)(rng); break;
+  }
+  if (rng() % 2 == 0) {
+    c.inv_freq.clear();
+    FrequencyRule r;
+    switch (rng() % 4) {
+      case 0: r.type = FrequencyRuleType::linear; r.factor = 8; break;
+      case 1:
+        r.type = FrequencyRuleType::yarn;
+        r.factor = 4;
+        r.original_max_position_embeddings = 32768;
+        break;
+      case 2:
+        r.type = FrequencyRuleType::llama3;
+        r.factor = 8;
+        r.original_max_position_embeddings = 8192;
+        break;
+      default:
+        r.type = c.rotary_dim > 2 ? FrequencyRuleType::ntk : FrequencyRuleType::linear;
+        r.factor = 3;
+        break;
+    }
+    if (c.base <= 1.0) c.base = 10000.0;
+    c.freq_rule = r;
+  }
+  c.input.resize(c.n_bytes());
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype, specials));
+  return c;
+}
+
 // ---- agreement with the independent computation -------------------------------
 
 TEST(Reference, AgreesWithIndependentComputationOnRandomCases) {
@@ -264,6 +325,96 @@ TEST(Reference, AgreesWithIndependentComputationOnRandomCases) {
     }
   }
   EXPECT_GT(pairs, 2000u);
+}
+
+TEST(Reference, AgreesWithIndependentComputationOnV2Cases) {
+  std::mt19937_64 rng(20261123);
+  uint64_t pairs = 0, scaled = 0, ruled = 0, multi = 0;
+  for (int n = 0; n < 300; ++n) {
+    const RopeCase c = random_v2_case(rng, n % 4 == 3);
+    ASSERT_EQ(c.validate(), "") << n;
+    const ReferenceOutput got = reference_rope(c);
+    const Indep want = independent(c, AngleModel::exact);
+    const std::string diff = compare(c, got, want);
+    ASSERT_TRUE(diff.empty()) << "v2 case " << n << ": " << diff;
+    pairs += c.n_tokens() * c.n_heads * c.rotary_dim / 2;
+    scaled += c.attention_factor != 1.0;
+    ruled += bool(c.freq_rule);
+    multi += c.n_pos_axes > 1;
+  }
+  EXPECT_GT(pairs, 1000u);
+  EXPECT_GT(scaled, 100u);
+  EXPECT_GT(ruled, 100u);
+  EXPECT_GT(multi, 100u);
+}
+
+// With an attention factor, an angle of 0 is no longer the identity: the pair is s times its input,
+// correctly rounded; everything outside the rotated slice keeps its bits.
+TEST(Reference, AttentionFactorScalesZeroAnglePairsAndOffsetKeepsTheRest) {
+  RopeCase c;
+  c.dtype = Dtype::f32;
+  c.layout = Layout::interleaved;
+  c.head_dim = 8;
+  c.rotary_dim = 4;
+  c.rotary_offset = 2;
+  c.positions = {0};
+  c.attention_factor = 1.5;
+  c.input.resize(c.n_bytes());
+  for (size_t k = 0; k < 8; ++k) store_f32(c.dtype, c.input.data(), k, float(k + 1) * 0.75f);
+  const ReferenceOutput r = reference_rope(c);
+  for (uint32_t k = 0; k < 8; ++k) {
+    const float x = load_f32(c.dtype, c.input.data(), k), y = load_f32(c.dtype, r.rounded.data(), k);
+    EXPECT_EQ(y, is_rotated(c, k) ? x * 1.5f : x) << k;
+  }
+}
+
+TEST(Reference, V2CallsNegotiateTheirVersion) {
+  RopeCase c;
+  c.head_dim = c.rotary_dim = 4;
+  c.positions = {3};
+  c.input.resize(c.n_bytes());
+  EXPECT_EQ(c.args(nullptr, nullptr).abi_version, 1u);
+  RopeCase n = c;
+  n.positions = {-3};
+  EXPECT_EQ(n.args(nullptr, nullptr).abi_version, 2u);  // negative positions are v2
+  RopeCase a = c;
+  a.attention_factor = 2;
+  EXPECT_EQ(a.args(nullptr, nullptr).abi_version, 2u);
+  RopeCase r = c;
+  r.freq_rule = FrequencyRule{};
+  const rc_rope_args ra = r.args(nullptr, nullptr);
+  ASSERT_EQ(ra.abi_version, 2u);
+  ASSERT_NE(ra.freq_rule, nullptr);
+  EXPECT_EQ(ra.freq_rule->kind, uint32_t(RC_FREQ_DEFAULT));
+  EXPECT_EQ(ra.n_pos_axes, 1u);
+  EXPECT_EQ(ra.attention_factor, 1.0);
+  // A v2 call round-trips through the ABI.
+  RopeCase m = c;
+  m.head_dim = 6;
+  m.rotary_offset = 2;
+  m.n_pos_axes = 2;
+  m.positions = {3, -5};
+  m.pair_axis = {1, 0};
+  m.input.resize(m.n_bytes());
+  const RopeCase back = case_from_args(m.args(m.input.data(), nullptr));
+  EXPECT_EQ(back.rotary_offset, 2u);
+  EXPECT_EQ(back.n_pos_axes, 2u);
+  EXPECT_EQ(back.positions, m.positions);
+  EXPECT_EQ(back.pair_axis, m.pair_axis);
+  EXPECT_EQ(back.validate(), "");
+}
+
+TEST(Reference, ThetaOfARuleIsItsExactTableRounded) {
+  RopeCase c;
+  c.head_dim = c.rotary_dim = 128;
+  c.base = 500000;
+  FrequencyRule r;
+  r.type = FrequencyRuleType::llama3;
+  r.factor = 8;
+  r.original_max_position_embeddings = 8192;
+  c.freq_rule = r;
+  const std::vector<double> want = theta_as_double(evaluate_frequency_rule(r, 128, 500000));
+  for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(theta_value(c, i), want[i]) << i;
 }
 
 // The double-double fast path, the MPFR path, and a retry-heavy MPFR path
@@ -645,6 +796,24 @@ TEST(Reference, InvalidCasesThrow) {
   EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.position_scale = NAN; })), std::invalid_argument);
   EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.inv_freq = {1.0}; })), std::invalid_argument);
   EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.inv_freq = {1.0, NAN}; })), std::invalid_argument);
+  // ABI v2 fields.
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.rotary_offset = 1; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.n_pos_axes = 5; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.n_pos_axes = 2; })), std::invalid_argument);  // 1 position
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.pair_axis = {0, 1}; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.pair_axis = {0}; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.attention_factor = 0; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) { c.attention_factor = INFINITY; })), std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) {
+                 c.freq_rule = FrequencyRule{};
+                 c.freq_rule->type = FrequencyRuleType::yarn;  // no factor
+               })),
+               std::invalid_argument);
+  EXPECT_THROW(reference_rope(bad([](RopeCase& c) {
+                 c.freq_rule = FrequencyRule{};
+                 c.inv_freq = {1.0, 0.5};
+               })),
+               std::invalid_argument);
   ReferenceOptions low;
   low.working_bits = 16;
   EXPECT_THROW(reference_rope(ok, low), std::invalid_argument);
