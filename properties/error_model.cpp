@@ -107,10 +107,29 @@ double f32_angle_ulps(const RopeCase& c, uint32_t pair) {
     const FrequencyRuleType t = c.freq_rule->type;
     const bool scaled_base = t == FrequencyRuleType::dynamic || t == FrequencyRuleType::ntk;
     const double ln_b = log_base_of(c);
-    k = 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(ln_b) + 4.0 + 1.0;
+    const double k_pow = 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(ln_b) + 4.0 + 1.0;
+    k = k_pow;
     if (scaled_base) k += 2.0 * double(pair) / double(c.rotary_dim);
     if (t == FrequencyRuleType::linear || t == FrequencyRuleType::longrope) k += 1.0;
-    if (t == FrequencyRuleType::yarn || t == FrequencyRuleType::llama3) k += 4.0;
+    if (t == FrequencyRuleType::yarn || t == FrequencyRuleType::llama3) {
+      // Unchanged pairs (theta = theta0) add nothing, divided ones (theta0/f) one division; a pair in the
+      // blend band adds the blend's roundings (4) and its weight's absolute error e_w amplified by up to f
+      // (theta moves by theta0*(1 - 1/f)*e_w, theta >= theta0/f): yarn's ramp (i - low)/(high - low) and
+      // 1 - w, e_w <= 2 u32; llama3's smooth = (L/wavelen - low)/(high - low), wavelen = 2 pi/theta0 carrying
+      // theta0's error (k_pow) and its own roundings, e_w <= high/(high - low)*(k_pow + 3) + 3 u32.
+      const double f = c.freq_rule->factor.value_or(1.0);
+      const double th = theta_value(c, pair), th0 = std::pow(c.base, -2.0 * double(pair) / double(c.rotary_dim));
+      const double ratio = th / th0;
+      if (std::fabs(ratio - 1.0) < 1e-9) {
+      } else if (std::fabs(ratio * f - 1.0) < 1e-9) {
+        k += 1.0;
+      } else if (t == FrequencyRuleType::yarn) {
+        k += 4.0 + 2.0 * f;
+      } else {
+        const double hi = c.freq_rule->high_freq_factor, lo = c.freq_rule->low_freq_factor;
+        k += 4.0 + f * (hi / (hi - lo) * (k_pow + 3.0) + 3.0);
+      }
+    }
   } else {
     k = c.inv_freq.empty() ? 2.0 * double(pair) / double(c.rotary_dim) * std::fabs(std::log(c.base)) + 4.0 + 1.0
                            : 1.0;

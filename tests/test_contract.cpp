@@ -11,7 +11,9 @@
 //    off-by-one position are far outside even the loosest contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -329,5 +331,107 @@ TEST(ContractPower, SmallPositionsCatchStructuralBugsUnderTheLoosest) {
       EXPECT_GT(j.worst_ratio, 10.0) << bug.name << " " << to_string(d) << ": only " << j.worst_ratio
                                      << "x the loosest allowance";
     }
+  }
+}
+
+// ---- ABI v2 frequency rules under angles=f32 -----------------------------------------------------------------
+
+namespace {
+
+// Hugging Face's float32 table of a rule (modeling_rope_utils.py), emulated step by step in float: the
+// pipeline `angles=f32` must be fair to. pow is taken correctly rounded (torch's is within 1-2 ulps; the K's
+// pow term allows 4).
+std::vector<float> hf_f32_table(const RopeCase& c) {
+  const FrequencyRule& r = *c.freq_rule;
+  const uint32_t R = c.rotary_dim, np = R / 2;
+  std::vector<float> pos(np), inv(np);
+  for (uint32_t i = 0; i < np; ++i) {
+    const float e = float(2 * i) / float(R);
+    pos[i] = float(std::pow(double(float(c.base)), double(e)));
+    inv[i] = 1.0f / pos[i];
+  }
+  const float f = float(r.factor.value_or(1.0));
+  std::vector<float> out(np);
+  if (r.type == FrequencyRuleType::yarn) {
+    const double L = double(r.original_max_position_embeddings), b = c.base;
+    auto corr = [&](double n) { return R * std::log(L / (n * 2 * M_PI)) / (2 * std::log(b)); };
+    double lo = corr(r.beta_fast), hi = corr(r.beta_slow);
+    if (r.truncate) lo = std::floor(lo), hi = std::ceil(hi);
+    lo = std::max(lo, 0.0);
+    hi = std::min(hi, double(R - 1));
+    if (lo == hi) hi += 0.001;
+    for (uint32_t i = 0; i < np; ++i) {
+      const float interp = 1.0f / (f * pos[i]);
+      float ramp = (float(i) - float(lo)) / (float(hi) - float(lo));
+      ramp = std::clamp(ramp, 0.0f, 1.0f);
+      const float extrap_factor = 1.0f - ramp;
+      out[i] = interp * (1.0f - extrap_factor) + inv[i] * extrap_factor;
+    }
+  } else if (r.type == FrequencyRuleType::llama3) {
+    const float L = float(r.original_max_position_embeddings);
+    const float lo = float(r.low_freq_factor), hi = float(r.high_freq_factor);
+    const float low_wavelen = L / lo, high_wavelen = L / hi;
+    for (uint32_t i = 0; i < np; ++i) {
+      const float wavelen = float(2 * M_PI) / inv[i];
+      const float llama = wavelen > low_wavelen ? inv[i] / f : inv[i];
+      const float smooth = (L / wavelen - lo) / (hi - lo);
+      const float smoothed = (1.0f - smooth) * llama / f + smooth * llama;
+      const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+      out[i] = medium ? smoothed : llama;
+    }
+  } else if (r.type == FrequencyRuleType::linear) {
+    for (uint32_t i = 0; i < np; ++i) out[i] = inv[i] / f;
+  }
+  return out;
+}
+
+}  // namespace
+
+// The derived K of each rule (docs/error-model.md, "ABI v2") covers HF's float32 table of that rule, per pair:
+// the table's relative error is below K_i minus the position's and the product's roundings (2), measured
+// here at the configs models ship.
+TEST(ContractAllowance, HfFloat32RuleTablesStayWithinTheirDerivedK) {
+  struct Cfg {
+    const char* name;
+    uint32_t R;
+    double base;
+    FrequencyRule rule;
+  };
+  auto yarn = [](double f, uint64_t L, bool truncate) {
+    FrequencyRule r;
+    r.type = FrequencyRuleType::yarn;
+    r.factor = f;
+    r.original_max_position_embeddings = L;
+    r.truncate = truncate;
+    return r;
+  };
+  FrequencyRule l3;
+  l3.type = FrequencyRuleType::llama3;
+  l3.factor = 8;
+  l3.original_max_position_embeddings = 8192;
+  FrequencyRule lin;
+  lin.type = FrequencyRuleType::linear;
+  lin.factor = 4;
+  const Cfg cfgs[] = {{"qwen2.5 yarn x4", 128, 1e6, yarn(4, 32768, true)},
+                      {"gpt-oss yarn x32", 64, 150000, yarn(32, 4096, false)},
+                      {"deepseek yarn x40", 64, 10000, yarn(40, 4096, true)},
+                      {"llama-3.1", 128, 500000, l3},
+                      {"linear x4", 128, 10000, lin}};
+  for (const Cfg& g : cfgs) {
+    RopeCase c;
+    c.head_dim = c.rotary_dim = g.R;
+    c.base = g.base;
+    c.freq_rule = g.rule;
+    c.positions = {1};
+    const std::vector<float> hf = hf_f32_table(c);
+    double worst = 0, worst_k = 0;
+    for (uint32_t i = 0; i < g.R / 2; ++i) {
+      const double exact = theta_value(c, i);
+      const double rel_u32 = std::fabs(double(hf[i]) - exact) / exact / 0x1p-24;
+      const double k = f32_angle_ulps(c, i) - 2.0;
+      EXPECT_LE(rel_u32, k) << g.name << " pair " << i;
+      if (rel_u32 / k > worst) worst = rel_u32 / k, worst_k = k;
+    }
+    std::printf("%-18s worst table error / allowance: %.3f (K - 2 = %.1f at that pair)\n", g.name, worst, worst_k);
   }
 }
