@@ -487,6 +487,24 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                const Trig g = plain(t, i);
                                return Trig{g.s, g.c, g.phi};
                              }));
+    // ABI v2: the attention factor applied twice or not at all; every pair on axis 0 (the axis map ignored).
+    if (c.attention_factor != 1.0) {
+      const double af = c.attention_factor;
+      cands.push_back(rotation(c, "attention factor applied twice", fmt::format("cos and sin times {:.17g}^2", af),
+                               c.layout, [&](size_t t, uint32_t i) {
+                                 const Trig g = plain(t, i);
+                                 return Trig{g.c * af, g.s * af, g.phi};
+                               }));
+      cands.push_back(rotation(c, "attention factor not applied",
+                               fmt::format("cos and sin without the factor {:.17g}", af), c.layout,
+                               [&](size_t t, uint32_t i) {
+                                 const Trig g = plain(t, i);
+                                 return Trig{g.c / af, g.s / af, g.phi};
+                               }));
+    }
+    if (c.n_pos_axes > 1 && !c.pair_axis.empty())
+      cands.push_back(rotation(c, "position axes ignored", "every pair rotated by its token's axis-0 position",
+                               c.layout, [&](size_t t, uint32_t i) { return at(A, c.position(t, 0), i); }));
     // Pairs left unrotated: the pair indices some (token, head) of which fails and equals its input.
     {
       std::vector<char> idx(np, 0);

@@ -582,3 +582,37 @@ TEST(Diagnosis, Timing) {
     EXPECT_LT(t, 5000.0);  // a hang guard only: the machine is shared
   }
 }
+
+// ABI v2's classic bugs, produced by running the correct scalar kernel on the case the bug computes, then
+// judged and diagnosed against the case that was asked for.
+TEST(Diagnosis, VariantBugsAreNamed) {
+  const Implementation& scalar = *find_implementation("scalar");
+  RopeCase c = make_case(Dtype::f32, Layout::half_split, 64, 64, {1, 2, 3, 7, 60, 100});
+  c.attention_factor = 1.1386294361119891;
+  const size_t n = c.n_tokens();
+  c.n_pos_axes = 3;
+  for (size_t t = 0; t < 2 * n; ++t) c.positions.push_back(int64_t(t * 5 % 17) - 3);
+  for (uint32_t i = 0; i < 32; ++i) c.pair_axis.push_back(uint8_t(i < 8 ? 0 : i < 20 ? 1 : 2));
+  ASSERT_EQ(c.validate(), "");
+  auto diagnosed = [&](const RopeCase& computed) {
+    Bytes out;
+    EXPECT_EQ(run_kernel(scalar, computed, out), RC_OK);
+    const ReferenceOutput ref = reference_rope(c);
+    const Criteria cr = criteria(default_contract());
+    EXPECT_FALSE(judge_output(c, ref, out.data(), cr).ok());
+    return diagnose(c, out.data(), ref, cr);
+  };
+  RopeCase twice = c;
+  twice.attention_factor = c.attention_factor * c.attention_factor;
+  EXPECT_EQ(diagnosed(twice).cause, "attention factor applied twice");
+  RopeCase never = c;
+  never.attention_factor = 1.0;
+  EXPECT_EQ(diagnosed(never).cause, "attention factor not applied");
+  RopeCase axis0 = c;
+  axis0.pair_axis.assign(32, 0);
+  EXPECT_EQ(diagnosed(axis0).cause, "position axes ignored");
+  // The correct call passes.
+  Bytes out;
+  ASSERT_EQ(run_kernel(scalar, c, out), RC_OK);
+  EXPECT_TRUE(judge_output(c, reference_rope(c), out.data(), criteria(default_contract())).ok());
+}
