@@ -126,7 +126,7 @@ std::vector<std::pair<Dtype, Layout>> property_combos(const props::PropertyDef& 
 }
 
 // The gate's rows, in the gate's order: the matrix (every case, in place or not as the gate calls it), special
-// values, the properties (the engine's exportable ones) and random cases. Rows that need a process the
+// values, the ABI v2 feature rows, the properties (the engine's exportable ones) and random cases. Rows that need a process the
 // program's kernel runs in (sequence, repeat, large, fp environment) are the gate's alone.
 std::vector<ExportItem> export_items(const ExportOptions& opt) {
   std::vector<ExportItem> items;
@@ -142,6 +142,11 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
       const auto sv = special_value_cases(d, l, opt.seed, opt.max_position);
       for (size_t k = 0; k < sv.size(); ++k) items.push_back({sv[k], "special values", k % 2 == 1, {}});
     }
+  // ABI v2 feature rows (a program that builds v1 calls only declines them: `check` counts that as declined).
+  for (Dtype d : opt.dtypes)
+    for (Layout l : opt.layouts)
+      for (const V2Case& v : v2_feature_cases(d, l, opt.max_position, opt.seed))
+        items.push_back({v.c, "v2: " + v.feature, v.in_place, {}});
   // The suite's properties (properties/engine.hpp), those whose calls an external program can make (no input
   // taken from an output, no prefilled output buffer): each execution's calls, in order, as the engine makes
   // them for the gate (the same seed, the same cases); `check` runs the property again over the outputs.

@@ -181,10 +181,14 @@ def main():
         for name in names:
             if os.path.basename(name) != name:
                 raise SystemExit(f"case {e['id']}: file names must be plain names in the directory")
-        if c["layout"] != layout:
+        # ABI v2 features (offset slice, position axes, attention factor, frequency rule, negative positions):
+        # these pipelines are the plain HF/Meta modules, so they decline such cases as a v1 kernel does.
+        v2 = any(k in c for k in ("rotary_offset", "n_pos_axes", "pair_axis", "attention_factor", "freq_rule")) or \
+            min(c["positions"]) < 0
+        if c["layout"] != layout or v2:
             if "declined" not in e:
-                raise SystemExit(f"case {e['id']}: layout {c['layout']}; pipeline {args.pipeline} implements only "
-                                 f"{layout} (export with --layout {layout})")
+                raise SystemExit(f"case {e['id']}: layout {c['layout']}{' (ABI v2)' if v2 else ''}; pipeline "
+                                 f"{args.pipeline} implements only {layout} v1 cases (export with --layout {layout})")
             open(os.path.join(args.dir, e["declined"]), "wb").close()
             remove_stale(args.dir, e["output"])
             declined += 1
