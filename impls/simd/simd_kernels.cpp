@@ -287,8 +287,10 @@ HWY_INLINE void DupRow(const float* c, const float* s, float* cc, float* ss, siz
   }
 }
 
-HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, double af, float* c, float* s,
-                          float* cc = nullptr, float* ss = nullptr) {
+// kScale: af != 1 (with af == 1 the products are skipped: x * 1 is x, so the row is the same).
+template <bool kScale>
+HWY_NOINLINE void TrigRowT(const TokenAngle& m, const ThetaTable& t, size_t np, double af, float* c, float* s,
+                           float* cc, float* ss) {
   if (!m.fast) {
     cos_sin_row(m, t, np, c, s, af);
     DupRow(c, s, cc, ss, 0, np);
@@ -342,8 +344,14 @@ HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, d
     const auto neg_s = hn::RebindMask(dd, hn::TestBit(q, hn::Set(du, 2)));
     const auto cv = hn::IfThenElse(odd, sn, cs);
     const auto sv = hn::IfThenElse(odd, cs, sn);
-    const auto cf = hn::DemoteTo(df, hn::Mul(hn::IfThenElse(neg_c, hn::Neg(cv), cv), afv));
-    const auto sf = hn::DemoteTo(df, hn::Mul(hn::IfThenElse(neg_s, hn::Neg(sv), sv), afv));
+    auto cq = hn::IfThenElse(neg_c, hn::Neg(cv), cv);
+    auto sq = hn::IfThenElse(neg_s, hn::Neg(sv), sv);
+    if constexpr (kScale) {
+      cq = hn::Mul(cq, afv);
+      sq = hn::Mul(sq, afv);
+    }
+    const auto cf = hn::DemoteTo(df, cq);
+    const auto sf = hn::DemoteTo(df, sq);
     hn::StoreU(cf, df, c + i);
     hn::StoreU(sf, df, s + i);
 #if HWY_TARGET != HWY_SCALAR
@@ -361,6 +369,11 @@ HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, d
       DupRow(c, s, cc, ss, i, end);
     }
   }
+}
+
+HWY_INLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, double af, float* c, float* s,
+                        float* cc = nullptr, float* ss = nullptr) {
+  af == 1.0 ? TrigRowT<false>(m, t, np, af, c, s, cc, ss) : TrigRowT<true>(m, t, np, af, c, s, cc, ss);
 }
 
 // ---- the rotation -----------------------------------------------------------
@@ -544,20 +557,19 @@ HWY_INLINE CallV2 GetCallV2(const rc_rope_args* a) {
   return v;
 }
 
-// One token's cos/sin row (times the attention factor) in row.c, row.s and,
-// when dup, row.cc, row.ss: with one axis used, that axis's TrigRow; with
-// several, each used axis's TrigRow, merged per pair by pair_axis. m[k] is
-// axis k's angle factor (for the axes used). Returns whether some pair's
-// angle may be exactly 0 with af == 1: `scalar` copies such a pair's bits
-// (with af != 1 it rotates every pair, as the row here does).
+// One token's cos/sin row (times the attention factor) in c, s and, when not
+// null, cc, ss (np + kRowPad floats each, twice that for cc, ss): with one
+// axis used, that axis's TrigRow; with several, each used axis's TrigRow in
+// row.ac, row.as, merged per pair by pair_axis. m[k] is axis k's angle factor
+// (for the axes used). Returns whether some pair's angle may be exactly 0
+// with af == 1: `scalar` copies such a pair's bits (with af != 1 it rotates
+// every pair, as the row here does).
 HWY_INLINE bool TokenRow(const rc_rope_args* a, const ThetaTable& th, const CallV2& v, uint64_t t, size_t np,
-                         Row& row, bool dup, TokenAngle* m) {
-  float* cc = dup ? row.cc.data() : nullptr;
-  float* ss = dup ? row.ss.data() : nullptr;
+                         float* c, float* s, float* cc, float* ss, Row& row, TokenAngle* m) {
   if (v.single >= 0) {
     const uint32_t ax = uint32_t(v.single);
     m[ax] = token_angle(a, th, t, ax);
-    TrigRow(m[ax], th, np, v.af, row.c.data(), row.s.data(), cc, ss);
+    TrigRow(m[ax], th, np, v.af, c, s, cc, ss);
     return v.af == 1.0 && m[ax].identity;
   }
   const size_t stride = np + kRowPad;
@@ -574,10 +586,10 @@ HWY_INLINE bool TokenRow(const rc_rope_args* a, const ThetaTable& th, const Call
   }
   for (size_t i = 0; i < np; ++i) {
     const size_t k = v.pair_axis[i] * stride + i;
-    row.c[i] = row.ac[k];
-    row.s[i] = row.as[k];
+    c[i] = row.ac[k];
+    s[i] = row.as[k];
   }
-  DupRow(row.c.data(), row.s.data(), cc, ss, 0, np);
+  DupRow(c, s, cc, ss, 0, np);
   return v.af == 1.0 && identity;
 }
 
@@ -612,7 +624,8 @@ void Kernel(const rc_rope_args* a) {
   const bool copy_tail = a->out != a->in && end < a->head_dim;
   TokenAngle m[4];
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    if (TokenRow(a, th, v, t, np, row, kDup, m)) {
+    if (TokenRow(a, th, v, t, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr,
+                 kDup ? row.ss.data() : nullptr, row, m)) {
       rotate_token_scalar(a, th, m, v.pair_axis, t, row.c.data(), row.s.data());
       continue;
     }
@@ -707,14 +720,14 @@ void LoadN(uint32_t layout, const void* in, float* x0, float* x1, size_t n) {
 // kernel rotates with (ABI v2: each pair's axis, times the attention factor).
 void RowHookImpl(const rc_rope_args* a, uint64_t token, float* c, float* s) {
   const ThetaTable& th = theta_table_cached(a);
-  const size_t np = a->rotary_dim / 2;
-  Row row;
-  row.c.assign(np + kRowPad, 0.0f);
-  row.s.assign(np + kRowPad, 0.0f);
+  const CallV2 v = GetCallV2(a);
+  if (v.single >= 0) {  // one axis: no per-axis rows
+    TrigRow(token_angle(a, th, token, uint32_t(v.single)), th, a->rotary_dim / 2, v.af, c, s);
+    return;
+  }
+  thread_local Row row;  // the per-axis rows
   TokenAngle m[4];
-  TokenRow(a, th, GetCallV2(a), token, np, row, false, m);
-  std::copy(row.c.begin(), row.c.end(), c);
-  std::copy(row.s.begin(), row.s.end(), s);
+  TokenRow(a, th, v, token, a->rotary_dim / 2, c, s, nullptr, nullptr, row, m);
 }
 
 void StoreHookImpl(uint32_t dtype, uint32_t layout, const float* y0, const float* y1, void* out, size_t n) {
