@@ -250,9 +250,10 @@ inline void cos_sin_pair(const TokenAngle& m, const ThetaTable& t, size_t i, flo
   trig_poly::by_quadrant(kbits, sn, cs, c, s, af);
 }
 
-// The whole row: c[i], s[i] for i < rotary_dim/2.
-inline void cos_sin_row(const TokenAngle& m, const ThetaTable& t, size_t npairs, float* c, float* s) {
-  for (size_t i = 0; i < npairs; ++i) cos_sin_pair(m, t, i, c[i], s[i]);
+// The whole row: c[i], s[i] for i < rotary_dim/2, times the attention factor af.
+inline void cos_sin_row(const TokenAngle& m, const ThetaTable& t, size_t npairs, float* c, float* s,
+                        double af = 1.0) {
+  for (size_t i = 0; i < npairs; ++i) cos_sin_pair(m, t, i, c[i], s[i], af);
 }
 
 }  // namespace ropecheck

@@ -340,5 +340,238 @@ TEST(SimdKernels, RejectsMalformedCalls) {
   }
 }
 
+// ---- ABI v2 ---------------------------------------------------------------------
+
+// The rules of the v2 cases (HF parameters of a YaRN and a llama3 model).
+FrequencyRule yarn_rule() {
+  FrequencyRule r;
+  r.type = FrequencyRuleType::yarn;
+  r.factor = 4.0;
+  r.original_max_position_embeddings = 4096;
+  r.beta_fast = 32.0;
+  r.beta_slow = 1.0;
+  return r;
+}
+
+FrequencyRule llama3_rule() {
+  FrequencyRule r;
+  r.type = FrequencyRuleType::llama3;
+  r.factor = 8.0;
+  r.low_freq_factor = 1.0;
+  r.high_freq_factor = 4.0;
+  r.original_max_position_embeddings = 8192;
+  return r;
+}
+
+struct V2Shape {
+  uint32_t rotary_dim, offset, tail;  // head_dim = offset + rotary_dim + tail
+  uint32_t axes;                      // n_pos_axes
+  bool map;                           // a mixed pair_axis map (else NULL: every pair on axis 0)
+  double af;
+  int rule;                           // 0 none, 1 YaRN, 2 llama3
+};
+
+// A v2 case: per-axis positions (negative ones, 0 on some axes only, and 0 on all axes: rows with
+// zero angles) and, with a map, every axis used by some pair in a mixed order.
+RopeCase make_v2_case(Dtype d, Layout l, const V2Shape& sh, std::mt19937_64& rng, bool specials) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.rotary_dim = sh.rotary_dim;
+  c.rotary_offset = sh.offset;
+  c.head_dim = sh.offset + sh.rotary_dim + sh.tail;
+  c.n_heads = 1 + uint32_t(rng() % 3);
+  c.n_pos_axes = sh.axes;
+  c.base = sh.rule == 2 ? 500000.0 : 10000.0;
+  c.attention_factor = sh.af;
+  if (sh.rule == 1) c.freq_rule = yarn_rule();
+  if (sh.rule == 2) c.freq_rule = llama3_rule();
+  const std::vector<std::vector<int64_t>> per_axis = {
+      {7, 0, -3, 4096, 0, -((int64_t(1) << 31) - 1), 65537},
+      {-5, 0, 12, 0, 33, 100000, -1},
+      {2, 0, 0, -77, 1, 9, 123456},
+      {11, 0, -2, 3, 0, 5, -65536},
+  };
+  for (uint32_t ax = 0; ax < sh.axes; ++ax) c.positions.insert(c.positions.end(), per_axis[ax].begin(), per_axis[ax].end());
+  if (sh.map) {
+    const uint32_t np = sh.rotary_dim / 2;
+    for (uint32_t i = 0; i < np; ++i) c.pair_axis.push_back(uint8_t(i < sh.axes ? sh.axes - 1 - i : rng() % sh.axes));
+  }
+  c.input.assign(c.n_bytes(), 0);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_bits(d, c.input.data(), k, random_bits(d, rng, specials));
+  EXPECT_EQ(c.validate(), "");
+  return c;
+}
+
+std::vector<V2Shape> v2_shapes() {
+  const double kYarnAf = 1.2079441541679836;  // 0.1 ln 4 + 1, YaRN's default for factor 4
+  return {
+      {64, 0, 0, 1, false, 1.0, 0},      // negative positions only (the call is v2)
+      {64, 64, 0, 1, false, 1.0, 0},     // DeepSeek MLA: the rope slice at the end of the head
+      {20, 3, 5, 1, false, 1.0, 0},      // offset + R < head_dim, odd offset, tails
+      {6, 1, 1, 1, false, 1.0, 0},
+      {34, 5, 0, 1, false, 0.7, 0},
+      {128, 0, 0, 3, true, 1.0, 0},      // M-RoPE, mixed map
+      {72, 2, 4, 3, true, 1.0, 0},
+      {24, 0, 8, 2, true, kYarnAf, 0},
+      {10, 3, 0, 2, true, 1.0, 0},       // fewer pairs than some vectors
+      {30, 0, 0, 3, false, 1.0, 0},      // 3 axes, NULL map: axis 0 only
+      {64, 0, 0, 1, false, kYarnAf, 1},  // YaRN
+      {96, 32, 0, 1, false, kYarnAf, 1},
+      {128, 0, 0, 1, false, 1.0, 2},     // llama3
+      {80, 4, 2, 3, true, 0.7, 2},       // everything at once
+      {2, 0, 3, 2, true, kYarnAf, 1},
+  };
+}
+
+// Every target x dtype x layout x v2 shape, in place and out of place: bit-identical to `scalar` (also
+// in place), pass-through elements [0, o) and [o + R, head_dim) bit for bit.
+TEST(SimdKernelsV2, BitIdenticalToScalarOnEveryTargetDtypeLayout) {
+  const Implementation* scalar = find_implementation("scalar");
+  ASSERT_NE(scalar, nullptr);
+  std::mt19937_64 rng(2026);
+  size_t cases = 0;
+  for (const V2Shape& sh : v2_shapes())
+    for (Dtype d : kAllDtypes)
+      for (Layout l : kAllLayouts) {
+        const RopeCase c = make_v2_case(d, l, sh, rng, true);
+        ASSERT_EQ(c.args(nullptr, nullptr).abi_version, 2u) << c.summary();
+        Bytes want, want_ip;
+        ASSERT_EQ(run_kernel(*scalar, c, want), RC_OK) << c.summary();
+        ASSERT_EQ(run_kernel_in_place(*scalar, c, want_ip), RC_OK) << c.summary();
+        ++cases;
+        for (const Implementation* impl : simd_impls()) {
+          Bytes got, got_ip;
+          ASSERT_EQ(run_kernel(*impl, c, got), RC_OK) << impl->name << " " << c.summary();
+          ASSERT_EQ(run_kernel_in_place(*impl, c, got_ip), RC_OK) << impl->name << " " << c.summary();
+          std::string first;
+          EXPECT_EQ(count_mismatches(c, got, want, &first), 0u)
+              << impl->name << " vs scalar, " << c.summary() << "\n  first: " << first;
+          EXPECT_EQ(count_mismatches(c, got_ip, want_ip, &first), 0u)
+              << impl->name << " in place vs scalar in place, " << c.summary() << "\n  first: " << first;
+          for (size_t t = 0; t < c.n_tokens(); ++t)
+            for (size_t h = 0; h < c.n_heads; ++h)
+              for (uint32_t e = 0; e < c.head_dim; ++e) {
+                if (is_rotated(c, e)) continue;
+                const size_t k = head_offset(c, t, h) + e;
+                ASSERT_EQ(load_bits(d, got.data(), k), load_bits(d, c.input.data(), k)) << impl->name << " " << e;
+                ASSERT_EQ(load_bits(d, got_ip.data(), k), load_bits(d, c.input.data(), k)) << impl->name << " " << e;
+              }
+        }
+      }
+  EXPECT_EQ(cases, v2_shapes().size() * 6);
+}
+
+// The v2 cases against the exact reference with each implementation's own bound.
+TEST(SimdKernelsV2, WithinErrorBoundOfExactReference) {
+  std::mt19937_64 rng(77);
+  for (const V2Shape& sh : v2_shapes())
+    for (Dtype d : kAllDtypes)
+      for (Layout l : kAllLayouts) expect_every_simd_kernel_judged_ok(make_v2_case(d, l, sh, rng, false));
+}
+
+// A token where only some axes are at 0: with attention factor 1 the pairs on those axes are copied bit
+// for bit (-0 and NaN included) and the others rotated; with another factor every pair is rotated and
+// scaled, as `scalar` does (the token then takes the vector path).
+TEST(SimdKernelsV2, ZeroAnglePairsOnAZeroAxisAreCopiedOnlyWithFactorOne) {
+  const Implementation* scalar = find_implementation("scalar");
+  ASSERT_NE(scalar, nullptr);
+  std::mt19937_64 rng(31);
+  for (Dtype d : kAllDtypes)
+    for (Layout l : kAllLayouts)
+      for (double af : {1.0, 0.7}) {
+        RopeCase c = make_v2_case(d, l, {16, 2, 2, 2, true, af, 0}, rng, true);
+        c.positions = {0, 9, /* axis 1 */ 4, 0};  // token 0: axis 0 at 0; token 1: axis 1 at 0
+        c.input.assign(c.n_bytes(), 0);
+        for (size_t k = 0; k < c.n_elements(); ++k) store_bits(d, c.input.data(), k, random_bits(d, rng, true));
+        Bytes want;
+        ASSERT_EQ(run_kernel(*scalar, c, want), RC_OK);
+        for (const Implementation* impl : simd_impls()) {
+          Bytes got;
+          ASSERT_EQ(run_kernel(*impl, c, got), RC_OK) << impl->name;
+          std::string first;
+          EXPECT_EQ(count_mismatches(c, got, want, &first), 0u) << impl->name << " af " << af << ": " << first;
+          if (af != 1.0) continue;
+          for (size_t t = 0; t < 2; ++t)
+            for (size_t h = 0; h < c.n_heads; ++h)
+              for (uint32_t i = 0; i < 8; ++i) {
+                if (c.pair_axis[i] != t) continue;  // token t's zero axis is axis t
+                for (uint32_t e : {pair_elements(c, i).first, pair_elements(c, i).second}) {
+                  const size_t k = head_offset(c, t, h) + e;
+                  EXPECT_EQ(load_bits(d, got.data(), k), load_bits(d, c.input.data(), k))
+                      << impl->name << " token " << t << " pair " << i;
+                }
+              }
+        }
+      }
+}
+
+// Versions: an unknown abi_version is declined; a v1 call never reads the v2 fields (garbage there
+// changes nothing), and a v2 call with every v2 field neutral gives the v1 result bit for bit.
+TEST(SimdKernelsV2, VersionNegotiation) {
+  std::mt19937_64 rng(8);
+  for (Dtype d : kAllDtypes)
+    for (Layout l : kAllLayouts) {
+      const RopeCase c = make_case(d, l, 40, 44, 2, {0, 3, 1000, 77777}, rng, true);
+      Bytes want(c.n_bytes());
+      rc_rope_args v1 = c.args(c.input.data(), want.data());
+      ASSERT_EQ(v1.abi_version, 1u);
+      ASSERT_EQ(find_implementation("scalar")->fn(&v1), RC_OK);
+      for (const Implementation* impl : simd_impls()) {
+        Bytes out(c.n_bytes(), 0);
+        rc_rope_args a = c.args(c.input.data(), out.data());
+        a.abi_version = 3;
+        EXPECT_EQ(impl->fn(&a), RC_UNSUPPORTED) << impl->name;
+        a.abi_version = 0;
+        EXPECT_EQ(impl->fn(&a), RC_UNSUPPORTED) << impl->name;
+        // v1 with garbage where a v2 struct continues.
+        a = c.args(c.input.data(), out.data());
+        a.rotary_offset = 1000;
+        a.n_pos_axes = 77;
+        a.pair_axis = reinterpret_cast<const uint8_t*>(uintptr_t(8));
+        a.attention_factor = std::nan("");
+        a.freq_rule = reinterpret_cast<const rc_freq_rule*>(uintptr_t(8));
+        ASSERT_EQ(impl->fn(&a), RC_OK) << impl->name;
+        std::string first;
+        EXPECT_EQ(count_mismatches(c, out, want, &first), 0u) << impl->name << " v1: " << first;
+        // v2, neutral.
+        Bytes out2(c.n_bytes(), 0);
+        a = c.args(c.input.data(), out2.data());
+        a.abi_version = 2;
+        a.rotary_offset = 0;
+        a.n_pos_axes = 1;
+        a.pair_axis = nullptr;
+        a.attention_factor = 1.0;
+        a.freq_rule = nullptr;
+        ASSERT_EQ(impl->fn(&a), RC_OK) << impl->name;
+        EXPECT_EQ(out2, out) << impl->name << " neutral v2 vs v1";
+      }
+    }
+}
+
+TEST(SimdKernelsV2, RejectsMalformedV2Calls) {
+  std::mt19937_64 rng(6);
+  RopeCase c = make_v2_case(Dtype::f32, Layout::interleaved, {8, 2, 0, 2, true, 1.0, 0}, rng, false);
+  Bytes out(c.n_bytes());
+  for (const Implementation* impl : simd_impls()) {
+    rc_rope_args a = c.args(c.input.data(), out.data());
+    ASSERT_EQ(impl->fn(&a), RC_OK) << impl->name;
+    a.rotary_offset = 3;  // 3 + 8 > 10
+    EXPECT_NE(impl->fn(&a), RC_OK) << impl->name;
+    a = c.args(c.input.data(), out.data());
+    const uint8_t bad_map[4] = {0, 1, 2, 0};  // axis 2 of 2
+    a.pair_axis = bad_map;
+    EXPECT_NE(impl->fn(&a), RC_OK) << impl->name;
+    a = c.args(c.input.data(), out.data());
+    a.n_pos_axes = 5;
+    EXPECT_NE(impl->fn(&a), RC_OK) << impl->name;
+    for (double af : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+      a = c.args(c.input.data(), out.data());
+      a.attention_factor = af;
+      EXPECT_NE(impl->fn(&a), RC_OK) << impl->name << " af " << af;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ropecheck

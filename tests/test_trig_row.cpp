@@ -192,4 +192,96 @@ TEST(TrigRow, IsWithinHalfAnUlpPlus2ToMinus50OfTheExactCosSin) {
   EXPECT_GT(fallback, 500u);
 }
 
+// ABI v2: each target's row (the row hook gives the row the kernel rotates with) for several position
+// axes merged by a pair_axis map, times an attention factor, is bit-identical to `scalar`'s
+// cos_sin_pair(m[pair_axis[i]], theta, i, af).
+TEST(TrigRow, V2RowsWithAxesAndAttentionFactorAreBitIdentical) {
+  std::mt19937_64 rng(20260101);
+  const double factors[] = {1.0, 1.2079441541679836, 0.7, 3.0, 0x1.fffffffffffffp-1};
+  size_t rows = 0, fallback_lanes = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const RowCase rc = random_row_case(rng);
+    const uint32_t axes = 1 + uint32_t(rng() % 3);
+    const size_t n = rc.positions.size(), np = rc.rotary_dim / 2;
+    std::vector<int64_t> pos;
+    for (uint32_t ax = 0; ax < axes; ++ax)
+      for (size_t t = 0; t < n; ++t) pos.push_back(ax == 0 ? rc.positions[t] : random_position(rng));
+    std::vector<uint8_t> map;
+    if (rng() % 4) {
+      for (size_t i = 0; i < np; ++i) map.push_back(uint8_t(rng() % axes));
+    }
+    rc_rope_args a = rc.args();
+    a.abi_version = 2;
+    a.positions = pos.data();
+    a.n_pos_axes = axes;
+    a.pair_axis = map.empty() ? nullptr : map.data();
+    a.attention_factor = factors[rng() % std::size(factors)];
+    const ThetaTable th = make_theta_table(&a);
+    std::vector<float> c1(np + simd::kRowPad), s1(np + simd::kRowPad);
+    for (size_t t = 0; t < n; ++t) {
+      TokenAngle m[4];
+      for (uint32_t ax = 0; ax < axes; ++ax) m[ax] = token_angle(&a, th, t, ax);
+      ++rows;
+      for (const auto& target : simd::supported_targets()) {
+        target.row(&a, t, c1.data(), s1.data());
+        for (size_t i = 0; i < np; ++i) {
+          const TokenAngle& mi = m[map.empty() ? 0 : map[i]];
+          float c0, s0;
+          cos_sin_pair(mi, th, i, c0, s0, a.attention_factor);
+          fallback_lanes += !mi.fast || !(std::fabs(mi.hi * th.hi[i]) < trig_dd::kFastLimit);
+          if (std::bit_cast<uint32_t>(c0) == std::bit_cast<uint32_t>(c1[i]) &&
+              std::bit_cast<uint32_t>(s0) == std::bit_cast<uint32_t>(s1[i]))
+            continue;
+          FAIL() << target.name << ": " << describe(rc, t, i) << " axes " << axes << " af "
+                 << a.attention_factor << ": cos " << std::hexfloat << c1[i] << " sin " << s1[i]
+                 << ", scalar " << c0 << " " << s0;
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows, 3000u);
+  EXPECT_GT(fallback_lanes, 1000u);
+}
+
+// With an attention factor af the row is af*cos, af*sin rounded once to f32: within half an f32 ulp of
+// the exact af*cos(angle) + af*2^-50 (the polynomial's error, scaled) + af*2^-53 (the double product).
+TEST(TrigRow, WithAttentionFactorIsWithinHalfAnUlpOfTheExactScaledCosSin) {
+  std::mt19937_64 rng(71);
+  const double factors[] = {1.2079441541679836, 0.7, 3.0};
+  size_t checked = 0, off_by_rounding = 0, off_ld = 0, fallback = 0;
+  for (int iter = 0; iter < 200; ++iter) {
+    RowCase rc = random_row_case(rng);
+    if (!std::isfinite(rc.scale * 1e10)) rc.scale = 1.0;
+    const double af = factors[iter % std::size(factors)];
+    const rc_rope_args a = rc.args();
+    const ThetaTable th = make_theta_table(&a);
+    const size_t np = rc.rotary_dim / 2;
+    for (size_t t = 0; t < rc.positions.size(); ++t) {
+      const TokenAngle m = token_angle(&a, th, t);
+      for (size_t i = 0; i < np; ++i) {
+        const Big angle = Big(m.m) * Big(th.th[i]);
+        if (abs(angle) > Big(0x1p45)) continue;
+        float c, s;
+        cos_sin_pair(m, th, i, c, s, af);
+        const bool dd = m.fast && std::fabs(m.hi * th.hi[i]) < trig_dd::kFastLimit;
+        const double extra = std::max(af - 1, 0.0) * 0x1p-50 + af * 0x1p-53 +
+                             (dd ? 0.0 : af * std::ldexp(abs(angle).convert_to<double>(), -63));
+        const Big ec = Big(af) * cos(angle), es = Big(af) * sin(angle);
+        double xc = 0, xs = 0;
+        if (!(within(c, ec, extra, &xc) && within(s, es, extra, &xs)))
+          FAIL() << describe(rc, t, i) << " af " << af << ": angle " << angle.str(25) << " cos " << std::hexfloat
+                 << c << " sin " << s << " exact " << ec.str(20) << " " << es.str(20);
+        (dd ? off_by_rounding : off_ld) += !(float(ec.convert_to<double>()) == c && float(es.convert_to<double>()) == s);
+        ++checked;
+        fallback += !dd;
+      }
+    }
+  }
+  std::printf(
+      "checked %zu pairs with an attention factor: double-double path %zu (%zu not the correctly rounded f32), "
+      "long double path %zu (%zu)\n",
+      checked, checked - fallback, off_by_rounding, fallback, off_ld);
+  EXPECT_GT(checked, 10000u);
+}
+
 }  // namespace

@@ -26,8 +26,10 @@ inline constexpr size_t kRowPad = 16;
 
 // One token with the scalar arithmetic (same f32 operations as `scalar`),
 // copying the bits of pairs whose angle is exactly 0. Used for the rare rows
-// that hold such a pair (position 0, scale 0, a zero table entry).
-void rotate_token_scalar(const rc_rope_args* a, const ThetaTable& th, const TokenAngle& m, uint64_t t,
-                         const float* c, const float* s);
+// that hold such a pair (position 0, scale 0, a zero table entry) when the
+// attention factor is 1. m[k]: position axis k's angle factor; pair i's axis
+// is pair_axis[i] (NULL: axis 0); c, s: the token's row.
+void rotate_token_scalar(const rc_rope_args* a, const ThetaTable& th, const TokenAngle* m, const uint8_t* pair_axis,
+                         uint64_t t, const float* c, const float* s);
 
 }  // namespace ropecheck::simd

@@ -5,6 +5,16 @@
 // Per token: the cos/sin row is computed once (TrigRow: the double-double row
 // of impls/trig_row.hpp, the same double operations in the same order as
 // `scalar`'s cos_sin_pair, vectorised over pairs) and reused across heads.
+// ABI v2 (read only when abi_version >= 2): the row is multiplied by the
+// attention factor before its rounding to f32, as cos_sin_pair does; with
+// several position axes, each axis used by some pair gets its own row and
+// pair i takes axis pair_axis[i]'s value (TokenRow); the theta table comes
+// from the frequency rule when there is one (make_theta_table); the rotated
+// slice of each head starts at rotary_offset, and the elements before and
+// after it are copied when out != in. A token whose row holds an angle of
+// exactly 0 with attention factor 1 goes through the scalar rotation, which
+// copies such a pair's bits as `scalar` does (with another factor `scalar`
+// rotates every pair, and so does the vector path).
 // SIMD does the loads, the f32 rotation y0 = x0*c - x1*s,
 // y1 = x0*s + x1*c (the same f32 operations as `scalar`, no FMA), and the
 // stores. f16/bf16 loads and round-to-nearest-even stores are done with our
@@ -259,10 +269,13 @@ using DU64 = hn::RebindToUnsigned<DD>;
 using DFD = hn::Rebind<float, DD>;  // as many f32 lanes as f64 lanes
 
 // cos_sin_row of impls/trig_row.hpp lane-wise: the same double operations in
-// the same order (Mul/Add/Sub only), the same rounding to f32 (DemoteTo is
-// cvtpd2ps, round to nearest even). Lanes outside the double-double path
-// (|p| >= 2^30) are redone by cos_sin_pair, as are whole rows whose m or
-// table is out of range. c and s hold np + kRowPad floats.
+// the same order (Mul/Add/Sub only), the attention factor af multiplying the
+// double cos/sin after the quadrant's sign as in trig_poly::by_quadrant
+// (float(-sn * af); af = 1 is exact, so a v1 row is unchanged), the same
+// rounding to f32 (DemoteTo is cvtpd2ps, round to nearest even). Lanes
+// outside the double-double path (|p| >= 2^32) are redone by cos_sin_pair, as
+// are whole rows whose m or table is out of range. c and s hold np + kRowPad
+// floats.
 // cc, ss (when not null): the row per element for RotateInPlace,
 // cc = (c0, c0, c1, c1, ...), ss = (-s0, s0, -s1, s1, ...).
 HWY_INLINE void DupRow(const float* c, const float* s, float* cc, float* ss, size_t from, size_t to) {
@@ -274,10 +287,12 @@ HWY_INLINE void DupRow(const float* c, const float* s, float* cc, float* ss, siz
   }
 }
 
-HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, float* c, float* s,
-                          float* cc = nullptr, float* ss = nullptr) {
+// kScale: af != 1 (with af == 1 the products are skipped: x * 1 is x, so the row is the same).
+template <bool kScale>
+HWY_NOINLINE void TrigRowT(const TokenAngle& m, const ThetaTable& t, size_t np, double af, float* c, float* s,
+                           float* cc, float* ss) {
   if (!m.fast) {
-    cos_sin_row(m, t, np, c, s);
+    cos_sin_row(m, t, np, c, s, af);
     DupRow(c, s, cc, ss, 0, np);
     return;
   }
@@ -292,6 +307,7 @@ HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, f
   const size_t N = hn::Lanes(dd);
   const auto mhi = hn::Set(dd, m.hi), mlo = hn::Set(dd, m.lo), mhs = hn::Set(dd, m.hs), mls = hn::Set(dd, m.ls);
   const auto shift = hn::Set(dd, kShift);
+  const auto afv = hn::Set(dd, af);
   for (size_t i = 0; i < np; i += N) {
     const auto thi = hn::LoadU(dd, t.hi.data() + i), tlo = hn::LoadU(dd, t.lo.data() + i);
     const auto ths = hn::LoadU(dd, t.hs.data() + i), tls = hn::LoadU(dd, t.ls.data() + i);
@@ -328,8 +344,14 @@ HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, f
     const auto neg_s = hn::RebindMask(dd, hn::TestBit(q, hn::Set(du, 2)));
     const auto cv = hn::IfThenElse(odd, sn, cs);
     const auto sv = hn::IfThenElse(odd, cs, sn);
-    const auto cf = hn::DemoteTo(df, hn::IfThenElse(neg_c, hn::Neg(cv), cv));
-    const auto sf = hn::DemoteTo(df, hn::IfThenElse(neg_s, hn::Neg(sv), sv));
+    auto cq = hn::IfThenElse(neg_c, hn::Neg(cv), cv);
+    auto sq = hn::IfThenElse(neg_s, hn::Neg(sv), sv);
+    if constexpr (kScale) {
+      cq = hn::Mul(cq, afv);
+      sq = hn::Mul(sq, afv);
+    }
+    const auto cf = hn::DemoteTo(df, cq);
+    const auto sf = hn::DemoteTo(df, sq);
     hn::StoreU(cf, df, c + i);
     hn::StoreU(sf, df, s + i);
 #if HWY_TARGET != HWY_SCALAR
@@ -343,10 +365,15 @@ HWY_NOINLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, f
 #endif
     if (HWY_UNLIKELY(!hn::AllTrue(dd, hn::Lt(hn::Abs(p), hn::Set(dd, kFastLimit))))) {
       const size_t end = std::min(i + N, np);
-      for (size_t j = i; j < end; ++j) cos_sin_pair(m, t, j, c[j], s[j]);
+      for (size_t j = i; j < end; ++j) cos_sin_pair(m, t, j, c[j], s[j], af);
       DupRow(c, s, cc, ss, i, end);
     }
   }
+}
+
+HWY_INLINE void TrigRow(const TokenAngle& m, const ThetaTable& t, size_t np, double af, float* c, float* s,
+                        float* cc = nullptr, float* ss = nullptr) {
+  af == 1.0 ? TrigRowT<false>(m, t, np, af, c, s, cc, ss) : TrigRowT<true>(m, t, np, af, c, s, cc, ss);
 }
 
 // ---- the rotation -----------------------------------------------------------
@@ -396,6 +423,7 @@ struct Row {
   std::vector<float> c, s;      // np + kRowPad
   std::vector<float> cc, ss;    // 2 * (np + kRowPad)
   std::vector<float> ceo, seo;  // np + kRowPad
+  std::vector<float> ac, as;    // 4 * (np + kRowPad): each position axis's row, when pairs use several
 };
 
 // Half-split 16-bit heads whose loads deinterleave for free (kPairs): 2N
@@ -505,6 +533,66 @@ HWY_INLINE void HeadInterleaved(const typename Io<S>::T* in, typename Io<S>::T* 
   }
 }
 
+// The call's v2 parameters, neutral for a v1 call (whose struct ends at
+// `out`: nothing past it is read).
+struct CallV2 {
+  uint32_t offset = 0;                 // rotary_offset
+  double af = 1.0;                     // attention_factor
+  const uint8_t* pair_axis = nullptr;  // NULL: every pair on axis 0
+  int single = 0;                      // the only axis the pairs use, or -1 when they use several
+  uint32_t used = 1;                   // bit k: some pair uses axis k
+};
+
+HWY_INLINE CallV2 GetCallV2(const rc_rope_args* a) {
+  CallV2 v;
+  if (a->abi_version < 2) return v;
+  v.offset = a->rotary_offset;
+  v.af = a->attention_factor;
+  if (a->pair_axis) {
+    v.pair_axis = a->pair_axis;
+    v.used = 0;
+    for (uint32_t i = 0; i < a->rotary_dim / 2; ++i) v.used |= 1u << a->pair_axis[i];
+    v.single = (v.used & (v.used - 1)) ? -1 : __builtin_ctz(v.used);
+  }
+  return v;
+}
+
+// One token's cos/sin row (times the attention factor) in c, s and, when not
+// null, cc, ss (np + kRowPad floats each, twice that for cc, ss): with one
+// axis used, that axis's TrigRow; with several, each used axis's TrigRow in
+// row.ac, row.as, merged per pair by pair_axis. m[k] is axis k's angle factor
+// (for the axes used). Returns whether some pair's angle may be exactly 0
+// with af == 1: `scalar` copies such a pair's bits (with af != 1 it rotates
+// every pair, as the row here does).
+HWY_INLINE bool TokenRow(const rc_rope_args* a, const ThetaTable& th, const CallV2& v, uint64_t t, size_t np,
+                         float* c, float* s, float* cc, float* ss, Row& row, TokenAngle* m) {
+  if (v.single >= 0) {
+    const uint32_t ax = uint32_t(v.single);
+    m[ax] = token_angle(a, th, t, ax);
+    TrigRow(m[ax], th, np, v.af, c, s, cc, ss);
+    return v.af == 1.0 && m[ax].identity;
+  }
+  const size_t stride = np + kRowPad;
+  if (row.ac.size() < 4 * stride) {
+    row.ac.assign(4 * stride, 0.0f);
+    row.as.assign(4 * stride, 0.0f);
+  }
+  bool identity = false;
+  for (uint32_t ax = 0; ax < 4; ++ax) {
+    if (!(v.used >> ax & 1)) continue;
+    m[ax] = token_angle(a, th, t, ax);
+    TrigRow(m[ax], th, np, v.af, row.ac.data() + ax * stride, row.as.data() + ax * stride);
+    identity = identity || m[ax].identity;
+  }
+  for (size_t i = 0; i < np; ++i) {
+    const size_t k = v.pair_axis[i] * stride + i;
+    c[i] = row.ac[k];
+    s[i] = row.as[k];
+  }
+  DupRow(c, s, cc, ss, 0, np);
+  return v.af == 1.0 && identity;
+}
+
 template <int S, bool kInterleaved>
 void Kernel(const rc_rope_args* a) {
   using T = typename Io<S>::T;
@@ -512,6 +600,7 @@ void Kernel(const rc_rope_args* a) {
   T* out = static_cast<T*>(a->out);
   const size_t np = a->rotary_dim / 2;
   const ThetaTable& th = theta_table_cached(a);
+  const CallV2 v = GetCallV2(a);
   constexpr bool kDup = kInterleaved && !kPairs<S>;  // RotateInPlace's rows
   // Reused across calls (a decode call is a few hundred ns; four allocations
   // were a visible part of it). Padding lanes are written by TrigRow only
@@ -524,28 +613,32 @@ void Kernel(const rc_rope_args* a) {
     row.ss.assign(2 * (np + kRowPad), 0.0f);
     row.ceo.assign(np + kRowPad, 0.0f);
     row.seo.assign(np + kRowPad, 0.0f);
+    row.ac.clear();
+    row.as.clear();
   }
   constexpr bool kEvenOdd = !kInterleaved && kHalfBlocks<S>;
   const size_t N = hn::Lanes(DF());
-  const bool pass_through = a->out != a->in && a->rotary_dim < a->head_dim;
+  // Pass-through elements: [0, o) and [o + R, head_dim), copied when out != in.
+  const size_t o = v.offset, end = v.offset + a->rotary_dim;
+  const bool copy_head = a->out != a->in && o > 0;
+  const bool copy_tail = a->out != a->in && end < a->head_dim;
+  TokenAngle m[4];
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    const TokenAngle m = token_angle(a, th, t);
-    TrigRow(m, th, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr, kDup ? row.ss.data() : nullptr);
-    if (m.identity) {
-      rotate_token_scalar(a, th, m, t, row.c.data(), row.s.data());
+    if (TokenRow(a, th, v, t, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr,
+                 kDup ? row.ss.data() : nullptr, row, m)) {
+      rotate_token_scalar(a, th, m, v.pair_axis, t, row.c.data(), row.s.data());
       continue;
     }
     if (kEvenOdd) EvenOddRows(row, np, N);
     for (uint32_t h = 0; h < a->n_heads; ++h) {
       const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
       if constexpr (kInterleaved) {
-        HeadInterleaved<S>(in + base, out + base, np, row);
+        HeadInterleaved<S>(in + base + o, out + base + o, np, row);
       } else {
-        HeadHalfSplit<S>(in + base, out + base, np, row);
+        HeadHalfSplit<S>(in + base + o, out + base + o, np, row);
       }
-      if (pass_through)
-        std::memcpy(out + base + a->rotary_dim, in + base + a->rotary_dim,
-                    (a->head_dim - a->rotary_dim) * sizeof(T));
+      if (copy_head) std::memcpy(out + base, in + base, o * sizeof(T));
+      if (copy_tail) std::memcpy(out + base + end, in + base + end, (a->head_dim - end) * sizeof(T));
     }
   }
 }
@@ -557,7 +650,6 @@ void KernelFor(const rc_rope_args* a) {
 
 int Apply(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
-  if (a->abi_version >= 2) return RC_UNSUPPORTED;  // TODO(v2 SIMD): offset, axes, attention factor
   switch (a->dtype) {
     case RC_F32: KernelFor<kF32>(a); break;
     case RC_F16: KernelFor<kF16>(a); break;
@@ -624,10 +716,18 @@ void LoadN(uint32_t layout, const void* in, float* x0, float* x1, size_t n) {
   }
 }
 
-// This target's cos/sin row for token `token` of a (c, s: rotary_dim/2 + kRowPad floats).
+// This target's cos/sin row for token `token` of a (c, s: rotary_dim/2 + kRowPad floats): the row the
+// kernel rotates with (ABI v2: each pair's axis, times the attention factor).
 void RowHookImpl(const rc_rope_args* a, uint64_t token, float* c, float* s) {
   const ThetaTable& th = theta_table_cached(a);
-  TrigRow(token_angle(a, th, token), th, a->rotary_dim / 2, c, s);
+  const CallV2 v = GetCallV2(a);
+  if (v.single >= 0) {  // one axis: no per-axis rows
+    TrigRow(token_angle(a, th, token, uint32_t(v.single)), th, a->rotary_dim / 2, v.af, c, s);
+    return;
+  }
+  thread_local Row row;  // the per-axis rows
+  TokenAngle m[4];
+  TokenRow(a, th, v, token, a->rotary_dim / 2, c, s, nullptr, nullptr, row, m);
 }
 
 void StoreHookImpl(uint32_t dtype, uint32_t layout, const float* y0, const float* y1, void* out, size_t n) {
@@ -660,11 +760,11 @@ namespace ropecheck::simd {
 
 HWY_EXPORT(Apply);
 
-void rotate_token_scalar(const rc_rope_args* a, const ThetaTable& th, const TokenAngle& m, uint64_t t,
-                         const float* c, const float* s) {
+void rotate_token_scalar(const rc_rope_args* a, const ThetaTable& th, const TokenAngle* m, const uint8_t* pair_axis,
+                         uint64_t t, const float* c, const float* s) {
   const uint32_t np = a->rotary_dim / 2;
   std::vector<CosSin> row(np);
-  for (uint32_t i = 0; i < np; ++i) row[i] = {c[i], s[i], angle_is_zero(m, th, i)};
+  for (uint32_t i = 0; i < np; ++i) row[i] = {c[i], s[i], angle_is_zero(m[pair_axis ? pair_axis[i] : 0], th, i)};
   ropecheck::rotate_token_scalar(a, t, row.data());
 }
 
