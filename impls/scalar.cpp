@@ -90,6 +90,11 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
 
 extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  // Of ABI v2 it implements negative positions only: a rotated slice at an offset, position axes, an attention
+  // factor or a frequency rule is declined (it would otherwise be ignored).
+  if (a->abi_version >= 2 && (a->rotary_offset != 0 || a->n_pos_axes != 1 || a->pair_axis ||
+                              a->attention_factor != 1.0 || a->freq_rule))
+    return RC_UNSUPPORTED;
   const uint32_t npairs = a->rotary_dim / 2;
   std::vector<float> inv(npairs);
   for (uint32_t i = 0; i < npairs; ++i) {
