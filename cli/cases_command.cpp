@@ -97,8 +97,8 @@ int run() {
         opt.model_name = model->name;
         opt.model_description = model->description;
         for (const auto& l : model->caveats) opt.model_description.push_back("note: " + l);
-        std::cout << model->text("model: ")
-                  << "model: the matrix, special-value and random cases take this configuration (positions 0 .. "
+        std::cout << model->text("")
+                  << "model cases: the matrix, special-value and random cases take this configuration (positions 0 .. "
                   << opt.max_position
                   << "); the property rows' cases are the generic ones (the property generators cannot take a "
                      "model)\n";

@@ -66,7 +66,7 @@ int run_sweep_command() {
     g_opt.base = model->shape.base;
     g_opt.layouts = {model->shape.layout};
     g_opt.declined = &declined;
-    std::cout << model->text("model: ");
+    std::cout << model->text("");
   } else if (!g_layout.empty()) {
     g_opt.layouts = {*parse_layout(g_layout)};
   }

@@ -267,6 +267,13 @@ TEST(HfCli, CasesExportAndSweepTakeTheModel) {
             0)
       << slurp(d + "/sweep.log");
   const std::string sw = slurp(d + "/sweep.log");
-  EXPECT_NE(sw.find("model: position axes: 3"), std::string::npos) << sw;
+  EXPECT_NE(sw.find("position axes: 3"), std::string::npos) << sw;
   EXPECT_NE(sw.find("| scalar | exact | f32 | half-split |"), std::string::npos) << sw;
+  // Every built-in: those that do not implement the model's case decline it and are listed, not failed.
+  const int all_rc = run_cli("sweep --preset deepseek-v3 --max-log2-position 17 --tokens-per-bucket 2", d + "/all.log");
+  const std::string all = slurp(d + "/all.log");
+  EXPECT_EQ(all_rc, 0) << all;
+  EXPECT_NE(all.find("declined (RC_UNSUPPORTED, no row): conventional-fp32 f32 interleaved"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("| scalar | exact | bf16 | interleaved |"), std::string::npos) << all;
 }
