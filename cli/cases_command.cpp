@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/model_options.hpp"
 #include "gate/case_set.hpp"
 #include "gate/gate_report.hpp"
 
@@ -23,6 +24,9 @@ struct CasesArgs {
   uint64_t property_cases = 8;
   CLI::App* exp = nullptr;
   CLI::App* chk = nullptr;
+  cli::ModelArgs model;
+  CLI::Option* layout_opt = nullptr;
+  CLI::Option* max_position_opt = nullptr;
 } g;
 
 CLI::App* add(CLI::App& app) {
@@ -31,9 +35,14 @@ CLI::App* add(CLI::App& app) {
   g.exp = s->add_subcommand("export", "write inputs (.npy) and manifest.json to a directory");
   g.exp->add_option("--dir", g.dir, "output directory")->required();
   g.exp->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
-  g.exp->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
-  cli::add_int_option<int64_t>(g.exp, "--max-position", g.max_position, 1, int64_t(1) << 62,
-                               "largest position (default 2^24)");
+  g.layout_opt = g.exp->add_option("--layout", g.layout,
+                                   "interleaved, half-split, a comma list, or all (with --hf-config/--preset: one "
+                                   "layout, default the config's pairing)")
+                     ->capture_default_str();
+  g.max_position_opt = cli::add_int_option<int64_t>(
+      g.exp, "--max-position", g.max_position, 1, int64_t(1) << 62,
+      "largest position (default 2^24; with --hf-config/--preset the model's max_position_embeddings - 1)");
+  cli::add_model_options(g.exp, g.model);
   g.exp->add_option("--angle-model", g.angle_model, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));
   g.exp->add_option("--contract", g.contract, "what the external kernel promises (recorded in the manifest; docs/gate.md)");
   g.exp->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
@@ -71,11 +80,29 @@ int run() {
         std::cerr << "error: --dtype: expected f32, f16, bf16, a comma list, or all\n";
         return 2;
       }
-      if (!parse_layout_list(g.layout, opt.layouts)) {
+      std::optional<cli::ResolvedModel> model;
+      if (!cli::resolve_model(g.model, g.layout_opt->count() ? g.layout : "", model)) return 2;
+      if (model) {
+        opt.layouts = {model->shape.layout};
+      } else if (!parse_layout_list(g.layout, opt.layouts)) {
         std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all\n";
         return 2;
       }
       opt.max_position = g.max_position;
+      if (model) {
+        const uint64_t ctx = std::max(model->max_position_embeddings, model->shape.rule_seq_len);
+        if (!g.max_position_opt->count() && ctx > 1)
+          opt.max_position = int64_t(std::min<uint64_t>(ctx - 1, int64_t(1) << 62));
+        opt.model = model->shape;
+        opt.model_name = model->name;
+        opt.model_description = model->description;
+        for (const auto& l : model->caveats) opt.model_description.push_back("note: " + l);
+        std::cout << model->text("")
+                  << "model cases: the matrix, special-value and random cases take this configuration (positions 0 .. "
+                  << opt.max_position
+                  << "); the property rows' cases are the generic ones (the property generators cannot take a "
+                     "model)\n";
+      }
       opt.angle_model = *parse_angle_model(g.angle_model);
       opt.tolerance = tol;
       opt.contract = contract.value_or(Contract{});

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/model_options.hpp"
 #include "gate/gate.hpp"
 #include "gate/gate_report.hpp"
 #include "impls/plugin_loader.hpp"
@@ -28,6 +29,9 @@ struct GateArgs {
   uint64_t shrink_tries = 400;
   double budget = 60, call_timeout = 10;
   bool quiet = false;
+  cli::ModelArgs model;
+  CLI::Option* layout_opt = nullptr;
+  CLI::Option* max_position_opt = nullptr;
 } g;
 
 CLI::App* add(CLI::App& app) {
@@ -36,9 +40,14 @@ CLI::App* add(CLI::App& app) {
   auto* i = s->add_option("--impl", g.impl, "a built-in implementation instead");
   k->excludes(i);
   s->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
-  s->add_option("--layout", g.layout, "interleaved, half-split, a comma list, or all")->capture_default_str();
-  cli::add_int_option<int64_t>(s, "--max-position", g.max_position, 1, int64_t(1) << 62,
-                               "largest position tried (default 2^24)");
+  g.layout_opt = s->add_option("--layout", g.layout,
+                               "interleaved, half-split, a comma list, or all (with --hf-config/--preset: one "
+                               "layout, default the config's pairing)")
+                    ->capture_default_str();
+  g.max_position_opt = cli::add_int_option<int64_t>(
+      s, "--max-position", g.max_position, 1, int64_t(1) << 62,
+      "largest position tried (default 2^24; with --hf-config/--preset the model's max_position_embeddings - 1)");
+  cli::add_model_options(s, g.model);
   s->add_option("--angle-model", g.angle_model, "exact (default for --kernel) or fp32")
       ->check(CLI::IsMember({"exact", "fp32"}));
   s->add_option("--contract", g.contract,
@@ -82,7 +91,11 @@ int run() {
     std::cerr << "error: --dtype: expected f32, f16, bf16, a comma list of them, or all; got '" << g.dtype << "'\n";
     return 2;
   }
-  if (!parse_layout_list(g.layout, opt.layouts)) {
+  std::optional<cli::ResolvedModel> model;
+  if (!cli::resolve_model(g.model, g.layout_opt->count() ? g.layout : "", model)) return 2;
+  if (model) {
+    opt.layouts = {model->shape.layout};
+  } else if (!parse_layout_list(g.layout, opt.layouts)) {
     std::cerr << "error: --layout: expected interleaved, half-split, a comma list, or all; got '" << g.layout << "'\n";
     return 2;
   }
@@ -95,6 +108,17 @@ int run() {
   std::optional<Contract> contract;
   if (!cli::parse_contract_option(g.contract, contract)) return 2;
   opt.max_position = g.max_position;
+  if (model) {
+    const uint64_t ctx = std::max(model->max_position_embeddings, model->shape.rule_seq_len);
+    if (!g.max_position_opt->count() && ctx > 1) opt.max_position = int64_t(std::min<uint64_t>(ctx - 1, int64_t(1) << 62));
+    opt.model = model->shape;
+    opt.model_text = model->text("") +
+                     fmt::format("model cases: every matrix, special-value, sequence, repeat, large and random case "
+                                 "takes this configuration (head, rotated slice, base, rule, attention factor, axis "
+                                 "map, layout); positions (0 .. {}), inputs, dtypes, heads and tokens vary; the "
+                                 "property rows cannot take it (their notes say so)\n",
+                                 opt.max_position);
+  }
   opt.seed = g.seed;
   opt.budget_seconds = g.budget;
   opt.random_cases = g.cases;
@@ -163,6 +187,11 @@ int run() {
                            {"budget_seconds", opt.budget_seconds},
                            {"call_timeout_seconds", opt.call_timeout_seconds},
                            {"tolerance", g.tolerance}};
+  if (model) {
+    params["model"] = g.model.preset.empty() ? std::filesystem::path(g.model.hf_config).filename().string()
+                                              : g.model.preset;
+    if (model->shape.rule_seq_len) params["seq_len"] = model->shape.rule_seq_len;
+  }
   try {
     const int cmp = gate::write_and_compare(gate::make_gate_report(r, "gate", params), g.report_dir, g.baseline,
                                             g.slack, std::cout);

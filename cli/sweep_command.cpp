@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/model_options.hpp"
 #include "reports/report.hpp"
 #include "runs/sweep_report.hpp"
 
@@ -15,6 +16,9 @@ SweepOptions g_opt;
 std::string g_report_dir, g_baseline;  // reports
 std::string g_contract;                 // --contract SPEC (empty: each kernel's own)
 report::Slack g_slack;                  // reports
+cli::ModelArgs g_model;                 // --hf-config / --preset / --seq-len
+std::string g_layout;                   // --layout (with a model)
+std::vector<CLI::Option*> g_shape_opts;  // what a model fixes
 }  // namespace
 
 CLI::App* add_sweep_command(CLI::App& app) {
@@ -27,9 +31,14 @@ CLI::App* add_sweep_command(CLI::App& app) {
   cli::add_int_option<uint32_t>(g_sweep, "--tokens-per-bucket", g_opt.tokens_per_bucket, 1, 4096,
                                 "tokens per position bucket");
   cli::add_int_option<uint32_t>(g_sweep, "--heads", g_opt.n_heads, 1, 256, "heads per case");
-  cli::add_int_option<uint32_t>(g_sweep, "--head-dim", g_opt.head_dim, 2, 4096, "elements per head");
-  cli::add_int_option<uint32_t>(g_sweep, "--rotary-dim", g_opt.rotary_dim, 2, 4096, "rotated elements (even)");
-  cli::add_number_option(g_sweep, "--base", g_opt.base, 0, true, 1e300, "theta_i = base^(-2i/rotary_dim)");
+  g_shape_opts = {
+      cli::add_int_option<uint32_t>(g_sweep, "--head-dim", g_opt.head_dim, 2, 4096, "elements per head"),
+      cli::add_int_option<uint32_t>(g_sweep, "--rotary-dim", g_opt.rotary_dim, 2, 4096, "rotated elements (even)"),
+      cli::add_number_option(g_sweep, "--base", g_opt.base, 0, true, 1e300, "theta_i = base^(-2i/rotary_dim)")};
+  cli::add_model_options(g_sweep, g_model);
+  g_sweep->add_option("--layout", g_layout,
+                      "interleaved or half-split (default: both; with --hf-config/--preset the config's pairing)")
+      ->check(CLI::IsMember({"interleaved", "half-split"}));
   g_sweep->add_option("--contract", g_contract,
                       "judge every kernel under this contract (SPEC or preset, e.g. angles=f32 or pytorch-f32; "
                       "docs/reports.md); its series under the exact angle model become checks too. Default: each "
@@ -42,6 +51,25 @@ CLI::App* add_sweep_command(CLI::App& app) {
 }
 
 int run_sweep_command() {
+  std::optional<cli::ResolvedModel> model;
+  if (!cli::resolve_model(g_model, g_layout, model)) return 2;
+  std::vector<std::string> declined;
+  if (model) {
+    for (const CLI::Option* o : g_shape_opts)
+      if (o->count()) {
+        std::cerr << "error: " << o->get_name() << " is fixed by the model (--hf-config/--preset): leave it out\n";
+        return 2;
+      }
+    g_opt.model = model->shape;
+    g_opt.head_dim = model->shape.head_dim;  // recorded in the report's parameters
+    g_opt.rotary_dim = model->shape.rotary_dim;
+    g_opt.base = model->shape.base;
+    g_opt.layouts = {model->shape.layout};
+    g_opt.declined = &declined;
+    std::cout << model->text("");
+  } else if (!g_layout.empty()) {
+    g_opt.layouts = {*parse_layout(g_layout)};
+  }
   if (g_opt.rotary_dim % 2 || g_opt.rotary_dim > g_opt.head_dim) {
     std::cerr << "error: --rotary-dim must be even and <= --head-dim\n";
     return 2;
@@ -65,6 +93,8 @@ int run_sweep_command() {
       };
     const auto rows = run_sweep(g_opt);
     std::cout << format_sweep_table(rows);
+    for (const auto& d : declined)
+      std::cout << "declined (RC_UNSUPPORTED, no row): " << d << "\n";
     int compare_rc = 0;
     if (!g_report_dir.empty() || baseline) {
       const report::Report rep = report::make_sweep_report(g_opt, rows);

@@ -67,6 +67,36 @@ std::string RopeCase::validate() const {
   return s;
 }
 
+void apply_case_template(const RopeCase& model, RopeCase& c) {
+  const size_t nt = c.n_tokens();
+  const uint32_t old_dim = c.head_dim;
+  std::vector<int64_t> p0(c.positions.begin(), c.positions.begin() + long(nt));
+  const Bytes old = c.input;
+  c.layout = model.layout;
+  c.head_dim = model.head_dim;
+  c.rotary_dim = model.rotary_dim;
+  c.rotary_offset = model.rotary_offset;
+  c.base = model.base;
+  c.position_scale = model.position_scale;
+  c.inv_freq = model.inv_freq;
+  c.freq_rule = model.freq_rule;
+  c.rule_seq_len = model.rule_seq_len;
+  c.attention_factor = model.attention_factor;
+  c.n_pos_axes = model.n_pos_axes;
+  c.pair_axis = model.pair_axis;
+  c.positions.assign(size_t(c.n_pos_axes) * nt, 0);
+  for (uint32_t a = 0; a < c.n_pos_axes; ++a)
+    for (size_t t = 0; t < nt; ++t) c.positions[a * nt + t] = p0[(t + a) % nt];
+  const size_t es = dtype_size(c.dtype);
+  c.input.assign(c.n_bytes(), 0);
+  if (old_dim == 0 || old.size() < nt * c.n_heads * size_t(old_dim) * es) return;
+  for (size_t t = 0; t < nt; ++t)
+    for (size_t h = 0; h < c.n_heads; ++h)
+      for (size_t k = 0; k < c.head_dim; ++k)
+        std::memcpy(c.input.data() + ((t * c.n_heads + h) * c.head_dim + k) * es,
+                    old.data() + ((t * c.n_heads + h) * old_dim + k % old_dim) * es, es);
+}
+
 rc_freq_rule abi_freq_rule(const FrequencyRule& r, uint64_t seq_len) {
   rc_freq_rule a{};
   switch (r.type) {

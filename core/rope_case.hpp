@@ -93,6 +93,16 @@ inline size_t head_offset(const RopeCase& c, size_t token, size_t head) {
   return (token * c.n_heads + head) * c.head_dim;
 }
 
+// A model's configuration as a case template (reference/hf_config.hpp model_case makes one from a Hugging
+// Face config): every field a model fixes -- layout, head_dim, rotary_dim, rotary_offset, base,
+// position_scale (1), inv_freq (none), freq_rule, rule_seq_len, attention_factor, n_pos_axes, pair_axis --
+// copied from `model` into c, which keeps its dtype, heads and tokens. c's positions (one axis) become axis
+// 0; axis a > 0 of token t takes the axis-0 position of token (t + a) mod n_tokens (so every axis sees the
+// generator's mix of positions, and different axes differ). The input is rebuilt with model.head_dim
+// elements per head: element k of a head is c's element k mod c.head_dim of the same token and head (the
+// generator's values, special values included, keep their mix).
+void apply_case_template(const RopeCase& model, RopeCase& c);
+
 // Build a case from an ABI call (copies the input).
 RopeCase case_from_args(const rc_rope_args& a);
 

@@ -133,17 +133,17 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
   for (Dtype d : opt.dtypes)
     for (Layout l : opt.layouts) {
       std::vector<bool> ip;
-      const auto sys = systematic_cases(d, l, opt.max_position, opt.seed, &ip);
+      const auto sys = systematic_cases(d, l, opt.max_position, opt.seed, &ip, opt.model ? &*opt.model : nullptr);
       for (size_t k = 0; k < sys.size(); ++k)
         items.push_back({sys[k], fmt::format("matrix {} {}", to_string(d), to_string(l)), ip[k], {}});
     }
   for (Dtype d : opt.dtypes)
     for (Layout l : opt.layouts) {
-      const auto sv = special_value_cases(d, l, opt.seed, opt.max_position);
+      const auto sv = special_value_cases(d, l, opt.seed, opt.max_position, opt.model ? &*opt.model : nullptr);
       for (size_t k = 0; k < sv.size(); ++k) items.push_back({sv[k], "special values", k % 2 == 1, {}});
     }
   // ABI v2 feature rows (a program that builds v1 calls only declines them: `check` counts that as declined).
-  for (Dtype d : opt.dtypes)
+  for (Dtype d : opt.model ? std::vector<Dtype>{} : opt.dtypes)  // a model's export: its configuration only
     for (Layout l : opt.layouts)
       for (const V2Case& v : v2_feature_cases(d, l, opt.max_position, opt.seed))
         items.push_back({v.c, "v2: " + v.feature, v.in_place, {}});
@@ -173,7 +173,7 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
   std::mt19937_64 rng(opt.seed ^ 0xabcdef12345ull);
   for (size_t k = 0; k < opt.random_cases && !combos.empty(); ++k) {
     const auto [d, l] = combos[rng() % combos.size()];
-    const RopeCase c = random_case(d, l, opt.max_position, rng);
+    const RopeCase c = random_case(d, l, opt.max_position, rng, opt.model ? &*opt.model : nullptr);
     const bool in_place = rng() % 2 == 1;
     items.push_back({c, "random", in_place, {}});
   }
@@ -237,6 +237,12 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
     e["seed"] = opt.seed;
     e["random_cases"] = opt.random_cases;
     e["property_cases"] = opt.property_cases;
+    if (opt.model) {
+      e["model"] = opt.model_name;
+      e["model_config"] = opt.model_description;
+      e["model_note"] = "the matrix, special-value and random cases take the model's configuration; the property "
+                        "rows' cases are the generic ones (the property generators cannot take a model)";
+    }
     m["export"] = e;
   }
   m["angle_model"] = std::string(to_string(opt.angle_model));

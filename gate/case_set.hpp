@@ -46,6 +46,11 @@ struct ExportOptions {
   uint64_t seed = 1;
   size_t random_cases = 32;
   uint64_t property_cases = 8;  // executions of each exportable property per dtype x layout
+  // A model's case template (the gate's GateOptions::model): the matrix, special-value and random cases take
+  // it; the property rows keep their own shapes (the manifest says so).
+  std::optional<RopeCase> model;
+  std::string model_name;
+  std::vector<std::string> model_description;  // recorded in the manifest
 };
 
 struct ExportedSet {

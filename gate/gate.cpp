@@ -108,6 +108,8 @@ class Gate {
     }
   }
 
+  const RopeCase* model() const { return opt_.model ? &*opt_.model : nullptr; }
+
   Criteria criteria(const RopeCase& c) const { return case_criteria(opt_.error_model, c, opt_.contract, opt_.tolerance); }
   Criteria criteria_for_dtype(Dtype d) const {
     RopeCase c;
@@ -347,7 +349,7 @@ void Gate::run_matrix() {
       const std::string name = fmt::format("matrix {} {}", to_string(d), to_string(l));
       CheckRow& r = row(name, row_what(name, opt_.contract));
       std::vector<bool> ip;
-      const auto cases = systematic_cases(d, l, opt_.max_position, opt_.seed, &ip);
+      const auto cases = systematic_cases(d, l, opt_.max_position, opt_.seed, &ip, model());
       for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], ip[k]);
       if (r.ran) accepted_combos_.push_back({d, l});
       else if (budget_reached_ && r.declined == 0) r.note = "not run: the budget was reached";
@@ -356,6 +358,7 @@ void Gate::run_matrix() {
 }
 
 void Gate::run_v2_features() {
+  if (opt_.model) return;  // a model's run tests that model's configuration: every row already carries its features
   // One row per ABI v2 feature, over every accepted dtype x layout. Declining is fine (a v1 kernel declines
   // every v2 call); the row says which cases were declined.
   std::map<std::string, std::vector<std::string>> declined;
@@ -384,7 +387,7 @@ void Gate::run_v2_features() {
 void Gate::run_specials() {
   CheckRow& r = row("special values", row_what("special values", opt_.contract));
   for (const auto& [d, l] : accepted_combos_) {
-    const auto cases = special_value_cases(d, l, opt_.seed, opt_.max_position);
+    const auto cases = special_value_cases(d, l, opt_.seed, opt_.max_position, model());
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
   }
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
@@ -402,6 +405,8 @@ void Gate::run_properties() {
   drv.stop = [this] { return aborted_ || over_budget(); };
   for (const props::PropertyDef& p : props::property_set()) {
     CheckRow& r = row(p.row, row_what(p.row, opt_.contract));
+    if (opt_.model)
+      r.note = "not in the model's configuration: generic shapes (the property generators cannot take a model)";
     if (p.exact_angles && opt_.angle_model != AngleModel::exact) {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
       continue;
@@ -465,7 +470,9 @@ void Gate::run_sequences() {
                     "calls in one process, one parameter changing between calls (base, rotary_dim, head_dim, "
                     "scale, table, dtype, layout) and back: stale caches");
   if (accepted_combos_.empty()) return;
-  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, opt_.max_position, opt_.seed);
+  if (opt_.model)
+    r.note = "the model fixes base, rotary_dim, head_dim, scale and table: only the dtype x layout changes run";
+  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, opt_.max_position, opt_.seed, model());
   for (size_t n = 0; n < cases.size(); ++n) {
     const RopeCase& c = cases[n];
     const uint64_t failed_before = r.failed;
@@ -491,7 +498,8 @@ void Gate::run_repeat() {
                                           "and bit-identical to the first",
                                           kRepeats));
   if (accepted_combos_.empty()) return;
-  const RopeCase c = repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed);
+  const RopeCase c =
+      repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed, model());
   const Criteria cr = criteria(c);
   ReferenceOptions ro;
   ro.angle_model = opt_.angle_model;
@@ -547,7 +555,8 @@ void Gate::run_large() {
   CheckRow& r = row("large", "prefill-sized cases: 128 tokens x 16 heads (head_dim 128), 128 tokens x 16 heads "
                              "(head_dim 576, rotary 64 as in MLA models), 32 tokens x 8 heads (head_dim 576, all "
                              "rotated)");
-  for (const auto& [c, in_place] : large_cases(accepted_combos_, opt_.max_position, opt_.seed))
+  if (opt_.model) r.note = "tokens x heads as said, each head the model's";
+  for (const auto& [c, in_place] : large_cases(accepted_combos_, opt_.max_position, opt_.seed, model()))
     run_case(r, c, in_place, /*in_bias=*/false);
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
@@ -594,7 +603,7 @@ void Gate::run_random() {
       break;
     }
     const auto [d, l] = accepted_combos_[rng() % accepted_combos_.size()];
-    const RopeCase c = random_case(d, l, opt_.max_position, rng);
+    const RopeCase c = random_case(d, l, opt_.max_position, rng, model());
     run_case(r, c, rng() % 2 == 1);
     ++n;
   }
@@ -652,6 +661,7 @@ GateResult Gate::run() {
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
+  res_.model = opt_.model_text;
   res_.bounds = describe_bounds(opt_.error_model, opt_.contract, opt_.dtypes, opt_.max_position);
   res_.angle_model = std::string(to_string(opt_.angle_model));
   for (Dtype d : opt_.dtypes) {

@@ -47,6 +47,12 @@ struct GateOptions {
   std::string report_dir;  // where failing cases are written (empty: nowhere)
   bool quiet = false;      // no progress lines on stderr
   std::string kernel_arg = "--kernel ...";  // how replay hints name the kernel
+  // A model's configuration (--hf-config / --preset; reference/hf_config.hpp model_case): the case template
+  // every matrix, special-value, sequence, repeat, large and random case takes (core/rope_case.hpp
+  // apply_case_template: head, rotated slice, base, rule, attention factor, axis map, layout); positions,
+  // inputs, dtypes, heads and tokens still vary. The property rows generate their own shapes and say so.
+  std::optional<RopeCase> model;
+  std::string model_text;  // the resolved configuration, one line each (the verdict's header)
 };
 
 // Parse "--tolerance": one number for every dtype, or "f32=8,bf16=1.5".
@@ -84,6 +90,7 @@ struct GateResult {
   std::string kernel;
   std::string kernel_arg;
   std::string contract;  // the canonical contract SPEC (or "tolerance override")
+  std::string model;     // GateOptions::model_text (empty: no model)
   std::string angle_model = "exact";
   std::map<Dtype, double> dtype_bound;  // the flat bound of a 128-dim case per dtype (display)
   std::string bounds;    // one line per dtype: the contract's derived allowances at small and large angles
@@ -160,15 +167,17 @@ std::string describe_bounds(const KernelErrorModel& em, const Contract& contract
                             int64_t max_position);
 
 // One random case of a dtype and layout (the gate's random row; `cases export` draws the same).
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng);
+// model: a case template (GateOptions::model) every generated case takes before its input is drawn.
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model = nullptr);
 // What a row of the verdict checks ("matrix DTYPE LAYOUT", "special values", "property: ...", "random",
 // "coverage"), in one set of words for the gate and `cases check`.
 std::string row_what(const std::string& name, const Contract& contract);
 
 // The case generators (deterministic in the seed).
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                       std::vector<bool>* in_place);
-std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position);
+                                       std::vector<bool>* in_place, const RopeCase* model = nullptr);
+std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position,
+                                          const RopeCase* model = nullptr);
 // ABI v2 features, one group per row (rotary offset, position axes, attention factor, frequency rules,
 // combined): what each case exercises, the case, and whether it is called in place. Deterministic in the
 // seed. A kernel may decline any of them.
@@ -180,13 +189,15 @@ struct V2Case {
 };
 std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
 // The sequence row's calls: a base case and variants (base, rotary_dim, head_dim, scale, table, every other
-// accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back.
+// accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back. With a model only the
+// dtype x layout variants (the model fixes the rest).
 std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,
-                                     uint64_t seed);
+                                     uint64_t seed, const RopeCase* model = nullptr);
 // The repeat row's case.
-RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed);
+RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model = nullptr);
 // The large row's cases (and whether each runs in place): prefill and MLA shapes, the combinations taking turns.
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
-                                                   int64_t max_position, uint64_t seed);
+                                                   int64_t max_position, uint64_t seed,
+                                                   const RopeCase* model = nullptr);
 
 }  // namespace ropecheck::gate

@@ -28,6 +28,11 @@ float random_value(Rng& rng, Dtype d) {
   return load_f32(d, b.data(), 0);
 }
 
+// The model's shape on a generated case, before its input is drawn.
+void take_model(RopeCase& c, const RopeCase* model) {
+  if (model) apply_case_template(*model, c);
+}
+
 void fill_random(RopeCase& c, Rng& rng) {
   c.input.assign(c.n_bytes(), 0);
   for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype));
@@ -74,7 +79,7 @@ const std::pair<uint32_t, uint32_t> kDims[] = {
 }  // namespace
 
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                       std::vector<bool>* in_place) {
+                                       std::vector<bool>* in_place, const RopeCase* model) {
   Rng rng(seed * 0x9e3779b97f4a7c15ull + uint64_t(d) * 16 + uint64_t(l));
   std::vector<RopeCase> out;
   const double bases[] = {10000.0, 500000.0, 100.0, 1000000.0};
@@ -92,6 +97,7 @@ std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, 
       c.base = bases[k % 4];
       c.position_scale = scales[(k / 2) % 5];
       if (k % 5 == 3) c.inv_freq = rope_table(rng, rd, c.base);
+      take_model(c, model);
       fill_random(c, rng);
       out.push_back(std::move(c));
       if (in_place) in_place->push_back(ip == 1);
@@ -248,7 +254,8 @@ std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, ui
   return out;
 }
 
-std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position) {
+std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position,
+                                          const RopeCase* model) {
   Rng rng(seed * 31 + 7 + uint64_t(d) * 2 + uint64_t(l));
   const Format f = format_of(d);
   const float inf = std::numeric_limits<float>::infinity();
@@ -272,6 +279,7 @@ std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int6
     c.rotary_dim = rd;
     c.n_heads = 2;
     for (int64_t p : {0, 3, 77777, 1, 1000}) c.positions.push_back(std::min(p, max_position));
+    take_model(c, model);
     c.input.assign(c.n_bytes(), 0);
     for (size_t k = 0; k < c.n_elements(); ++k) {
       const float v = (rng() % 2) ? specials[rng() % std::size(specials)] : random_value(rng, d);
@@ -282,7 +290,7 @@ std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int6
   return out;
 }
 
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng) {
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model) {
   RopeCase c;
   c.dtype = d;
   c.layout = l;
@@ -303,13 +311,14 @@ RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& r
                      : std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
   if (rng() % 4 == 0) c.position_scale = std::ldexp(1.0, int(rng() % 7) - 4);
   if (rng() % 5 == 0) c.inv_freq = rope_table(rng, c.rotary_dim, c.base);
+  take_model(c, model);
   fill_random(c, rng);
   return c;
 }
 
 
 std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,
-                                     uint64_t seed) {
+                                     uint64_t seed, const RopeCase* model) {
   if (combos.empty()) return {};
   Rng rng(seed ^ 0x5e9e0cull);
   const auto [d0, l0] = combos[0];
@@ -326,12 +335,14 @@ std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>
     change(v);
     variants.push_back(v);
   };
-  variant([](RopeCase& v) { v.base = 500000; });
-  variant([](RopeCase& v) { v.rotary_dim = 32; });
-  variant([](RopeCase& v) { v.head_dim = v.rotary_dim = 128; });
-  variant([](RopeCase& v) { v.head_dim = 96; });
-  variant([](RopeCase& v) { v.position_scale = 0.25; });
-  variant([&](RopeCase& v) { v.inv_freq = rope_table(rng, v.rotary_dim, v.base); });
+  if (!model) {  // a model fixes these
+    variant([](RopeCase& v) { v.base = 500000; });
+    variant([](RopeCase& v) { v.rotary_dim = 32; });
+    variant([](RopeCase& v) { v.head_dim = v.rotary_dim = 128; });
+    variant([](RopeCase& v) { v.head_dim = 96; });
+    variant([](RopeCase& v) { v.position_scale = 0.25; });
+    variant([&](RopeCase& v) { v.inv_freq = rope_table(rng, v.rotary_dim, v.base); });
+  }
   for (const auto& [d, l] : combos)
     if (d != d0 || l != l0) variant([&, d = d, l = l](RopeCase& v) {
       v.dtype = d;
@@ -349,13 +360,18 @@ std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>
   for (const RopeCase* shape : order) {
     RopeCase c = *shape;
     c.positions = position_mix(rng, max_position, 4);
+    if (model) {
+      const Layout l = c.layout;  // a layout variant keeps its layout
+      take_model(c, model);
+      c.layout = l;
+    }
     fill_random(c, rng);
     out.push_back(std::move(c));
   }
   return out;
 }
 
-RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed) {
+RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model) {
   Rng rng(seed ^ 0x3e9ea7ull);
   RopeCase c;
   c.dtype = d;
@@ -365,12 +381,14 @@ RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed) {
   c.n_heads = 2;
   c.base = 10000;
   c.positions = position_mix(rng, max_position, 3);
+  take_model(c, model);
   fill_random(c, rng);
   return c;
 }
 
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
-                                                   int64_t max_position, uint64_t seed) {
+                                                   int64_t max_position, uint64_t seed,
+                                                   const RopeCase* model) {
   std::vector<std::pair<RopeCase, bool>> out;
   Rng rng(seed ^ 0x1a7e5ull);
   struct Shape {
@@ -395,6 +413,7 @@ std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<D
       const int64_t span = int64_t(sh.tokens);
       const int64_t start = max_position > span ? int64_t(rng() % uint64_t(max_position - span + 1)) : 0;
       for (int64_t t = 0; t < span; ++t) c.positions.push_back(std::min(max_position, start + t));
+      take_model(c, model);
       fill_random(c, rng);
       out.push_back({std::move(c), k % 2 == 1});
     }

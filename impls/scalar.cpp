@@ -42,8 +42,16 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
       }
       const float x0 = load_f32(d, a->in, k0), x1 = load_f32(d, a->in, k1);
       const float c = row[i].c, s = row[i].s;
-      const float y0 = x0 * c - x1 * s;
-      const float y1 = x0 * s + x1 * c;
+      float y0 = x0 * c - x1 * s;
+      float y1 = x0 * s + x1 * c;
+      // An attention factor > 1 (ABI v2) is folded into c and s: a product can overflow f32 where the exact
+      // output does not. Then the pair is recomputed with exact (double) products, rounded once more: within
+      // the f32 arithmetic's allowance. |c|, |s| <= 1 (every v1 call) never takes this path.
+      if ((!std::isfinite(y0) || !std::isfinite(y1)) && (std::fabs(c) > 1.0f || std::fabs(s) > 1.0f) &&
+          std::isfinite(x0) && std::isfinite(x1)) {
+        y0 = float(double(x0) * c - double(x1) * s);
+        y1 = float(double(x0) * s + double(x1) * c);
+      }
       store_f32(d, a->out, k0, y0);
       store_f32(d, a->out, k1, y1);
     }
@@ -82,6 +90,11 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
 
 extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  // Of ABI v2 it implements negative positions only: a rotated slice at an offset, position axes, an attention
+  // factor or a frequency rule is declined (it would otherwise be ignored).
+  if (a->abi_version >= 2 && (a->rotary_offset != 0 || a->n_pos_axes != 1 || a->pair_axis ||
+                              a->attention_factor != 1.0 || a->freq_rule))
+    return RC_UNSUPPORTED;
   const uint32_t npairs = a->rotary_dim / 2;
   std::vector<float> inv(npairs);
   for (uint32_t i = 0; i < npairs; ++i) {

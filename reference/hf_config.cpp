@@ -1,6 +1,7 @@
 #include "reference/hf_config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -398,6 +399,127 @@ RopeConfig load_hf_config(const std::filesystem::path& path) {
   if (in.gcount() != static_cast<std::streamsize>(size) || in.peek() != std::char_traits<char>::eof())
     throw std::runtime_error(fmt::format("{} changed while it was read", path.string()));
   return parse_hf_config(text);
+}
+
+bool rule_uses_seq_len(FrequencyRuleType t) {
+  return t == FrequencyRuleType::dynamic || t == FrequencyRuleType::longrope;
+}
+
+namespace {
+
+std::string describe_rule(const FrequencyRule& r) {
+  std::string s(to_string(r.type));
+  std::vector<std::string> p;
+  auto num = [](double v) { return fmt::format("{:g}", v); };
+  switch (r.type) {
+    case FrequencyRuleType::default_: break;
+    case FrequencyRuleType::linear: p.push_back("factor " + num(r.factor.value_or(1))); break;
+    case FrequencyRuleType::dynamic:
+      p.push_back("factor " + num(r.factor.value_or(1)));
+      p.push_back(fmt::format("max_position_embeddings {}", r.max_position_embeddings));
+      break;
+    case FrequencyRuleType::ntk: p.push_back("alpha " + num(r.factor.value_or(1))); break;
+    case FrequencyRuleType::yarn:
+      p.push_back("factor " + num(r.factor.value_or(1)));
+      p.push_back(fmt::format("original_max_position_embeddings {}", r.original_max_position_embeddings));
+      p.push_back("beta_fast " + num(r.beta_fast));
+      p.push_back("beta_slow " + num(r.beta_slow));
+      if (r.mscale) p.push_back("mscale " + num(*r.mscale));
+      if (r.mscale_all_dim) p.push_back("mscale_all_dim " + num(*r.mscale_all_dim));
+      if (!r.truncate) p.push_back("truncate false");
+      if (r.attention_factor) p.push_back("attention_factor " + num(*r.attention_factor));
+      break;
+    case FrequencyRuleType::longrope:
+      if (r.factor) p.push_back("factor " + num(*r.factor));
+      p.push_back(fmt::format("max_position_embeddings {}", r.max_position_embeddings));
+      p.push_back(fmt::format("original_max_position_embeddings {}", r.original_max_position_embeddings));
+      p.push_back(fmt::format("{} short / {} long factors", r.short_factor.size(), r.long_factor.size()));
+      if (r.attention_factor) p.push_back("attention_factor " + num(*r.attention_factor));
+      break;
+    case FrequencyRuleType::llama3:
+      p.push_back("factor " + num(r.factor.value_or(1)));
+      p.push_back("low_freq_factor " + num(r.low_freq_factor));
+      p.push_back("high_freq_factor " + num(r.high_freq_factor));
+      p.push_back(fmt::format("original_max_position_embeddings {}", r.original_max_position_embeddings));
+      break;
+  }
+  if (!p.empty()) s += " (" + fmt::format("{}", fmt::join(p, ", ")) + ")";
+  return s;
+}
+
+}  // namespace
+
+ModelCase model_case(const RopeConfig& cfg, std::string name, std::optional<uint64_t> seq_len,
+                     std::optional<PairLayout> layout) {
+  if (seq_len && !rule_uses_seq_len(cfg.rule.type))
+    bad(fmt::format("--seq-len: the rule of {} is {}, whose table does not depend on the sequence length (only "
+                    "dynamic and longrope do): leave --seq-len out",
+                    name, to_string(cfg.rule.type)));
+  if (seq_len && *seq_len == 0) bad("--seq-len must be > 0");
+  ModelCase m;
+  m.name = std::move(name);
+  m.max_position_embeddings = cfg.max_position_embeddings;
+  RopeCase& c = m.shape;
+  const PairLayout pl = layout.value_or(cfg.layout);
+  c.layout = pl == PairLayout::half_split ? Layout::half_split : Layout::interleaved;
+  c.head_dim = cfg.head_dim;
+  c.rotary_dim = cfg.rotary_dim;
+  c.rotary_offset = cfg.rotary_offset;
+  c.base = cfg.base;
+  if (cfg.rule.type != FrequencyRuleType::default_) c.freq_rule = cfg.rule;
+  c.rule_seq_len = seq_len.value_or(0);
+  const FrequencyTable table = cfg.frequencies(seq_len);
+  c.attention_factor = to_double(table.attention_factor);
+  const uint32_t n_pairs = cfg.rotary_dim / 2;
+  if (cfg.mrope) {
+    c.n_pos_axes = 3;
+    for (uint32_t a : mrope_pair_axes(*cfg.mrope, n_pairs)) c.pair_axis.push_back(uint8_t(a));
+  }
+  c.positions.assign(c.n_pos_axes, 0);
+
+  auto& d = m.description;
+  d.push_back(fmt::format("model: {}{}", m.name, cfg.model_type.empty() ? "" : " (model_type " + cfg.model_type + ")"));
+  d.push_back(fmt::format("head: head_dim {}, rotated slice [{}, {}) ({} pairs), layout {}{}", cfg.head_dim,
+                          cfg.rotary_offset, cfg.rotary_offset + cfg.rotary_dim, n_pairs, to_string(pl),
+                          layout && *layout != cfg.layout
+                              ? fmt::format(" (--layout; the config pairs {})", to_string(cfg.layout))
+                              : " (the config's pairing)"));
+  d.push_back(fmt::format("rule: {}; base {:g}", describe_rule(cfg.rule), cfg.base));
+  if (rule_uses_seq_len(cfg.rule.type)) {
+    std::string sl = seq_len ? fmt::format("seq_len {}", *seq_len)
+                             : std::string("no --seq-len: HF's table before any growth");
+    if (cfg.rule.type == FrequencyRuleType::longrope)
+      sl += table.longrope_long ? ": the long factors" : ": the short factors";
+    if (cfg.rule.type == FrequencyRuleType::dynamic)
+      sl += fmt::format(": effective base {:.17g}", to_double(table.effective_base));
+    d.push_back(sl);
+  }
+  if (n_pairs > 0) {
+    const std::vector<double> th = theta_as_double(table);
+    const auto [lo, hi] = std::minmax_element(th.begin(), th.end());
+    d.push_back(fmt::format("theta: {} frequencies in [{:.9g}, {:.9g}] (theta_0 {}, theta_{} {})", th.size(), *lo,
+                            *hi, hexfloat(th.front()), th.size() - 1, hexfloat(th.back())));
+  }
+  d.push_back(fmt::format("attention factor: {:.17g} ({}; multiplies cos and sin, as HF)", c.attention_factor,
+                          hexfloat(c.attention_factor)));
+  if (cfg.mrope)
+    d.push_back(fmt::format("position axes: 3 (temporal, height, width), mrope_section [{}], {}; one position per "
+                            "axis and token",
+                            fmt::join(cfg.mrope->section, ", "),
+                            cfg.mrope->interleaved ? "interleaved (stride-3) axis map" : "sectioned axis map"));
+  else
+    d.push_back("position axes: 1");
+  if (cfg.max_position_embeddings) d.push_back(fmt::format("max_position_embeddings: {}", cfg.max_position_embeddings));
+  if (cfg.output_half_split && c.layout == Layout::interleaved)
+    m.caveats.push_back(
+        "the config's rope_interleave (HF DeepSeek-V3: de-interleave, rotate, write pair i to elements o+i and "
+        "o+R/2+i) is not expressible in the kernel ABI: the interleaved map is judged instead (pair i read from and "
+        "written to elements o+2i, o+2i+1); HF's outputs are that permutation of these");
+  return m;
+}
+
+void apply_model_config(const RopeConfig& cfg, std::optional<uint64_t> seq_len, RopeCase& c) {
+  apply_case_template(model_case(cfg, "", seq_len).shape, c);
 }
 
 }  // namespace ropecheck

@@ -42,6 +42,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/rope_case.hpp"
 #include "reference/frequency_rules.hpp"
 
 namespace ropecheck {
@@ -86,6 +87,36 @@ struct RopeConfig {
   FrequencyTable frequencies(std::optional<uint64_t> seq_len = std::nullopt,
                              unsigned bits = kDefaultRuleBits) const;
 };
+
+// A model's configuration as the case template every command uses (`reference`, `gate`, `cases export`,
+// `sweep` with --hf-config / --preset): core/rope_case.hpp apply_case_template puts it on a generated case.
+struct ModelCase {
+  std::string name;  // the preset's name, or the config file's path
+  // The template: layout, head_dim, rotary_dim, rotary_offset, base, freq_rule (none for the default rule),
+  // rule_seq_len, attention_factor (the rule's exact factor correctly rounded to double: HF multiplies cos
+  // and sin by it), n_pos_axes and pair_axis (M-RoPE: 3 axes, mrope_pair_axes). dtype, heads, positions and
+  // input are left for the caller (one token at position 0, no input).
+  RopeCase shape;
+  uint64_t max_position_embeddings = 0;  // the config's, 0 when it has none
+  // The resolved configuration, one line each (rule, theta range, attention factor, slice, layout, axes).
+  std::vector<std::string> description;
+  // What the ABI cannot express and the commands judge instead (DeepSeek's rope_interleave output
+  // permutation): said in every command's output.
+  std::vector<std::string> caveats;
+};
+
+// Whether a rule's table depends on the sequence length (dynamic, longrope).
+bool rule_uses_seq_len(FrequencyRuleType t);
+
+// The case template of a config at `seq_len` (the rules that depend on it: dynamic, longrope; nullopt: HF's
+// table before any growth -- dynamic unscaled, longrope's short factors), with its pairing or `layout`.
+// Throws std::invalid_argument: a seq_len for a rule that does not use it (or 0), a bad rule.
+ModelCase model_case(const RopeConfig& cfg, std::string name, std::optional<uint64_t> seq_len = std::nullopt,
+                     std::optional<PairLayout> layout = std::nullopt);
+
+// The same, on an existing case (keeps its dtype, heads, tokens, input when the head size is unchanged):
+// apply_case_template(model_case(cfg, "", seq_len).shape, c).
+void apply_model_config(const RopeConfig& cfg, std::optional<uint64_t> seq_len, RopeCase& c);
 
 constexpr size_t kMaxHfConfigBytes = 16u << 20;  // 16 MiB
 

@@ -30,6 +30,7 @@ RopeCase sweep_case(const SweepOptions& o, Dtype d, Layout l, std::mt19937_64& r
     for (uint32_t t = 0; t < o.tokens_per_bucket; ++t) c.positions.push_back(pick(rng));
   }
   c.positions.push_back(0);
+  if (o.model) apply_case_template(*o.model, c);
   c.input.resize(c.n_bytes());
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (size_t k = 0; k < c.n_elements(); ++k) store_f32(d, c.input.data(), k, normal(rng));
@@ -71,6 +72,11 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::vector<const I
         if (!impl->supports(d) || !impl->supports(l)) continue;
         Bytes out;
         const int rc = run_kernel(*impl, c, out);
+        if (rc == RC_UNSUPPORTED && o.model) {
+          if (o.declined)
+            o.declined->push_back(fmt::format("{} {} {}", impl->name, to_string(d), to_string(l)));
+          continue;
+        }
         const KernelPromise promise = promise_of(*impl);
         std::set<AngleModel> models = {promise.angle_model};
         if (o.also_exact_model) models.insert(AngleModel::exact);

@@ -37,6 +37,11 @@ struct SweepOptions {
   std::optional<Contract> contract;
   // Called after each (dtype, layout) block with (blocks done, blocks in all) (reports: progress).
   std::function<void(size_t, size_t)> progress;
+  // A model's case template (--hf-config / --preset; reference/hf_config.hpp model_case): the swept case takes
+  // it (core/rope_case.hpp apply_case_template) instead of head_dim / rotary_dim / base. A kernel that declines
+  // it (RC_UNSUPPORTED) gets no row; `declined` names it.
+  std::optional<RopeCase> model;
+  std::vector<std::string>* declined = nullptr;  // "KERNEL DTYPE LAYOUT", one per declined block
 };
 
 // The contract a kernel is judged under when the sweep is given none: for the
