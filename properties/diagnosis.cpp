@@ -175,9 +175,10 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         ++f.pairs;
         if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1)) continue;
         const double phi = k.phi[t * x.np + i];
-        const PairError pe = pair_error(c.dtype, x0, x1, y0, y1, e0, e1, 0, 0, false);
+        const double af = c.attention_factor;  // norms relative to the asked-for output, as the judge
+        const PairError pe = pair_error(c.dtype, af * x0, af * x1, y0, y1, e0, e1, 0, 0, false);
         const double r =
-            ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1), phi, pair_hint(fmt_d, x0, x1, e0, e1)));
+            ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1) * af, phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1)));
         f.residual = std::max(f.residual, pe.e);
         f.worst_ratio = std::max(f.worst_ratio, r);
         if (r > 1.0) {
@@ -315,12 +316,15 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         if (!std::isfinite(r.x[0]) || !std::isfinite(r.x[1]) || !std::isfinite(r.y[0]) || !std::isfinite(r.y[1]) ||
             !std::isfinite(e0) || !std::isfinite(e1))
           continue;
-        r.norm = std::hypot(r.x[0], r.x[1]);
-        r.zero = x.have_angles ? r.phi == 0
-                               : (load_f32(d, ref.rounded.data(), r.k0) == r.x[0] &&
-                                  load_f32(d, ref.rounded.data(), r.k1) == r.x[1]);
-        r.pe = pair_error(d, r.x[0], r.x[1], r.y[0], r.y[1], e0, e1, r.phi);
-        r.hint = pair_hint(fmt_d, r.x[0], r.x[1], e0, e1);
+        // As the judge: norms are the exact output's (the input's times the attention factor), and an angle of
+        // 0 is the identity only without an attention factor.
+        const double af = c.attention_factor;
+        r.norm = std::hypot(r.x[0], r.x[1]) * af;
+        r.zero = af == 1.0 && (x.have_angles ? r.phi == 0
+                                             : (load_f32(d, ref.rounded.data(), r.k0) == r.x[0] &&
+                                                load_f32(d, ref.rounded.data(), r.k1) == r.x[1]));
+        r.pe = pair_error(d, af * r.x[0], af * r.x[1], r.y[0], r.y[1], e0, e1, r.phi);
+        r.hint = pair_hint(fmt_d, af * r.x[0], af * r.x[1], e0, e1);
         ref_residual = std::max(ref_residual, r.pe.e);
         if (r.zero && cr.flat <= 0) {
           if (!identity_ok(x, cr, r)) {
@@ -858,9 +862,10 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           if (!std::isfinite(y0) || !std::isfinite(y1)) continue;
           const Trig g = at(A, c.pair_position(t, i), i);
           const double e0 = x0 * g.c - x1 * g.s, e1 = x0 * g.s + x1 * g.c;
-          const PairError pe = pair_error(d, x0, x1, y0, y1, e0, e1, g.phi);
+          const double af = c.attention_factor;
+          const PairError pe = pair_error(d, af * x0, af * x1, y0, y1, e0, e1, g.phi);
           resid = std::max(resid, pe.e);
-          if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1), g.phi, pair_hint(fmt_d, x0, x1, e0, e1))) <= 1.0)
+          if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1) * af, g.phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1))) <= 1.0)
             ++fitted;
         }
     if (nan_pairs > 0 && fitted == nan_pairs) {

@@ -125,10 +125,13 @@ double round_to(Dtype t, double v) {
 // a cache type: a correct cache makes every pair's radial component (factor - 1) * norm (0 for f32). It is
 // systematic, not noise: at small angles cos rounds up to 1 while sin keeps its value, so slow pairs grow
 // by ~phi^2/2; and the cache's angle error shortens every pair to second order.
-double cache_radial_factor(Dtype t, double abs_phi) {
-  if (t == Dtype::f32) return 1.0;
+// A correct pipeline whose cos and sin (times the attention factor af, ABI v2) are rounded to t: the factor
+// by which it lengthens a pair at angle phi. For f32 without an attention factor the rounding is noise (1);
+// with one it is not: near angle 0 every pair carries f32(af)'s rounding, the same for all of them.
+double cache_radial_factor(Dtype t, double abs_phi, double af = 1.0) {
+  if (t == Dtype::f32 && af == 1.0) return 1.0;
   const double c = std::cos(abs_phi), s = std::sin(abs_phi);
-  return round_to(t, c) * c + round_to(t, s) * s;
+  return (round_to(t, af * c) * c + round_to(t, af * s) * s) / af;
 }
 
 }  // namespace
@@ -167,15 +170,17 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     double sum[3] = {0, 0, 0};  // by cache hypothesis (BiasSums::by_cache)
   };
   std::map<std::pair<int64_t, uint32_t>, Cluster> clusters;
-  std::vector<double> cache_share(2 * npairs);  // per token: each pair's radial factor - 1 of an f16, a bf16 cache
+  std::vector<double> cache_share(3 * npairs);  // per token: each pair's radial factor - 1 of an f32, f16, bf16 cache
   const double systematic_cap = 1.0 / 16;  // pairs whose angle clause allows more radial drift stay out of the bias
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.position(t));  // axis 0
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
     if (have_angles && cr.flat <= 0)
       for (uint32_t i = 0; i < npairs; ++i) {
-        cache_share[2 * i] = cache_radial_factor(Dtype::f16, ref.angle[t * npairs + i]) - 1.0;
-        cache_share[2 * i + 1] = cache_radial_factor(Dtype::bf16, ref.angle[t * npairs + i]) - 1.0;
+        const double phi_i = ref.angle[t * npairs + i];
+        cache_share[3 * i] = cache_radial_factor(Dtype::f32, phi_i, c.attention_factor) - 1.0;
+        cache_share[3 * i + 1] = cache_radial_factor(Dtype::f16, phi_i, c.attention_factor) - 1.0;
+        cache_share[3 * i + 2] = cache_radial_factor(Dtype::bf16, phi_i, c.attention_factor) - 1.0;
       }
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
@@ -291,8 +296,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (within && allow.radial_angle <= systematic_cap) {
           // Also less what a correct f16 / bf16 cache does to this pair's radial component.
           const double scale = norm / (std::max(norm, f.min_normal()) * u);
-          const double rs[3] = {pe.radial, pe.radial - cache_share[2 * i] * scale,
-                                pe.radial - cache_share[2 * i + 1] * scale};
+          const double rs[3] = {pe.radial - cache_share[3 * i] * scale, pe.radial - cache_share[3 * i + 1] * scale,
+                                pe.radial - cache_share[3 * i + 2] * scale};
           Cluster& cl = clusters[{c.pair_position(t, i), i}];
           ++cl.n;
           ++j.bias.n;

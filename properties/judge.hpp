@@ -68,7 +68,7 @@ struct BiasSums {
   };
   uint64_t n = 0;           // pairs
   uint64_t clusters = 0;
-  Moments by_cache[3];      // [Dtype]: f32 = as measured, f16 / bf16 = less that cache's share
+  Moments by_cache[3];      // [Dtype]: f32 = as measured (less f32(af)'s share with an attention factor), f16 / bf16 = less that cache's share
   double sum_n2 = 0;        // sum over clusters of n_g^2
   double sum_systematic = 0;  // sum of each pair's systematic radial allowance (the angle clause's share)
   void merge(const BiasSums& o);

@@ -286,13 +286,16 @@ Rounded rotate_mpfr(const Fmt& f, double x0, double x1, const Trig& tr, Scratch&
   mpfr_set_d(s.x0.p(), x0, MPFR_RNDN);  // exact
   mpfr_set_d(s.x1.p(), x1, MPFR_RNDN);
   // y0 = x0 c - x1 s, y1 = x0 s + x1 c, each with a single rounding (2^-P relative).
-  mpfr_fmms(s.y0.p(), s.x0.p(), tr.c.p(), s.x1.p(), tr.s.p(), MPFR_RNDN);
-  mpfr_fmma(s.y1.p(), s.x0.p(), tr.s.p(), s.x1.p(), tr.c.p(), MPFR_RNDN);
+  const int t0 = mpfr_fmms(s.y0.p(), s.x0.p(), tr.c.p(), s.x1.p(), tr.s.p(), MPFR_RNDN);
+  const int t1 = mpfr_fmma(s.y1.p(), s.x0.p(), tr.s.p(), s.x1.p(), tr.c.p(), MPFR_RNDN);
   const double ulp = std::ldexp(1.0, -int(s.P));
   const double b0 = std::fabs(x0), b1 = std::fabs(x1);
   const double a0 = std::fabs(mpfr_get_d(s.y0.p(), MPFR_RNDA)), a1 = std::fabs(mpfr_get_d(s.y1.p(), MPFR_RNDA));
-  const double err0 = 2.0 * (b0 * tr.err_c + b1 * tr.err_s + a0 * ulp);
-  const double err1 = 2.0 * (b0 * tr.err_s + b1 * tr.err_c + a1 * ulp);
+  // Exact cos and sin (a zero angle times the attention factor) and exact sums (ternary 0): the values are
+  // exact, and an exact tie of the storage type rounds to even (an error bound > 0 could never decide it).
+  const bool exact_trig = tr.err_c == 0 && tr.err_s == 0;
+  const double err0 = exact_trig && t0 == 0 ? 0.0 : 2.0 * (b0 * tr.err_c + b1 * tr.err_s + a0 * ulp);
+  const double err1 = exact_trig && t1 == 0 ? 0.0 : 2.0 * (b0 * tr.err_s + b1 * tr.err_c + a1 * ulp);
   if (!round_mpfr(f, s.y0.p(), err0, s, o.y0) || !round_mpfr(f, s.y1.p(), err1, s, o.y1)) return Rounded::undecided;
   if (!round_mpfr(kDouble, s.y0.p(), err0, s, o.e0) || !round_mpfr(kDouble, s.y1.p(), err1, s, o.e1)) {
     // `exact` only measures error: where its correct rounding to double is out

@@ -368,6 +368,33 @@ TEST(Reference, AttentionFactorScalesZeroAnglePairsAndOffsetKeepsTheRest) {
   }
 }
 
+// Regression (found by the variant-accuracy property): at angle 0 an attention factor of 1.5 makes 1.5*x an
+// exact tie of the storage type for some x; the reference must round it to even, not give up at 1064 bits.
+TEST(Reference, AttentionFactorTiesRoundToEven) {
+  for (Dtype d : kAllDtypes) {
+    RopeCase c;
+    c.dtype = d;
+    c.head_dim = c.rotary_dim = 2;
+    c.positions = {0};
+    c.attention_factor = 1.5;
+    c.input.resize(c.n_bytes());
+    const Format f = format_of(d);
+    // x = 1 + 2^-(p-1) (the last bit set): 1.5x = 1.5 + 1.5*2^-(p-1) lies halfway between two neighbours.
+    const double x = 1.0 + std::ldexp(1.0, -(f.precision - 1));
+    store_f32(d, c.input.data(), 0, float(x));
+    store_f32(d, c.input.data(), 1, float(-x));
+    const ReferenceOutput r = reference_rope(c);
+    const double want = load_f32(d, c.input.data(), 0) * 1.5;
+    const double got = load_f32(d, r.rounded.data(), 0);
+    EXPECT_LE(std::fabs(got - want), std::ldexp(1.0, -(f.precision - 1)) * 0.75 + 1e-300) << to_string(d);
+    // Ties to even: the rounded significand is even.
+    Bytes b(4);
+    store_f32(d, b.data(), 0, float(got));
+    EXPECT_EQ(load_bits(d, b.data(), 0) & 1u, 0u) << to_string(d);
+    EXPECT_EQ(load_f32(d, r.rounded.data(), 1), -got) << to_string(d);
+  }
+}
+
 TEST(Reference, V2CallsNegotiateTheirVersion) {
   RopeCase c;
   c.head_dim = c.rotary_dim = 4;
