@@ -82,6 +82,7 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
 
 extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a) {
   if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  if (a->abi_version >= 2) return RC_UNSUPPORTED;  // a v1 pipeline: offsets, axes, attention factor, rules not taken
   const uint32_t npairs = a->rotary_dim / 2;
   std::vector<float> inv(npairs);
   for (uint32_t i = 0; i < npairs; ++i) {
