@@ -90,6 +90,27 @@ const std::vector<PropertyDef>& property_set() {
       {"special-values", "property: special values",
        "NaN and +-Inf inputs follow the documented rules, out of place and in place",
        &property_SpecialValuesFollowTheRules, false, false, true},
+      // ABI v2 variants (suite_variants.cpp): a kernel that declines v2 discards these (a note, not a failure).
+      {"attention-factor", "property: attention factor",
+       "||out pair|| = s ||in pair|| for attention factor s (v2 cases), within the allowances",
+       &property_AttentionFactorScalesNorms, false, false, true},
+      {"relative-axes", "property: relative per axis",
+       "one position axis moved by t for q and k keeps every pair's <q_i, k_i>; pairs on other axes do not move "
+       "(exact angles)",
+       &property_RelativeInvariancePerAxis, false, true, true},
+      {"linear-rule", "property: linear rule",
+       "rule linear(f) = no rule at position_scale 1/f, within both allowances and the rounding of 1/f (exact angles)",
+       &property_LinearRuleEqualsScaledPositions, false, true, true},
+      {"ntk-rule", "property: ntk rule",
+       "rule ntk(alpha) = no rule with base' = base alpha^(R/(R-2)), within both allowances and the rounding of "
+       "base' (exact angles)",
+       &property_NtkRuleEqualsScaledBase, false, true, true},
+      {"offset-slice", "property: offset slice",
+       "elements outside [o, o+R) bit for bit; the slice = the sub-head case's output within both allowances",
+       &property_OffsetSliceEqualsSubHead, false, false, true},
+      {"variant-accuracy", "property: variant accuracy",
+       "one v2 case under every frequency rule, each pair within its allowance of the exact reference",
+       &property_VariantsWithinBoundOfReference, false, false, true},
   };
   return v;
 }

@@ -240,6 +240,155 @@ rc::Gen<RopeCase> rope_case(Dtype d, Layout l, Values v, const CaseShape& s) {
   });
 }
 
+// ---- ABI v2 ------------------------------------------------------------------------------------------------
+
+const std::vector<std::optional<FrequencyRuleType>> kV2RuleKinds = {
+    std::nullopt,
+    FrequencyRuleType::linear,
+    FrequencyRuleType::ntk,
+    FrequencyRuleType::dynamic,
+    FrequencyRuleType::yarn,
+    FrequencyRuleType::llama3,
+    FrequencyRuleType::longrope,
+};
+
+namespace {
+// A double in [lo, hi], shrinking towards lo.
+rc::Gen<double> uniform_real(double lo, double hi) {
+  return rc::gen::map(uniform_int(0, int64_t(1) << 32),
+                      [lo, hi](int64_t k) { return lo + (hi - lo) * double(k) / 0x1p32; });
+}
+}  // namespace
+
+rc::Gen<std::pair<FrequencyRule, uint64_t>> frequency_rule(FrequencyRuleType t, uint32_t rotary) {
+  return rc::gen::exec([t, rotary] {
+    FrequencyRule r;
+    r.type = t;
+    uint64_t seq_len = 0;
+    switch (t) {
+      case FrequencyRuleType::default_: break;
+      case FrequencyRuleType::linear:
+        r.factor = *rc::gen::weightedOneOf<double>(
+            {{2, rc::gen::elementOf(std::vector<double>{2.0, 4.0, 8.0, 3.0})}, {1, uniform_real(1.0, 16.0)}});
+        break;
+      case FrequencyRuleType::ntk:
+        r.factor = *rc::gen::weightedOneOf<double>(
+            {{2, rc::gen::elementOf(std::vector<double>{2.0, 4.0, 8.0})}, {1, uniform_real(1.0, 8.0)}});
+        break;
+      case FrequencyRuleType::dynamic:
+        r.factor = *rc::gen::weightedOneOf<double>(
+            {{2, rc::gen::elementOf(std::vector<double>{2.0, 4.0})}, {1, uniform_real(1.0, 16.0)}});
+        r.max_position_embeddings = uint64_t(1) << *uniform_int(8, 16);
+        seq_len = uint64_t(*uniform_int(0, int64_t(r.max_position_embeddings) * 8));
+        break;
+      case FrequencyRuleType::yarn:
+        r.factor = *rc::gen::weightedOneOf<double>(
+            {{2, rc::gen::elementOf(std::vector<double>{4.0, 8.0, 16.0, 32.0, 40.0})}, {1, uniform_real(1.0, 64.0)}});
+        r.original_max_position_embeddings = uint64_t(1) << *uniform_int(11, 16);
+        if (*uniform_int(0, 4) == 0) {
+          r.beta_slow = *uniform_real(0.5, 4.0);
+          r.beta_fast = r.beta_slow + *uniform_real(0.0, 64.0);
+        }
+        r.truncate = *uniform_int(0, 4) != 0;
+        break;
+      case FrequencyRuleType::llama3:
+        r.factor = *rc::gen::weightedOneOf<double>({{2, rc::gen::just(8.0)}, {1, uniform_real(1.0, 32.0)}});
+        r.original_max_position_embeddings = uint64_t(1) << *uniform_int(11, 16);
+        if (*uniform_int(0, 3) == 0) {
+          r.low_freq_factor = *uniform_real(0.5, 4.0);
+          r.high_freq_factor = r.low_freq_factor + *uniform_real(0.5, 8.0);
+        }
+        break;
+      case FrequencyRuleType::longrope: {
+        const uint32_t n = rotary / 2;
+        r.original_max_position_embeddings = uint64_t(1) << *uniform_int(11, 14);
+        r.max_position_embeddings = r.original_max_position_embeddings * 32;
+        r.short_factor = *rc::gen::container<std::vector<double>>(n, uniform_real(1.0, 4.0));
+        r.long_factor = *rc::gen::container<std::vector<double>>(n, uniform_real(1.0, 64.0));
+        std::sort(r.short_factor.begin(), r.short_factor.end());
+        std::sort(r.long_factor.begin(), r.long_factor.end());
+        seq_len = *uniform_int(0, 2) ? r.original_max_position_embeddings + 1 + uint64_t(*uniform_int(0, 1 << 16))
+                                     : uint64_t(*uniform_int(0, int64_t(r.original_max_position_embeddings) + 1));
+        break;
+      }
+    }
+    return std::pair{r, seq_len};
+  });
+}
+
+rc::Gen<std::vector<uint8_t>> pair_axis_map(uint32_t rotary, uint32_t axes) {
+  const uint32_t n = rotary / 2;
+  if (axes <= 1) return rc::gen::just(std::vector<uint8_t>{});
+  return rc::gen::exec([n, axes] {
+    std::vector<uint8_t> m(n, 0);
+    const int kind = int(*uniform_int(0, 4));
+    if (kind == 0) return std::vector<uint8_t>{};  // every pair on axis 0
+    if (kind == 1) {  // Qwen2-VL: mrope_section [16, 24, 24] of 64 pairs, scaled; the last section takes the rest
+      const double frac[4] = {16.0 / 64, 24.0 / 64, 24.0 / 64, 0};
+      uint32_t i = 0;
+      for (uint32_t ax = 0; ax < axes; ++ax) {
+        const uint32_t len = ax + 1 == axes ? n - i : std::min(n - i, uint32_t(std::lround(frac[std::min(ax, 2u)] * n)));
+        for (uint32_t j = 0; j < len; ++j) m[i++] = uint8_t(ax);
+      }
+    } else if (kind == 2) {  // Qwen3-VL: interleaved
+      for (uint32_t i = 0; i < n; ++i) m[i] = uint8_t(i % axes);
+    } else {
+      for (uint32_t i = 0; i < n; ++i) m[i] = uint8_t(*uniform_int(0, axes));
+    }
+    return m;
+  });
+}
+
+rc::Gen<RopeCase> v2_case(Dtype d, Layout l, Values values, const V2Shape& v, const CaseShape& s) {
+  return rc::gen::exec([=] {
+    std::optional<FrequencyRuleType> kind;
+    if (v.rules) kind = *rc::gen::elementOf(kV2RuleKinds);
+    CaseShape sh = s;
+    if (kind) sh.frequencies = false;  // a rule excludes a table (and keeps the scale at 1)
+    if (kind == FrequencyRuleType::ntk || kind == FrequencyRuleType::dynamic)
+      sh.max_rotary = std::max<uint32_t>(sh.max_rotary, 4);
+    RopeCase c = *case_shape(d, l, sh);
+    if (kind && c.rotary_dim <= 2) {  // ntk and dynamic need R > 2
+      c.rotary_dim = 4;
+      c.head_dim = std::max<uint32_t>(c.head_dim, 4);
+    }
+    if (v.offset) {
+      c.rotary_offset = uint32_t(*uniform_int(0, 18));
+      if (c.rotary_offset + c.rotary_dim > c.head_dim) c.head_dim = c.rotary_offset + c.rotary_dim + uint32_t(*uniform_int(0, 3));
+    }
+    const size_t tokens = c.n_tokens();
+    const uint32_t axes = uint32_t(*uniform_int(v.min_axes, int64_t(v.max_axes) + 1));
+    c.n_pos_axes = axes;
+    if (axes > 1) {
+      std::vector<int64_t> pos = c.positions;  // axis 0 as drawn; the others: small grids, maybe centred on 0
+      const int64_t cap = std::min<int64_t>(s.max_position, 1 << 12);
+      for (uint32_t ax = 1; ax < axes; ++ax) {
+        const auto extra = *rc::gen::container<std::vector<int64_t>>(tokens, position(cap));
+        pos.insert(pos.end(), extra.begin(), extra.end());
+      }
+      if (v.negative) {
+        const int64_t centre = *uniform_int(0, cap + 1);  // 0: no negative positions
+        for (size_t k = tokens; k < pos.size(); ++k) pos[k] -= centre;
+      }
+      c.positions = pos;
+      c.pair_axis = *pair_axis_map(c.rotary_dim, axes);
+    }
+    if (v.attention)
+      c.attention_factor = *rc::gen::weightedOneOf<double>(
+          {{3, rc::gen::elementOf(std::vector<double>{1.0, 0.5, 2.0, 0.75, 1.25, 1.5, 0.70710678118654752})},
+           {2, uniform_real(0.5, 2.0)}});
+    if (kind) {
+      auto [rule, seq] = *frequency_rule(*kind, c.rotary_dim);
+      c.freq_rule = rule;
+      c.rule_seq_len = seq;
+      c.inv_freq.clear();
+      c.position_scale = 1.0;
+    }
+    c.input = *elements(d, values, c.n_elements());
+    return c;
+  });
+}
+
 }  // namespace ropecheck::gen
 
 namespace ropecheck {

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include <rapidcheck.h>
@@ -69,6 +71,34 @@ struct CaseShape {
 rc::Gen<RopeCase> case_shape(Dtype d, Layout l, const CaseShape& s = {});
 // A whole case: shape plus input values.
 rc::Gen<RopeCase> rope_case(Dtype d, Layout l, Values v, const CaseShape& s = {});
+
+// ---- ABI v2 cases (include/ropecheck/kernel_abi.h) -----------------------------------------------------------
+// Every draw shrinks towards the neutral value (offset 0, one axis, no map, attention factor 1, no rule,
+// no negative positions), so a failing v2 case shrinks towards the v1 case that still fails, if any.
+
+// Which v2 features a case may carry, and how much of each.
+struct V2Shape {
+  bool offset = true;          // rotary_offset in [0, 17] (head_dim grows to hold it)
+  uint32_t min_axes = 1;       // n_pos_axes in [min_axes, max_axes]
+  uint32_t max_axes = 3;
+  bool attention = true;       // attention_factor from {1, 0.5, 2, 0.75, 1.25, 1.5, 0.70710678} or in [0.5, 2]
+  bool rules = true;           // a frequency rule (none, linear, ntk, dynamic, yarn, llama3, longrope)
+  bool negative = true;        // multi-axis cases: positions centred on 0 (axial grids)
+};
+
+// The rule kinds a v2 case draws from, in shrinking order (none first).
+extern const std::vector<std::optional<FrequencyRuleType>> kV2RuleKinds;
+// A valid rule of a type for rotary_dim (R > 2 for ntk and dynamic) with HF-like parameters: linear and dynamic
+// factors in [1, 16], NTK alpha in [1, 8], YaRN factor in [1, 64] with original context 2^11..2^15 and HF's
+// betas (sometimes others, sometimes truncate off), llama3 factor 8 or [1, 32] with low/high 1/4 or random,
+// LongRoPE short/long factors in [1, 64]. Its seq_len (dynamic, longrope) comes with it.
+rc::Gen<std::pair<FrequencyRule, uint64_t>> frequency_rule(FrequencyRuleType t, uint32_t rotary_dim);
+// A pair -> axis map of rotary_dim/2 entries over `axes` axes: empty (all axis 0), Qwen2-VL's contiguous
+// sections (mrope_section [16, 24, 24] scaled to the pairs), Qwen3-VL's interleaved map (i mod axes), or random.
+rc::Gen<std::vector<uint8_t>> pair_axis_map(uint32_t rotary_dim, uint32_t axes);
+// A v2 case: case_shape(d, l, s) (with no table or scale when a rule is drawn) plus the v2 features of v, and
+// input values of class `values`. Positions: n_pos_axes per token; negative ones only with several axes.
+rc::Gen<RopeCase> v2_case(Dtype d, Layout l, Values values, const V2Shape& v = {}, const CaseShape& s = {});
 
 }  // namespace ropecheck::gen
 

@@ -2,6 +2,8 @@
 // `scalar`, and `conventional-fp32` claiming exact angles) that each property
 // must catch. A property that passes its mutant has gone blind, and this test
 // fails. Mutants are not registered; they live only here.
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -226,6 +228,73 @@ TEST(MutantsAreCaught, Fp32AnglesClaimingExactAngles) {
   expect_caught(m, {{"relative invariance", &property_RelativeInvariance, f32, il, "relative invariance broken"},
                     {"composition", &property_Composition, f32, il, "composition broken"},
                     {"accuracy", &property_WithinBoundOfReference, f32, hs, "accuracy: pair error"}});
+}
+
+// ---- the v2 mutants of impls/mutants/ (C plugins, loaded here) -------------------------------------------------
+// Each plants one classic variant bug in a correct v2 kernel (mutant_common.h, MK_V2) and is correct on v1
+// calls: only the v2 properties catch it. ok_v2_double (the same kernel, no bug) must pass them all. They are
+// held to a loaded kernel's default promise (exact angles, the default contract), as the gate holds them.
+
+Implementation loaded_mutant(const std::string& stem) {
+  const std::string path = std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so";
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw std::runtime_error("cannot load " + path + ": " + dlerror());
+  auto fn = reinterpret_cast<rc_rope_apply_fn>(dlsym(h, "rc_rope_apply"));
+  if (!fn) throw std::runtime_error(path + " exports no rc_rope_apply");
+  return {stem, "mutant (impls/mutants)", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
+          std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), false, ""};
+}
+Mutant v2_mutant(const std::string& stem) { return {loaded_mutant(stem), loaded_promise(AngleModel::exact)}; }
+
+TEST(MutantsAreCaught, AttentionFactorTwice) {
+  const Mutant m = v2_mutant("mut_attn_factor_twice");
+  expect_caught(m, {{"attention factor", &property_AttentionFactorScalesNorms, f32, il, "attention factor"},
+                    {"attention factor", &property_AttentionFactorScalesNorms, bf16, hs, "attention factor"},
+                    {"variant accuracy", &property_VariantsWithinBoundOfReference, f16, il, "variant accuracy"}});
+}
+
+TEST(MutantsAreCaught, AttentionFactorNever) {
+  const Mutant m = v2_mutant("mut_attn_factor_never");
+  expect_caught(m, {{"attention factor", &property_AttentionFactorScalesNorms, f32, hs, "attention factor"},
+                    {"offset slice", &property_VariantsWithinBoundOfReference, f32, il, "variant accuracy"}});
+}
+
+TEST(MutantsAreCaught, MropeSectionMap) {
+  const Mutant m = v2_mutant("mut_mrope_section_map");
+  expect_caught(m, {{"relative per axis", &property_RelativeInvariancePerAxis, f32, il, "moved when only axis"},
+                    {"relative per axis", &property_RelativeInvariancePerAxis, f16, hs, "moved when only axis"},
+                    {"variant accuracy", &property_VariantsWithinBoundOfReference, f32, hs, "variant accuracy"}});
+}
+
+TEST(MutantsAreCaught, YarnRampReversed) {
+  const Mutant m = v2_mutant("mut_yarn_ramp_reversed");
+  expect_caught(m, {{"variant accuracy", &property_VariantsWithinBoundOfReference, f32, il, "rule yarn"},
+                    {"variant accuracy", &property_VariantsWithinBoundOfReference, bf16, hs, "rule yarn"}});
+}
+
+TEST(MutantsAreCaught, Llama3SmoothingFromWavelength) {
+  const Mutant m = v2_mutant("mut_llama3_wavelength");
+  expect_caught(m, {{"variant accuracy", &property_VariantsWithinBoundOfReference, f32, il, "rule llama3"},
+                    {"variant accuracy", &property_VariantsWithinBoundOfReference, f16, hs, "rule llama3"}});
+}
+
+// The correct v2 kernel passes every v2 property (and the v1 ones on its v1 calls).
+TEST(MutantsAreCaught, CorrectV2KernelPasses) {
+  const Mutant m = v2_mutant("ok_v2_double");
+  const PropertyMaker makers[] = {&property_AttentionFactorScalesNorms,     &property_RelativeInvariancePerAxis,
+                                  &property_LinearRuleEqualsScaledPositions, &property_NtkRuleEqualsScaledBase,
+                                  &property_OffsetSliceEqualsSubHead,        &property_VariantsWithinBoundOfReference,
+                                  &property_WithinBoundOfReference};
+  for (Dtype d : {f32, f16, bf16})
+    for (Layout l : {il, hs})
+      for (size_t k = 0; k < std::size(makers); ++k) {
+        ImplementationHandle h(m.impl, m.promise);
+        const std::string id = current_test_id() + "/" + std::to_string(k);
+        const auto result = run_property(id, makers[k](h, d, l, Scope{}));
+        const std::string text = failure_text(result, id);
+        EXPECT_TRUE(text.empty()) << "ok_v2_double " << to_string(d) << " " << to_string(l) << ", property " << k
+                                  << ":\n" << text;
+      }
 }
 
 }  // namespace

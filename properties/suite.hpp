@@ -37,6 +37,14 @@ Property property_InterleavedEqualsPermutedHalfSplit(KernelHandle& k, Dtype d, L
 // Accuracy (suite_accuracy.cpp): against the exact reference.
 Property property_WithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_SpecialValuesFollowTheRules(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+// ABI v2 variants (suite_variants.cpp): attention factor, per-axis relative invariance, linear and NTK rules as
+// plain RoPE, the offset slice, every rule against the reference. A kernel declining v2 discards.
+Property property_AttentionFactorScalesNorms(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_RelativeInvariancePerAxis(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_LinearRuleEqualsScaledPositions(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_NtkRuleEqualsScaledBase(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_OffsetSliceEqualsSubHead(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_VariantsWithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 
 // A case shape within the scope (positions at most scope.max_position).
 inline gen::CaseShape scoped(const Scope& scope, gen::CaseShape sh = {}) {

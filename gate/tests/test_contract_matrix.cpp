@@ -63,8 +63,17 @@ const std::map<std::string, Expect>& expectations() {
       // Allowed exactly by a clause: pass there, fail elsewhere naming the clause's cause.
       {"mut_fp32_angle", {{"angles=f32", "loosest"}, "f32 angle drift", {}}},
       {"mut_bf16_cache", {{"cos-sin=bf16", "loosest"}, "cos/sin at bf16 precision", {}}},
+      // v2 mutants (mutant_common.h, MK_V2): correct on v1 calls, caught by the gate's v2 cases -- the variant
+      // property rows (properties/suite_variants.cpp; measured: failed under every contract at --property-cases 1
+      // and the default seed). The diagnosis does not name these causes yet ("unexplained"): no cause checked.
+      {"mut_attn_factor_twice", {{}, "", {}}},
+      {"mut_attn_factor_never", {{}, "", {}}},
+      {"mut_mrope_section_map", {{}, "", {}}},
+      {"mut_yarn_ramp_reversed", {{}, "", {}}},
+      {"mut_llama3_wavelength", {{}, "", {}}},
       // Correct kernels: pass wherever their behaviour is allowed.
       {"ok_double", {kAll, "", {}}},
+      {"ok_v2_double", {kAll, "", {}}},
       {"ok_fast_f32", {kAll, "", {}}},
       {"ok_no_identity_case",
        {{"default", "angles=f32", "cos-sin=f16", "cos-sin=bf16", "arith=f16", "arith=bf16", "denormals=flush",

@@ -111,7 +111,7 @@ static void mk_store_flushed(uint32_t dt, void* p, size_t i, float v) {
 }
 #endif
 
-static int mk_check(const rc_rope_args* a) {
+static inline int mk_check(const rc_rope_args* a) {
   if (!a) return 2;
   if (a->abi_version != 1) return RC_UNSUPPORTED;  /* a v1 kernel */
   if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
@@ -309,5 +309,178 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
   return RC_OK;
 }
 #endif /* MK_NO_KERNEL */
+
+/* ---- ABI v2 -------------------------------------------------------------------------------------------
+ * MK_V2: a correct v2 kernel instead (it also takes v1 calls): every v2 feature (rotary_offset, position
+ * axes with pair_axis, attention_factor, every rc_freq_rule kind, negative positions). theta_i, the
+ * rule's table and the angle in long double, cos/sin in double (times attention_factor), the rotation in
+ * double, each output rounded once to f32 (then RNE to f16/bf16); elements outside [o, o+R) copied bit
+ * for bit; a pair whose angle is exactly 0 under an attention factor of 1 is copied.
+ * Switches that plant one classic variant bug each (impls/mutants/mut_*.c; they show only on v2 calls):
+ *   MUT_ATTN_TWICE       cos and sin multiplied by attention_factor, and the rotated pair again
+ *   MUT_ATTN_NEVER       attention_factor ignored
+ *   MUT_MROPE_SECTIONS   pair_axis read as Qwen2-VL's contiguous sections: the number of pairs on each
+ *                        axis is counted and the pairs assigned in axis order (0..n0-1 axis 0, the next
+ *                        n1 axis 1, ...): right for contiguous maps, wrong for interleaved ones (Qwen3-VL)
+ *   MUT_YARN_REVERSED    the YaRN ramp reversed: theta_i = theta0_i*ramp + theta0_i/f*(1 - ramp)
+ *                        (interpolated where it should extrapolate and back)
+ *   MUT_LLAMA3_WAVELEN   llama3's smoothing from wavelen/L where L/wavelen is meant:
+ *                        smooth = (wavelen/L - low)/(high - low)
+ */
+#ifdef MK_V2
+static long double mk_v2_default_theta(long double base, uint32_t i, uint32_t rd) {
+  return powl(base, -(long double)(2 * i) / (long double)rd);
+}
+
+/* theta_i of a v2 call (a rule's table, the inv_freq table, or base^(-2i/R)); 0 or an error code. */
+static int mk_v2_theta(const rc_rope_args* a, long double* th) {
+  const uint32_t rd = a->rotary_dim, np = rd / 2;
+  const rc_freq_rule* r = a->abi_version >= 2 ? a->freq_rule : NULL;
+  const long double base = a->base;
+  if (!r) {
+    for (uint32_t i = 0; i < np; ++i) th[i] = a->inv_freq ? (long double)a->inv_freq[i] : mk_v2_default_theta(base, i, rd);
+    return 0;
+  }
+  const long double f = r->factor;
+  switch (r->kind) {
+    case RC_FREQ_DEFAULT:
+      for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(base, i, rd);
+      return 0;
+    case RC_FREQ_LINEAR:
+      for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(base, i, rd) / f;
+      return 0;
+    case RC_FREQ_DYNAMIC: {
+      const uint64_t L = r->max_position_embeddings, s = r->seq_len > L ? r->seq_len : L;
+      if (L == 0 || rd <= 2) return 2;
+      const long double x = f * (long double)s / (long double)L - (f - 1);
+      const long double b2 = base * powl(x, (long double)rd / (long double)(rd - 2));
+      for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(b2, i, rd);
+      return 0;
+    }
+    case RC_FREQ_NTK: {
+      if (rd <= 2) return 2;
+      const long double b2 = base * powl(f, (long double)rd / (long double)(rd - 2));
+      for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(b2, i, rd);
+      return 0;
+    }
+    case RC_FREQ_YARN: {
+      const long double L = (long double)r->original_max_position_embeddings;
+      const long double bf = r->beta_fast == 0 ? 32 : r->beta_fast, bs = r->beta_slow == 0 ? 1 : r->beta_slow;
+      const long double two_pi = 6.283185307179586476925286766559L, tlb = 2 * logl(base);
+      long double lo = (long double)rd * logl(L / (two_pi * bf)) / tlb;
+      long double hi = (long double)rd * logl(L / (two_pi * bs)) / tlb;
+      if (r->truncate) { lo = floorl(lo); hi = ceill(hi); }
+      if (lo < 0) lo = 0;
+      if (hi > (long double)(rd - 1)) hi = (long double)(rd - 1);
+      if (lo == hi) hi += 0.001L;
+      for (uint32_t i = 0; i < np; ++i) {
+        long double ramp = ((long double)i - lo) / (hi - lo);
+        if (ramp < 0) ramp = 0;
+        if (ramp > 1) ramp = 1;
+        const long double t0 = mk_v2_default_theta(base, i, rd);
+#ifdef MUT_YARN_REVERSED
+        th[i] = t0 * ramp + t0 / f * (1 - ramp); /* BUG: the ramp reversed */
+#else
+        th[i] = t0 * (1 - ramp) + t0 / f * ramp;
+#endif
+      }
+      return 0;
+    }
+    case RC_FREQ_LONGROPE: {
+      const int use_long = r->seq_len > r->original_max_position_embeddings;
+      const double* lambda = use_long ? r->long_factor : r->short_factor;
+      if (!lambda) return 2;
+      for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(base, i, rd) / (long double)lambda[i];
+      return 0;
+    }
+    case RC_FREQ_LLAMA3: {
+      const long double L = (long double)r->original_max_position_embeddings;
+      const long double low = r->low_freq_factor, high = r->high_freq_factor;
+      const long double two_pi = 6.283185307179586476925286766559L;
+      for (uint32_t i = 0; i < np; ++i) {
+        const long double t0 = mk_v2_default_theta(base, i, rd), wavelen = two_pi / t0;
+        if (wavelen < L / high) {
+          th[i] = t0;
+        } else if (wavelen > L / low) {
+          th[i] = t0 / f;
+        } else {
+#ifdef MUT_LLAMA3_WAVELEN
+          const long double smooth = (wavelen / L - low) / (high - low); /* BUG: wavelen/L, not L/wavelen */
+#else
+          const long double smooth = (L / wavelen - low) / (high - low);
+#endif
+          th[i] = (1 - smooth) * t0 / f + smooth * t0;
+        }
+      }
+      return 0;
+    }
+  }
+  return RC_UNSUPPORTED;
+}
+
+RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
+  if (!a) return 2;
+  if (a->abi_version < 1 || a->abi_version > 2) return RC_UNSUPPORTED;
+  const int v2 = a->abi_version == 2;
+  if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
+  const uint32_t dt = a->dtype, hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+  const uint32_t o = v2 ? a->rotary_offset : 0, axes = v2 ? a->n_pos_axes : 1;
+  if (rd < 2 || rd % 2 || (uint64_t)o + rd > hd || a->n_heads == 0) return 2;
+  if (axes < 1 || axes > 4) return 2;
+  if (a->n_tokens && (!a->positions || !a->in || !a->out)) return 2;
+  const double af = v2 ? a->attention_factor : 1.0;
+  if (!(af > 0) || !isfinite(af)) return 2;
+  long double* th = (long double*)malloc(np * sizeof(long double));
+  uint8_t* axis = (uint8_t*)malloc(np);
+  if (!th || !axis) { free(th); free(axis); return 3; }
+  int rc = mk_v2_theta(a, th);
+  if (rc != 0) { free(th); free(axis); return rc; }
+  for (uint32_t i = 0; i < np; ++i) {
+    axis[i] = v2 && a->pair_axis ? a->pair_axis[i] : 0;
+    if (axis[i] >= axes) { free(th); free(axis); return 2; }
+  }
+#ifdef MUT_MROPE_SECTIONS
+  if (v2 && a->pair_axis) { /* BUG: the map taken as contiguous sections in axis order (Qwen2-VL) */
+    uint32_t count[4] = {0, 0, 0, 0}, k = 0;
+    for (uint32_t i = 0; i < np; ++i) ++count[axis[i]];
+    for (uint32_t ax = 0; ax < axes; ++ax)
+      for (uint32_t j = 0; j < count[ax]; ++j) axis[k++] = (uint8_t)ax;
+  }
+#endif
+#if defined(MUT_ATTN_NEVER)
+  const double cs_scale = 1.0; /* BUG: the attention factor ignored */
+#elif defined(MUT_ATTN_TWICE)
+  const double cs_scale = af * af; /* BUG: the attention factor applied to cos/sin and again to the result */
+#else
+  const double cs_scale = af;
+#endif
+  for (uint64_t t = 0; t < a->n_tokens; ++t) {
+    for (uint32_t h = 0; h < a->n_heads; ++h) {
+      const size_t base = ((size_t)t * a->n_heads + h) * hd;
+      for (uint32_t i = 0; i < np; ++i) {
+        const long double m = (long double)a->positions[(size_t)axis[i] * a->n_tokens + t];
+        const long double angle = m * (long double)a->position_scale * th[i];
+        uint32_t d0, d1;
+        mk_pair_dims(a->layout, rd, i, &d0, &d1);
+        const size_t k0 = base + o + d0, k1 = base + o + d1;
+        if (angle == 0 && cs_scale == 1.0) {
+          mk_copy(dt, a->out, a->in, k0, 1);
+          mk_copy(dt, a->out, a->in, k1, 1);
+          continue;
+        }
+        const double c = cos((double)angle) * cs_scale, s = sin((double)angle) * cs_scale;
+        const double x0 = mk_load(dt, a->in, k0), x1 = mk_load(dt, a->in, k1);
+        mk_store(dt, a->out, k0, (float)(x0 * c - x1 * s));
+        mk_store(dt, a->out, k1, (float)(x0 * s + x1 * c));
+      }
+      if (o > 0) mk_copy(dt, a->out, a->in, base, o);
+      if (o + rd < hd) mk_copy(dt, a->out, a->in, base + o + rd, hd - o - rd);
+    }
+  }
+  free(th);
+  free(axis);
+  return RC_OK;
+}
+#endif /* MK_V2 */
 
 #endif

@@ -1,0 +1,44 @@
+// The ABI v2 variant properties (definitions and tolerances in suite_variants.cpp) for every registered kernel
+// that takes v2 calls. A kernel that declines a plain v2 call (an attention factor of 1/2) is skipped: declining
+// is never a failure, and RapidCheck cannot pass a property whose every case is discarded.
+//
+//  - attention factor: ||out pair|| = s ||in pair||;
+//  - relative invariance per axis (and pairs on other axes unmoved);
+//  - linear rule = plain RoPE at positions scaled by 1/f; NTK rule = plain RoPE with base alpha^(R/(R-2));
+//  - offset slice: outside bit for bit, the slice = the sub-head's output;
+//  - variant accuracy: every rule against the exact reference.
+#include "properties/property_support.hpp"
+
+namespace ropecheck::props {
+
+class Variants : public KernelTest {
+ protected:
+  // Whether the kernel takes a v2 call of this dtype and layout at all.
+  bool accepts_v2() {
+    RopeCase c;
+    c.dtype = dtype();
+    c.layout = layout();
+    c.head_dim = c.rotary_dim = 8;
+    c.positions = {3};
+    c.attention_factor = 0.5;
+    c.input.assign(c.n_bytes(), 0);
+    return handle().run(c, {}).status != RunResult::Status::declined;
+  }
+};
+
+#define ROPECHECK_V2_PROPERTY(Name)                                                             \
+  TEST_P(Variants, Name) {                                                                      \
+    if (!accepts_v2()) GTEST_SKIP() << GetParam().impl << " declines v2 calls (RC_UNSUPPORTED)"; \
+    check_property(property_##Name(handle(), dtype(), layout()));                               \
+  }
+
+ROPECHECK_V2_PROPERTY(AttentionFactorScalesNorms)
+ROPECHECK_V2_PROPERTY(RelativeInvariancePerAxis)
+ROPECHECK_V2_PROPERTY(LinearRuleEqualsScaledPositions)
+ROPECHECK_V2_PROPERTY(NtkRuleEqualsScaledBase)
+ROPECHECK_V2_PROPERTY(OffsetSliceEqualsSubHead)
+ROPECHECK_V2_PROPERTY(VariantsWithinBoundOfReference)
+
+INSTANTIATE_TEST_SUITE_P(Registry, Variants, testing::ValuesIn(kernel_params()), param_name);
+
+}  // namespace ropecheck::props
