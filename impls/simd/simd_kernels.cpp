@@ -39,6 +39,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -593,6 +594,25 @@ HWY_INLINE bool TokenRow(const rc_rope_args* a, const ThetaTable& th, const Call
   return v.af == 1.0 && identity;
 }
 
+// ABI v2: an attention factor > 1 is folded into the row (|c| or |s| may exceed 1), so a product can overflow
+// f32 where the exact output is finite. As the scalar kernel (impls/scalar.cpp, rotate_token_scalar), such a
+// pair is recomputed with double products and rounded once more; f16 data cannot overflow an f32 product.
+// x is the head's rotated slice as it was before the call (kept aside for an in-place call).
+template <class T>
+void FixOverflowedPairs(const rc_rope_args* a, const T* x, T* y, size_t np, const float* c, const float* s) {
+  const Dtype d = Dtype(a->dtype);
+  if (d == Dtype::f16) return;
+  for (size_t i = 0; i < np; ++i) {
+    if (!(std::fabs(c[i]) > 1.0f || std::fabs(s[i]) > 1.0f)) continue;
+    const auto [d0, d1] = pair_dims(Layout(a->layout), a->rotary_dim, uint32_t(i));
+    if (std::isfinite(load_f32(d, y, d0)) && std::isfinite(load_f32(d, y, d1))) continue;
+    const float x0 = load_f32(d, x, d0), x1 = load_f32(d, x, d1);
+    if (!std::isfinite(x0) || !std::isfinite(x1)) continue;
+    store_f32(d, y, d0, float(double(x0) * c[i] - double(x1) * s[i]));
+    store_f32(d, y, d1, float(double(x0) * s[i] + double(x1) * c[i]));
+  }
+}
+
 template <int S, bool kInterleaved>
 void Kernel(const rc_rope_args* a) {
   using T = typename Io<S>::T;
@@ -632,11 +652,17 @@ void Kernel(const rc_rope_args* a) {
     if (kEvenOdd) EvenOddRows(row, np, N);
     for (uint32_t h = 0; h < a->n_heads; ++h) {
       const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
+      const bool fix = v.af > 1.0;
+      thread_local std::vector<T> saved;
+      if (fix && a->in == a->out) saved.assign(in + base + o, in + base + o + a->rotary_dim);
       if constexpr (kInterleaved) {
         HeadInterleaved<S>(in + base + o, out + base + o, np, row);
       } else {
         HeadHalfSplit<S>(in + base + o, out + base + o, np, row);
       }
+      if (fix)
+        FixOverflowedPairs(a, a->in == a->out ? saved.data() : in + base + o, out + base + o, np, row.c.data(),
+                           row.s.data());
       if (copy_head) std::memcpy(out + base, in + base, o * sizeof(T));
       if (copy_tail) std::memcpy(out + base + end, in + base + end, (a->head_dim - end) * sizeof(T));
     }
