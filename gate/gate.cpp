@@ -253,7 +253,9 @@ void Gate::shrink(CheckRow& r) {
   };
   auto slice = [](const RopeCase& c, size_t t0, size_t nt, size_t h0, size_t nh) {
     RopeCase s = c;
-    s.positions.assign(c.positions.begin() + long(t0), c.positions.begin() + long(t0 + nt));
+    s.positions.clear();  // tokens t0 .. t0+nt-1 on every axis (axis-major)
+    for (uint32_t ax = 0; ax < c.n_pos_axes; ++ax)
+      for (size_t t = t0; t < t0 + nt; ++t) s.positions.push_back(c.position(t, ax));
     s.n_heads = uint32_t(nh);
     s.input.assign(s.n_bytes(), 0);
     const size_t es = dtype_size(c.dtype);
@@ -422,6 +424,17 @@ void Gate::run_properties() {
       if (aborted_ || over_budget()) {
         ++not_run_[r.name];
         continue;
+      }
+      if (p.abi_v2) {  // a kernel that declines a plain v2 call is not asked for the v2 properties' cases
+        const uint64_t before = property_handle_.calls();
+        const bool declined =
+            property_handle_.run(props::v2_probe_case(d, l), {}).status == props::RunResult::Status::declined;
+        res_.calls += property_handle_.calls() - before;
+        if (declined) {
+          ++r.declined;
+          r.note = "not run: the kernel declines ABI v2 calls (RC_UNSUPPORTED)";
+          continue;
+        }
       }
       const uint64_t calls_before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
       // A row's first failure is shrunk; another dtype x layout that fails too is counted, not shrunk again.

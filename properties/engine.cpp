@@ -93,26 +93,37 @@ const std::vector<PropertyDef>& property_set() {
       // ABI v2 variants (suite_variants.cpp): a kernel that declines v2 discards these (a note, not a failure).
       {"attention-factor", "property: attention factor",
        "||out pair|| = s ||in pair|| for attention factor s (v2 cases), within the allowances",
-       &property_AttentionFactorScalesNorms, false, false, true},
+       &property_AttentionFactorScalesNorms, false, false, true, true},
       {"relative-axes", "property: relative per axis",
        "one position axis moved by t for q and k keeps every pair's <q_i, k_i>; pairs on other axes do not move "
        "(exact angles)",
-       &property_RelativeInvariancePerAxis, false, true, true},
+       &property_RelativeInvariancePerAxis, false, true, true, true},
       {"linear-rule", "property: linear rule",
        "rule linear(f) = no rule at position_scale 1/f, within both allowances and the rounding of 1/f (exact angles)",
-       &property_LinearRuleEqualsScaledPositions, false, true, true},
+       &property_LinearRuleEqualsScaledPositions, false, true, true, true},
       {"ntk-rule", "property: ntk rule",
        "rule ntk(alpha) = no rule with base' = base alpha^(R/(R-2)), within both allowances and the rounding of "
        "base' (exact angles)",
-       &property_NtkRuleEqualsScaledBase, false, true, true},
+       &property_NtkRuleEqualsScaledBase, false, true, true, true},
       {"offset-slice", "property: offset slice",
        "elements outside [o, o+R) bit for bit; the slice = the sub-head case's output within both allowances",
-       &property_OffsetSliceEqualsSubHead, false, false, true},
+       &property_OffsetSliceEqualsSubHead, false, false, true, true},
       {"variant-accuracy", "property: variant accuracy",
        "one v2 case under every frequency rule, each pair within its allowance of the exact reference",
-       &property_VariantsWithinBoundOfReference, false, false, true},
+       &property_VariantsWithinBoundOfReference, false, false, true, true},
   };
   return v;
+}
+
+RopeCase v2_probe_case(Dtype d, Layout l) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = c.rotary_dim = 8;
+  c.positions = {3};
+  c.attention_factor = 0.5;
+  c.input.assign(c.n_bytes(), 0);
+  return c;
 }
 
 const PropertyDef* find_property(std::string_view id) {

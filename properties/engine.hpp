@@ -109,7 +109,11 @@ struct PropertyDef {
   bool both_layouts;  // needs both layouts of a dtype (run once per dtype, the layout argument ignored)
   bool exact_angles;  // holds for exact angles only (skipped under the fp32 angle model: not shift-invariant)
   bool exportable;    // its cases can be exported (no input depends on an output, no prefilled outputs)
+  bool abi_v2 = false;  // its cases are ABI v2 calls: run only where the kernel takes v2_probe_case
 };
+// A plain ABI v2 call (an attention factor of 1/2 on an 8-element head at position 3): a kernel that declines
+// it does not take v2 calls, and the v2 properties are not run on it (declining is never a failure).
+RopeCase v2_probe_case(Dtype d, Layout l);
 // The suite, in the gate's row order.
 const std::vector<PropertyDef>& property_set();
 const PropertyDef* find_property(std::string_view id);

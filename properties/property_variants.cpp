@@ -14,16 +14,7 @@ namespace ropecheck::props {
 class Variants : public KernelTest {
  protected:
   // Whether the kernel takes a v2 call of this dtype and layout at all.
-  bool accepts_v2() {
-    RopeCase c;
-    c.dtype = dtype();
-    c.layout = layout();
-    c.head_dim = c.rotary_dim = 8;
-    c.positions = {3};
-    c.attention_factor = 0.5;
-    c.input.assign(c.n_bytes(), 0);
-    return handle().run(c, {}).status != RunResult::Status::declined;
-  }
+  bool accepts_v2() { return handle().run(v2_probe_case(dtype(), layout()), {}).status != RunResult::Status::declined; }
 };
 
 #define ROPECHECK_V2_PROPERTY(Name)                                                             \

@@ -47,6 +47,19 @@ Property property_OffsetSliceEqualsSubHead(KernelHandle& k, Dtype d, Layout l, c
 Property property_VariantsWithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 
 // A case shape within the scope (positions at most scope.max_position).
+// Rounding of a double sum of n exact products: <= n 2^-53 sum|terms|.
+inline double sum_slack(size_t n, double abs_sum) { return double(n + 2) * 0x1p-52 * abs_sum; }
+
+// The buffer offsets of pair i of a head.
+struct PairView {
+  size_t k0, k1;
+};
+inline PairView pair_at(const RopeCase& c, size_t token, size_t head, uint32_t i) {
+  const auto [d0, d1] = pair_elements(c, i);
+  const size_t b = head_offset(c, token, head);
+  return {b + d0, b + d1};
+}
+
 inline gen::CaseShape scoped(const Scope& scope, gen::CaseShape sh = {}) {
   sh.max_position = std::min(sh.max_position, scope.max_position);
   return sh;

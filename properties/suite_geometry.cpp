@@ -24,17 +24,6 @@ namespace ropecheck::props {
 
 namespace {
 
-// Rounding of a double sum of n exact products: <= n 2^-53 sum|terms|.
-double sum_slack(size_t n, double abs_sum) { return double(n + 2) * 0x1p-52 * abs_sum; }
-
-struct PairView {
-  size_t k0, k1;
-};
-PairView pair_at(const RopeCase& c, size_t token, size_t head, uint32_t i) {
-  const auto [d0, d1] = pair_elements(c, i);
-  const size_t b = head_offset(c, token, head);
-  return {b + d0, b + d1};
-}
 
 }  // namespace
 

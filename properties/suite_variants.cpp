@@ -32,16 +32,6 @@ namespace ropecheck::props {
 
 namespace {
 
-double sum_slack(size_t n, double abs_sum) { return double(n + 2) * 0x1p-52 * abs_sum; }
-
-struct PairAt {
-  size_t k0, k1;
-};
-PairAt pair_at(const RopeCase& c, size_t token, size_t head, uint32_t i) {
-  const auto [d0, d1] = pair_elements(c, i);
-  const size_t b = head_offset(c, token, head);
-  return {b + d0, b + d1};
-}
 
 // The angle model's deviation for pair i of token t (0 for exact angles, without evaluating anything).
 double deviation(const KernelHandle& k, const RopeCase& c, uint32_t i, size_t t) {
@@ -49,7 +39,7 @@ double deviation(const KernelHandle& k, const RopeCase& c, uint32_t i, size_t t)
   return model_deviation(k.angle_model(), c, i, c.pair_position(t, i));
 }
 
-std::string pair_text(const RopeCase& c, const void* buf, const PairAt& p) {
+std::string pair_text(const RopeCase& c, const void* buf, const PairView& p) {
   return bits_text(c, buf, p.k0) + ", " + bits_text(c, buf, p.k1);
 }
 
@@ -73,7 +63,7 @@ void expect_same_rotation(const KernelHandle& ker, const RopeCase& ca, const Byt
   for (size_t t = 0; t < ca.n_tokens(); ++t)
     for (size_t h = 0; h < ca.n_heads; ++h) {
       for (uint32_t i = 0; i < ca.n_pairs_per_head(); ++i) {
-        const PairAt p = pair_at(ca, t, h, i);
+        const PairView p = pair_at(ca, t, h, i);
         const double ny = s * pair_norm(value(ca, ca.input.data(), p.k0), value(ca, ca.input.data(), p.k1));
         const double a0 = value(ca, oa.data(), p.k0), a1 = value(ca, oa.data(), p.k1);
         const double b0 = value(cb, ob.data(), p.k0), b1 = value(cb, ob.data(), p.k1);
@@ -115,7 +105,7 @@ Property property_AttentionFactorScalesNorms(KernelHandle& ker, Dtype d, Layout 
     for (size_t t = 0; t < c.n_tokens(); ++t)
       for (size_t h = 0; h < c.n_heads; ++h)
         for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
-          const PairAt p = pair_at(c, t, h, i);
+          const PairView p = pair_at(c, t, h, i);
           const double nx = pair_norm(value(c, c.input.data(), p.k0), value(c, c.input.data(), p.k1));
           const double ny = pair_norm(value(c, out.data(), p.k0), value(c, out.data(), p.k1));
           // | ||y|| - ||s R x|| | <= ||y - s R x|| <= E(s ||x||); s*nx and each norm round by <= 2^-52 each.
@@ -177,12 +167,12 @@ Property property_RelativeInvariancePerAxis(KernelHandle& ker, Dtype d, Layout l
     const uint32_t np = c.n_pairs_per_head();
     for (size_t h = 0; h < c.n_heads; ++h) {
       for (uint32_t i = 0; i < np; ++i) {
-        const PairAt pq = pair_at(c, 0, h, i), pk = pair_at(c, 1, h, i);
+        const PairView pq = pair_at(c, 0, h, i), pk = pair_at(c, 1, h, i);
         const double nq = pair_norm(value(c, c.input.data(), pq.k0), value(c, c.input.data(), pq.k1));
         const double nk = pair_norm(value(c, c.input.data(), pk.k0), value(c, c.input.data(), pk.k1));
         double ip[2], absi = 0, toli = 0, eq[2];
         for (int side = 0; side < 2; ++side) {
-          const PairAt x = pair_at(c, 2 * side, h, i), y = pair_at(c, 2 * side + 1, h, i);
+          const PairView x = pair_at(c, 2 * side, h, i), y = pair_at(c, 2 * side + 1, h, i);
           const double x0 = value(c, out.data(), x.k0), x1 = value(c, out.data(), x.k1);
           const double y0 = value(c, out.data(), y.k0), y1 = value(c, out.data(), y.k1);
           ip[side] = x0 * y0 + x1 * y1;
@@ -206,7 +196,7 @@ Property property_RelativeInvariancePerAxis(KernelHandle& ker, Dtype d, Layout l
           RC_FAIL(o.str());
         }
         if (c.axis_of(i) != a) {
-          const PairAt q1 = pair_at(c, 2, h, i);
+          const PairView q1 = pair_at(c, 2, h, i);
           const double dist = pair_norm(value(c, out.data(), q1.k0) - value(c, out.data(), pq.k0),
                                         value(c, out.data(), q1.k1) - value(c, out.data(), pq.k1));
           const double tol = (eq[0] + eq[1]) * (1 + 0x1p-40) + nq * 0x1p-48;
@@ -324,7 +314,7 @@ Property property_OffsetSliceEqualsSubHead(KernelHandle& ker, Dtype d, Layout l,
                     bits_text(c, c.input.data(), e) + ", got " + bits_text(c, out.data(), e) + "\n  case: " + c.summary());
         }
         for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
-          const PairAt p = pair_at(c, t, h, i), q = pair_at(sub, t, h, i);
+          const PairView p = pair_at(c, t, h, i), q = pair_at(sub, t, h, i);
           const double ny = s * pair_norm(value(c, c.input.data(), p.k0), value(c, c.input.data(), p.k1));
           const double a0 = value(c, out.data(), p.k0), a1 = value(c, out.data(), p.k1);
           const double b0 = value(sub, os.data(), q.k0), b1 = value(sub, os.data(), q.k1);
