@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 namespace ropecheck {
 
@@ -146,9 +147,12 @@ FrequencyRule freq_rule_from_abi(const rc_freq_rule& a, uint32_t rotary_dim) {
   return r;
 }
 
-rc_rope_args RopeCase::args(const void* in, void* out) const {
+rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
+  if (version == 0) version = min_abi_version();
+  if (version < min_abi_version())
+    throw std::logic_error("RopeCase::args: abi_version " + std::to_string(version) + " cannot express " + summary());
   rc_rope_args a{};
-  a.abi_version = is_v1() ? 1 : 2;
+  a.abi_version = version;
   a.dtype = uint32_t(dtype);
   a.layout = uint32_t(layout);
   a.head_dim = head_dim;
@@ -204,7 +208,9 @@ RopeCase case_from_args(const rc_rope_args& a) {
   c.head_dim = a.head_dim;
   c.rotary_dim = a.rotary_dim;
   c.n_heads = a.n_heads;
-  const uint32_t axes = a.abi_version >= 2 ? a.n_pos_axes : 1;
+  // From v2 on a zero in a field a version added means "as before" (a v1-style caller's zero-initialised
+  // struct): n_pos_axes 0 is one axis, attention_factor 0 is 1.
+  const uint32_t axes = a.abi_version >= 2 && a.n_pos_axes != 0 ? a.n_pos_axes : 1;
   c.n_pos_axes = axes;
   c.positions.assign(a.positions, a.positions + a.n_tokens * axes);
   c.base = a.base;
@@ -213,7 +219,7 @@ RopeCase case_from_args(const rc_rope_args& a) {
   if (a.abi_version >= 2) {
     c.rotary_offset = a.rotary_offset;
     if (a.pair_axis) c.pair_axis.assign(a.pair_axis, a.pair_axis + a.rotary_dim / 2);
-    c.attention_factor = a.attention_factor;
+    c.attention_factor = a.attention_factor != 0 ? a.attention_factor : 1.0;
     if (a.freq_rule) {
       c.freq_rule = freq_rule_from_abi(*a.freq_rule, a.rotary_dim);
       c.rule_seq_len = a.freq_rule->seq_len;

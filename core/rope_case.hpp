@@ -45,8 +45,10 @@ struct RopeCase {
   int64_t position(size_t t, uint32_t axis = 0) const { return positions[axis * n_tokens() + t]; }
   uint32_t axis_of(uint32_t pair) const { return pair_axis.empty() ? 0 : pair_axis[pair]; }
   int64_t pair_position(size_t t, uint32_t pair) const { return position(t, axis_of(pair)); }
-  // Whether every v2 field is neutral and no position is negative: the call is made as abi_version 1.
+  // Whether every v2 field is neutral and no position is negative: abi_version 1 expresses the call.
   bool is_v1() const;
+  // The lowest abi_version that expresses the call (1 when is_v1(), else 2).
+  uint32_t min_abi_version() const { return is_v1() ? 1 : 2; }
   size_t n_elements() const { return n_tokens() * n_heads * head_dim; }
   size_t n_bytes() const { return n_elements() * dtype_size(dtype); }
   size_t n_pairs_per_head() const { return rotary_dim / 2; }
@@ -55,10 +57,12 @@ struct RopeCase {
   std::string validate() const;
   std::string validate_for_kernel() const { return validate(); }
 
-  // The ABI call for this case, reading `in` and writing `out`: abi_version 1 when is_v1(), else 2. The
-  // call points into this case (positions, tables, the rule's descriptor): keep the case alive and
-  // unchanged while the call is in use.
-  rc_rope_args args(const void* in, void* out) const;
+  // The ABI call for this case, reading `in` and writing `out`, at abi_version `version` (0: the lowest that
+  // expresses it, min_abi_version()). At a version >= 2 every v2 field carries its value explicitly (neutral
+  // values included: the harness never relies on a zero meaning neutral). A version below min_abi_version()
+  // is a programming error (std::logic_error). The call points into this case (positions, tables, the
+  // rule's descriptor): keep the case alive and unchanged while the call is in use.
+  rc_rope_args args(const void* in, void* out, uint32_t version = 0) const;
 
   // The rule's ABI descriptor (filled by args()).
   mutable rc_freq_rule abi_rule{};

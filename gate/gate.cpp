@@ -99,6 +99,7 @@ class Gate {
   CallResult call_isolated_like(const RopeCase& c, bool in_place = false) {
     try {
       KernelHost fresh(KernelSource{impl_.library, impl_.fn}, host_options(opt_));
+      fresh.set_abi(host_.abi(), host_.features_declared());
       return fresh.call(c, in_place, opt_.call_timeout_seconds);
     } catch (const LoadError& e) {
       CallResult r;
@@ -144,7 +145,13 @@ class Gate {
     }
     const Criteria cr = criteria(c);
     o.call = call(c, in_place);
+    if (!o.call.not_sent.empty()) {  // no ABI version the kernel speaks expresses c: not made, not declined
+      ++r.not_sent;
+      r.not_sent_why = o.call.not_sent;
+      return o;
+    }
     ++res_.calls;
+    if (o.call.status == CallStatus::ok) ++ok_calls_;
     o.v = judge_call(c, in_place, opt_.angle_model, cr, o.call);
     if (!o.v.accepted) {
       ++r.declined;
@@ -163,6 +170,11 @@ class Gate {
       progress("the kernel hung twice: the remaining cases are not run");
     }
     return o;
+  }
+
+  // The probes found no ABI version the kernel speaks, and no call made since returned RC_OK.
+  bool rejected_everything() const {
+    return !aborted_ && ok_calls_ == 0 && !host_.abi().refusal().empty();
   }
 
   void record_failure(CheckRow& r, CaseRecord rec, const std::string& fault = "") {
@@ -225,6 +237,7 @@ class Gate {
   std::map<std::string, uint64_t> not_run_;  // per row: calls the budget cut
   std::vector<std::string> budget_cuts_;     // what the budget cut besides calls (random phase, shrinking, ...)
   int hangs_ = 0;
+  uint64_t ok_calls_ = 0;  // calls of run_case that returned RC_OK
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
   KernelHost host_;
   HostHandle property_handle_;  // the kernel host as the property engine's kernel
@@ -379,7 +392,9 @@ void Gate::run_v2_features() {
     }
   for (const std::string& name : order) {
     CheckRow& r = row(name, row_what(name, opt_.contract));
-    if (!r.ran && r.declined > 0 && !aborted_)
+    if (!r.ran && r.not_sent > 0 && r.declined == 0 && !aborted_)
+      r.note = fmt::format("not run ({} case(s) not sent): {}", r.not_sent, r.not_sent_why);
+    else if (!r.ran && r.declined > 0 && !aborted_)
       r.note = "declined (RC_UNSUPPORTED): the kernel does not implement this ABI v2 feature";
     else if (r.declined > 0)
       r.note = fmt::format("declined: {}", fmt::join(declined[name], "; "));
@@ -423,6 +438,10 @@ void Gate::run_properties() {
     for (const auto& [d, l] : combos) {
       if (aborted_ || over_budget()) {
         ++not_run_[r.name];
+        continue;
+      }
+      if (p.abi_v2 && host_.abi().version_for(2, host_.features_declared()) == 0) {
+        r.note = "not run: " + host_.abi().why_not_sent(2);
         continue;
       }
       if (p.abi_v2) {  // a kernel that declines a plain v2 call is not asked for the v2 properties' cases
@@ -671,6 +690,10 @@ void Gate::save_files() {
 
 GateResult Gate::run() {
   host_.start();  // a load error (LoadError) ends the run before anything is judged
+  // Which ABI versions the kernel speaks (core/abi_versions.hpp): no call goes at a version it refused.
+  progress("kernel " + impl_.name + ": ABI versions");
+  res_.abi = host_.negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, [this] { return over_budget(); })
+                 .summary();
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
@@ -691,7 +714,13 @@ GateResult Gate::run() {
   }
   progress("kernel " + impl_.name + ": systematic matrix");
   run_matrix();
-  if (accepted_combos_.empty()) {
+  // A kernel that refused every probe and returned RC_OK on no matrix call either: every further row would
+  // only repeat the refusal. The verdict says it once (AbiVersions::refusal).
+  const bool refused_everything = rejected_everything();
+  if (refused_everything) {
+    for (auto& r : res_.rows)
+      if (r.failed_check) r.diagnosis = "the kernel rejected every call (the verdict says which and why)";
+  } else if (accepted_combos_.empty()) {
     CheckRow& r = row("coverage", row_what("coverage", opt_.contract));
     r.failed_check = true;
     r.failed = 1;
@@ -753,6 +782,9 @@ GateResult Gate::run() {
                                       "(not run: {}); a gate that did not run them is not a pass: raise "
                                       "--budget-seconds",
                                       opt_.budget_seconds, fmt::join(res_.budget_cuts, "; "));
+  } else if (rejected_everything()) {
+    // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall.
+    res_.verdict_reason = host_.abi().refusal();
   } else {
     // Name the causes: each distinct diagnosis (or fault) with the first row that shows it.
     std::vector<std::string> causes;

@@ -73,6 +73,9 @@ struct CheckRow {
   // Failures that are not accuracy: "crash", "hang", "error code", "memory" (guard bytes, unwritten output,
   // input modified) with their counts; shown first whatever else the row found.
   std::map<std::string, uint64_t> faults;
+  // Cases not sent to the kernel because no ABI version it speaks expresses them (not its declines), and why.
+  uint64_t not_sent = 0;
+  std::string not_sent_why;
   std::string diagnosis;  // what the smallest failing case's kernel most likely computes
   // Fold one judged call's worst pair and angle error into the row.
   void add(const Judgement& j);
@@ -115,6 +118,7 @@ struct GateResult {
   bool pass = false;
   std::string verdict_reason;
   std::string sandbox;        // one line: the kernel host's isolation (seccomp, process starts)
+  std::string abi;            // one line: the ABI versions the kernel speaks (core/abi_versions.hpp summary)
   std::string kernel_output;  // the kernel's captured stdout/stderr, quoted line by line (empty: silent)
 };
 

@@ -30,6 +30,11 @@ props::RunResult HostHandle::run(const RopeCase& c, const props::RunRequest& r) 
     return res;
   }
   const CallResult call = call_(c, r.in_place);
+  if (!call.not_sent.empty()) {  // no ABI version the kernel speaks expresses c: not the kernel's decline
+    ++not_sent_;
+    res.status = props::RunResult::Status::declined;
+    return res;
+  }
   ++calls_;
   const CaseVerdict v = check_call(c, r.in_place, call);
   HandleCall hc{c, r.in_place, v.fault};

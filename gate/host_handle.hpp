@@ -36,6 +36,7 @@ class HostHandle : public props::KernelHandle {
 
   uint64_t calls() const { return calls_; }                  // every call made
   uint64_t accepted_calls() const { return accepted_; }     // calls not declined
+  uint64_t not_sent() const { return not_sent_; }           // cases not sent (CallResult::not_sent)
   // The calls of the last failing execution (after shrinking: the smallest failure), and its fault (the
   // first faulting call's, empty when the property's predicate failed).
   const std::vector<HandleCall>& failing_calls() const { return failing_; }
@@ -49,7 +50,7 @@ class HostHandle : public props::KernelHandle {
   AngleModel model_;
   std::function<bool()> stop_;
   bool hung_ = false;
-  uint64_t calls_ = 0, accepted_ = 0;
+  uint64_t calls_ = 0, accepted_ = 0, not_sent_ = 0;
   std::vector<HandleCall> current_, failing_;
   std::string failing_fault_;
 };

@@ -420,8 +420,54 @@ void KernelHost::start() {
   throw LoadError(why);
 }
 
+const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
+                                         double timeout_seconds, const std::function<bool()>& stop) {
+  // The asked dtypes and layouts first, then the others (a kernel restricted to an unasked one still
+  // answers the version question).
+  std::vector<Dtype> d = dtypes;
+  for (Dtype x : kAllDtypes)
+    if (std::find(d.begin(), d.end(), x) == d.end()) d.push_back(x);
+  std::vector<Layout> l = layouts;
+  for (Layout x : kAllLayouts)
+    if (std::find(l.begin(), l.end(), x) == l.end()) l.push_back(x);
+  HostOptions po = opt_;
+  po.output_dir.clear();  // the probes' output stays out of the run's capture files
+  KernelHost probe(src_, po);
+  abi_ = negotiate_abi(
+      [&](const RopeCase& c, uint32_t version) {
+        AbiProbe p;
+        CallResult r;
+        try {
+          r = probe.call_at(c, false, timeout_seconds, version);
+        } catch (const LoadError& e) {
+          r.status = CallStatus::crashed;
+          r.host_error = e.what();
+        }
+        p.rc = r.rc;
+        if (r.status == CallStatus::crashed || r.status == CallStatus::hung) p.outcome = describe(r);
+        return p;
+      },
+      d, l, stop);
+  return abi_;
+}
+
 CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_seconds) {
+  if (!abi_.probed) negotiate({c.dtype}, {c.layout}, timeout_seconds);
+  const uint32_t v = abi_.version_for(c.min_abi_version(), features_declared_);
+  if (v == 0) {
+    CallResult r;
+    r.status = CallStatus::declined;
+    r.rc = RC_UNSUPPORTED;
+    r.not_sent = abi_.why_not_sent(c.min_abi_version());
+    r.out = c.input;  // nothing was written
+    return r;
+  }
+  return call_at(c, in_place, timeout_seconds, v);
+}
+
+CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_seconds, uint32_t abi_version) {
   CallResult r;
+  r.abi_version = abi_version;
   const Dtype d = c.dtype;
   const size_t nb = c.n_bytes(), ne = c.n_elements();
   const size_t n_tok = c.positions.size(), n_freq = c.inv_freq.size();
@@ -438,7 +484,7 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
   const size_t out_idx = in_place ? in_idx : regions.size();
   if (!in_place) regions.push_back(place("output", 0x5A, nb, placement(4), cursor));
   // ABI v2 arrays (only in a v2 call): the pair-axis map, the rule descriptor and its factor lists.
-  const bool v2 = !c.is_v1();
+  const bool v2 = abi_version >= 2;
   const FrequencyRule* rule = v2 && c.freq_rule ? &*c.freq_rule : nullptr;
   size_t axis_idx = 0, rule_idx = 0, short_idx = 0, long_idx = 0;
   if (v2 && !c.pair_axis.empty()) {
@@ -469,7 +515,7 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
   const uint32_t pb = poison_bits(d);
   if (!in_place)
     for (size_t k = 0; k < ne; ++k) store_bits(d, A + ro.data, k, pb);
-  rc_rope_args args = c.args(A + ri.data, A + ro.data);
+  rc_rope_args args = c.args(A + ri.data, A + ro.data, abi_version);
   args.positions = n_tok ? reinterpret_cast<const int64_t*>(A + rp.data) : nullptr;
   args.inv_freq = n_freq ? reinterpret_cast<const double*>(A + regions[2].data) : nullptr;
   rc_freq_rule rule_args{};

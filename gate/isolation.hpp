@@ -14,11 +14,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/abi_versions.hpp"
 #include "core/rope_case.hpp"
 #include "gate/sandbox.hpp"
 #include "ropecheck/kernel_abi.h"
@@ -59,6 +61,10 @@ struct CallResult {
   std::string fp_change;
   std::string host_error;   // crashed: the host could not be started again after an earlier crash (why)
   uint64_t host_start = 0;  // which host process made the call (1: the first; a crash or hang starts another)
+  // Not empty: the kernel was not called, because no ABI version it speaks expresses the case (why; status
+  // is `declined`, and the call is not the kernel's decline: rows count it apart). core/abi_versions.hpp.
+  std::string not_sent;
+  uint32_t abi_version = 0;  // the abi_version the call carried (0: not sent)
 };
 
 // The poison pattern of a dtype: a signalling NaN (never produced by the
@@ -93,9 +99,27 @@ class KernelHost {
 
   // Start the host now (calls start it when needed). Throws LoadError.
   void start();
-  // Call the kernel on the case (in place: in == out). Throws LoadError when a
-  // restart after a crash fails to load.
+  // Call the kernel on the case (in place: in == out), at the ABI version it speaks: the first call
+  // negotiates (negotiate()) unless set_abi() said. A case no version it speaks expresses is not sent
+  // (CallResult::not_sent). Throws LoadError when a restart after a crash fails to load.
   CallResult call(const RopeCase& c, bool in_place, double timeout_seconds);
+  // The same at an explicit abi_version (>= c.min_abi_version(); the probes use it).
+  CallResult call_at(const RopeCase& c, bool in_place, double timeout_seconds, uint32_t abi_version);
+
+  // Which ABI versions the kernel speaks (core/abi_versions.hpp), probed in a host process of their own (so
+  // the probes leave no state in this one) with the given dtypes and layouts tried first. Throws LoadError.
+  // `stop`: true once no further probe may start (the gate's budget).
+  const AbiVersions& negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
+                               double timeout_seconds, const std::function<bool()>& stop = {});
+  const AbiVersions& abi() const { return abi_; }
+  // Use what an earlier negotiation of the same kernel found (a fresh host for one case: no second probing).
+  // features_declared: the user named the features the kernel implements (--supports): cases using them are
+  // sent whatever the probes found (AbiVersions::version_for).
+  void set_abi(const AbiVersions& v, bool features_declared = false) {
+    abi_ = v;
+    features_declared_ = features_declared;
+  }
+  bool features_declared() const { return features_declared_; }
 
   // What loading the library did to the FP environment (empty: nothing).
   const std::string& load_fp_change() const { return load_fp_change_; }
@@ -126,6 +150,8 @@ class KernelHost {
   std::string load_fp_change_;
   std::string seccomp_error_;
   bool protection_checked_ = true;  // process_vm_readv can see the host's guard pages
+  AbiVersions abi_;                 // probed: negotiate() or set_abi()
+  bool features_declared_ = false;
 };
 
 // One call in a host of its own (started and stopped around it).

@@ -53,6 +53,7 @@ std::string format_verdict(const GateResult& g) {
   o += fmt::format("ropecheck gate: kernel {} ({} calls, {} accepted, {:.1f} s)\n", g.kernel, g.calls, g.accepted,
                    g.seconds);
   if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
+  if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);
   if (!g.model.empty()) o += g.model;
   if (!g.bounds.empty()) o += "derived allowances (pair 0, unit norm):\n" + g.bounds;
   o += "\n| check | cases | declined | worst e (u) | radial (allowed) | tangential (allowed) | max angle error (f32 "

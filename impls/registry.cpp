@@ -1,9 +1,12 @@
 #include "impls/registry.hpp"
 
+#include "core/abi_versions.hpp"
 #include "impls/rule_theta.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 
 namespace ropecheck {
 
@@ -35,6 +38,17 @@ int check_kernel_args(const rc_rope_args* a) {
   }
   if (!std::isfinite(a->position_scale)) return 2;
   return RC_OK;
+}
+
+int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n) {
+  if (!a) return 2;
+  if (a->abi_version < 1 || a->abi_version > ROPECHECK_ABI_VERSION) return RC_UNSUPPORTED;
+  n = rc_rope_args{};
+  if (a->abi_version == 1) std::memcpy(&n, a, offsetof(rc_rope_args, rotary_offset));
+  else n = *a;
+  if (n.n_pos_axes == 0) n.n_pos_axes = 1;
+  if (n.attention_factor == 0) n.attention_factor = 1.0;
+  return check_kernel_args(&n);
 }
 
 static std::vector<Implementation> make_registry() {
@@ -70,13 +84,17 @@ std::vector<std::string> implementation_names() {
 
 int run_kernel(const Implementation& impl, const RopeCase& c, Bytes& out) {
   out.assign(c.n_bytes(), 0);
-  const rc_rope_args a = c.args(c.input.data(), out.data());
+  const uint32_t v = abi_versions_of(impl.fn).version_for(c.min_abi_version());
+  if (v == 0) return RC_UNSUPPORTED;  // the kernel does not speak a version that expresses c: not called
+  const rc_rope_args a = c.args(c.input.data(), out.data(), v);
   return impl.fn(&a);
 }
 
 int run_kernel_in_place(const Implementation& impl, const RopeCase& c, Bytes& out) {
   out = c.input;
-  const rc_rope_args a = c.args(out.data(), out.data());
+  const uint32_t v = abi_versions_of(impl.fn).version_for(c.min_abi_version());
+  if (v == 0) return RC_UNSUPPORTED;
+  const rc_rope_args a = c.args(out.data(), out.data(), v);
   return impl.fn(&a);
 }
 

@@ -33,7 +33,8 @@ const Implementation* find_implementation(std::string_view name);
 std::vector<std::string> implementation_names();
 
 // Call a kernel on a case: out is resized to the case's bytes and written.
-// Returns the kernel's return code.
+// Returns the kernel's return code. The call goes at the version the kernel speaks (core/abi_versions.hpp:
+// probed once per entry point); a case no version it speaks expresses is not made: RC_UNSUPPORTED.
 int run_kernel(const Implementation& impl, const RopeCase& c, Bytes& out);
 // In place: out starts as a copy of the input and is passed as both in and out.
 int run_kernel_in_place(const Implementation& impl, const RopeCase& c, Bytes& out);
@@ -43,8 +44,14 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a);
 extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a);
 
 // Shared argument checks for built-in kernels: RC_OK when the call is well
-// formed, 2 (an error) otherwise.
+// formed, RC_UNSUPPORTED for an abi_version outside 1..ROPECHECK_ABI_VERSION, 2 (an error) otherwise.
 int check_kernel_args(const rc_rope_args* a);
+// The call a built-in kernel computes: n is a copy of *a with every field added after a's abi_version at its
+// neutral value (of a v1 call only the v1 fields are read: a v1 caller's struct ends at `out`), and the zeros
+// a v1-style caller leaves in the fields v2 added (a zero-initialised struct, abi_version set to the header's
+// ROPECHECK_ABI_VERSION) read as neutral: n_pos_axes 0 is one axis, attention_factor 0 is 1 (a zero in a field
+// a version adds means "as before"; docs/gate.md, "ABI versions"). Returns check_kernel_args(&n).
+int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n);
 
 // Hook for implementation families compiled elsewhere (SIMD targets).
 void add_simd_implementations(std::vector<Implementation>& out);

@@ -66,8 +66,10 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
 }
 
 
-extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
+  rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
+  if (int rc = normalize_kernel_args(call, n); rc != RC_OK) return rc;
+  const rc_rope_args* a = &n;
   const uint32_t npairs = a->rotary_dim / 2;
   const ThetaTable theta = make_theta_table(a);
   const bool v2 = a->abi_version >= 2;
@@ -88,8 +90,10 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* a) {
   return RC_OK;
 }
 
-extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* call) {
+  rc_rope_args n;
+  if (int rc = normalize_kernel_args(call, n); rc != RC_OK) return rc;
+  const rc_rope_args* a = &n;
   // Of ABI v2 it implements negative positions only: a rotated slice at an offset, position axes, an attention
   // factor or a frequency rule is declined (it would otherwise be ignored).
   if (a->abi_version >= 2 && (a->rotary_offset != 0 || a->n_pos_axes != 1 || a->pair_axis ||

@@ -1,5 +1,7 @@
 #include "properties/engine.hpp"
 
+#include "core/abi_versions.hpp"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -35,7 +37,15 @@ RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
     in = c.input;
     res.out.assign(c.n_bytes(), static_cast<unsigned char>(r.out_fill < 0 ? 0 : r.out_fill));
   }
-  const rc_rope_args a = r.in_place ? c.args(res.out.data(), res.out.data()) : c.args(in.data(), res.out.data());
+  // At the version the kernel speaks (core/abi_versions.hpp); a case no version it speaks expresses is
+  // declined on its behalf, never made.
+  const uint32_t v = abi_versions_of(impl_.fn).version_for(c.min_abi_version());
+  if (v == 0) {
+    res.status = RunResult::Status::declined;
+    return res;
+  }
+  const rc_rope_args a =
+      r.in_place ? c.args(res.out.data(), res.out.data(), v) : c.args(in.data(), res.out.data(), v);
   const int rc = impl_.fn(&a);
   if (rc == RC_UNSUPPORTED) {
     res.status = RunResult::Status::declined;

@@ -565,11 +565,21 @@ TEST(SimdKernelsV2, RejectsMalformedV2Calls) {
     a = c.args(c.input.data(), out.data());
     a.n_pos_axes = 5;
     EXPECT_NE(impl->fn(&a), RC_OK) << impl->name;
-    for (double af : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    for (double af : {-1.0, std::nan(""), HUGE_VAL}) {
       a = c.args(c.input.data(), out.data());
       a.attention_factor = af;
       EXPECT_NE(impl->fn(&a), RC_OK) << impl->name << " af " << af;
     }
+    // 0 is not malformed: a zero in a field v2 added means "as before" (a v1-style caller's zero-initialised
+    // struct; docs/gate.md, "ABI versions"), here an attention factor of 1.
+    Bytes neutral(c.n_bytes()), zero(c.n_bytes());
+    a = c.args(c.input.data(), neutral.data());
+    a.attention_factor = 1.0;
+    ASSERT_EQ(impl->fn(&a), RC_OK) << impl->name;
+    a = c.args(c.input.data(), zero.data());
+    a.attention_factor = 0.0;
+    ASSERT_EQ(impl->fn(&a), RC_OK) << impl->name;
+    EXPECT_EQ(zero, neutral) << impl->name;
   }
 }
 

@@ -674,8 +674,10 @@ void KernelFor(const rc_rope_args* a) {
   a->layout == RC_INTERLEAVED ? Kernel<S, true>(a) : Kernel<S, false>(a);
 }
 
-int Apply(const rc_rope_args* a) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+int Apply(const rc_rope_args* call) {
+  rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
+  if (int rc = normalize_kernel_args(call, n); rc != RC_OK) return rc;
+  const rc_rope_args* a = &n;
   switch (a->dtype) {
     case RC_F32: KernelFor<kF32>(a); break;
     case RC_F16: KernelFor<kF16>(a); break;

@@ -7,16 +7,31 @@
  *
  * Field names, enum names and values and the function name are fixed.
  *
- * Versions. abi_version is 1 or 2.
- *  - The harness passes abi_version = 1 whenever every v2 field holds its
- *    neutral value (and no position is negative): a v1 kernel keeps working
- *    unchanged, and a v2 kernel must then not read past `out` (a v1 caller's
- *    struct ends there).
- *  - Otherwise it passes 2, and the v2 fields below are meaningful.
- *  - A kernel returns RC_UNSUPPORTED for an abi_version it does not know (a v1
- *    kernel: anything but 1; a v2 kernel: anything above 2), and for any v2
- *    feature it does not implement (e.g. a non-NULL freq_rule when it only
- *    takes tables). Declining is never a failure; a wrong answer is.
+ * Versions. ROPECHECK_ABI_VERSION is the newest version this header
+ * describes, not the version a kernel implements: compare abi_version with
+ * your own literal,
+ *     if (a->abi_version < 1 || a->abi_version > 2) return RC_UNSUPPORTED;
+ * (2: the newest version your kernel implements).
+ *  - ropecheck never calls a kernel at a version it does not speak. Before
+ *    the first real call it makes the simplest neutral call (one token at
+ *    position 1, every field after `out` neutral) at each version 1..newest
+ *    and at one no header defines; a non-OK answer means "does not speak
+ *    this version", never a failure. Neutral calls then go as abi_version 1
+ *    (or, to a kernel that took only version K, as K with explicit neutral
+ *    values: the idiom `abi_version != ROPECHECK_ABI_VERSION` of an older
+ *    header keeps working). Calls using a feature of version V go at a
+ *    version >= V the kernel took, and only to a kernel that took 1 as well
+ *    and refused the undefined version (docs/gate.md, "ABI versions").
+ *  - A v1 call (abi_version = 1) ends at `out`: a kernel must not read past
+ *    it then (a v1 caller's struct ends there).
+ *  - From v2 on, a zero in a field a version adds means "as before": a
+ *    caller that zero-initialises the struct and fills the v1 fields gets v1
+ *    semantics whatever abi_version it writes (n_pos_axes 0 is one axis,
+ *    attention_factor 0 is 1.0). ropecheck itself always writes the neutral
+ *    values explicitly.
+ *  - A kernel returns RC_UNSUPPORTED for an abi_version it does not know, and
+ *    for any feature it does not implement (e.g. a non-NULL freq_rule when it
+ *    only takes tables). Declining is never a failure; a wrong answer is.
  *
  * Semantics (v2; v1 is the case rotary_offset = 0, n_pos_axes = 1,
  * pair_axis = NULL, attention_factor = 1, freq_rule = NULL). With R =
@@ -71,7 +86,7 @@ typedef struct rc_freq_rule {
 
 typedef struct rc_rope_args {
   /* ---- v1 ---- */
-  uint32_t abi_version;      /* 1, or 2 when a v2 field below is not neutral (see above) */
+  uint32_t abi_version;      /* the version this call is written in: 1, or 2 for a call using a v2 field (see above) */
   uint32_t dtype;            /* enum rc_dtype */
   uint32_t layout;           /* enum rc_layout */
   uint32_t head_dim;         /* elements per head */
@@ -88,10 +103,11 @@ typedef struct rc_rope_args {
   void *out;                 /* same shape; out == in for an in-place call */
   /* ---- v2: read only when abi_version >= 2 ---- */
   uint32_t rotary_offset;    /* o: first rotated element of each head (DeepSeek MLA's rope slice). neutral 0 */
-  uint32_t n_pos_axes;       /* 1..4 position axes (M-RoPE: temporal, height, width). neutral 1 */
+  uint32_t n_pos_axes;       /* 1..4 position axes (M-RoPE: temporal, height, width). neutral 1 (0 reads as 1) */
   const uint8_t *pair_axis;  /* NULL (every pair on axis 0) or rotary_dim/2 entries, each < n_pos_axes: the axis
                                 whose position drives pair i. neutral NULL */
-  double attention_factor;   /* > 0, finite: multiplies cos and sin of every pair (YaRN, LongRoPE). neutral 1.0 */
+  double attention_factor;   /* > 0, finite: multiplies cos and sin of every pair (YaRN, LongRoPE). neutral 1.0
+                                (0 reads as 1.0) */
   const rc_freq_rule *freq_rule;  /* NULL (neutral): theta from base or inv_freq. Otherwise inv_freq is NULL and
                                      theta_i is the rule's table for base and rotary_dim; the attention factor is
                                      never implied by the rule, only by attention_factor */

@@ -1,0 +1,91 @@
+// Which versions of the kernel ABI a kernel speaks, learnt by asking it (docs/gate.md, "ABI versions").
+//
+// A kernel is never called with a version it does not speak. Before the first real call, the harness makes
+// the simplest neutral call (one token at position 1, one head, base 10000, every field added after v1 at
+// its neutral value) at each version 1..ROPECHECK_ABI_VERSION and at a version no header defines
+// (kUndefinedAbiVersion). RC_OK means "speaks this version"; any other outcome (RC_UNSUPPORTED, an error
+// code, a crash) means "does not", never a failure. The probes then decide how each case is sent:
+//
+//  - a case every kernel understands (neutral: abi_version 1 expresses it) goes at version 1 when the kernel
+//    took version 1, else at the lowest version it took: a kernel that took only version K != 1 is the
+//    idiom `if (a->abi_version != ROPECHECK_ABI_VERSION) return ...;` built against header K (the v1 header
+//    told kernels to compare with the macro), and gets neutral calls as K with explicit neutral values;
+//  - a case using features of version V (>= 2) goes at the lowest version >= V the kernel took, but only to
+//    a kernel that took version 1 too and refused the undefined version: a kernel that accepts any
+//    abi_version, or only one, cannot be told apart from one that never reads the fields of V, and is not
+//    sent such cases (its rows say so) unless the user declared the features (--supports);
+//  - a kernel that took no probe at all is called as before (the lowest version that expresses each case),
+//    except that neutral calls go at the lowest version it declined (RC_UNSUPPORTED) when version 1 got only
+//    error codes (AbiVersions::declined): its rows then show what it does with real cases, and the verdict
+//    names the refusal.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/rope_case.hpp"
+
+namespace ropecheck {
+
+// The newest version this build describes (the header's ROPECHECK_ABI_VERSION).
+inline constexpr uint32_t kNewestAbiVersion = ROPECHECK_ABI_VERSION;
+// A version no header will define: a kernel that accepts it does not look at abi_version.
+inline constexpr uint32_t kUndefinedAbiVersion = 0x7fff;
+
+// One probe call: the version it carried, the case, and what came back.
+struct AbiProbe {
+  uint32_t version = 0;
+  std::string call;     // the case in words ("f32 interleaved head_dim 64, 1 token at position 1")
+  int rc = 0;           // the return value when the call returned
+  std::string outcome;  // "returned RC_OK", "returned RC_UNSUPPORTED", "returned the error code 2", "crashed ..."
+  bool ok() const { return outcome.empty() && rc == RC_OK; }
+};
+
+struct AbiVersions {
+  bool probed = false;    // the probes ran (false: nothing known; every case goes as before)
+  uint32_t accepted = 0;  // bit v (1 <= v <= kNewestAbiVersion): a neutral probe at version v returned RC_OK
+  bool blind = false;     // the probe at kUndefinedAbiVersion returned RC_OK
+  // bit v: some probe at version v returned RC_UNSUPPORTED. With nothing accepted, neutral calls go at the
+  // lowest such version when version 1 got only error codes: an error code is no answer to a well-formed call
+  // (the header asks RC_UNSUPPORTED for what a kernel does not implement), so a version answered with
+  // RC_UNSUPPORTED is one the kernel's version check let through before it declined the shape.
+  uint32_t declined = 0;
+  // The first refused probe of each version (for the verdict), and every probe made.
+  std::vector<AbiProbe> probes;
+
+  bool takes(uint32_t v) const { return v >= 1 && v <= 31 && (accepted >> v & 1u); }
+  // Features of versions >= 2 may be sent (see the file comment; `declared`: the user named them).
+  bool features_sent(bool declared = false) const;
+  // The version a case that needs version `needed` (RopeCase::min_abi_version) is sent at, or 0: not sent.
+  uint32_t version_for(uint32_t needed, bool declared = false) const;
+  // Why a case that needs `needed` is not sent (version_for gave 0), in words for a row's note.
+  std::string why_not_sent(uint32_t needed) const;
+  // One line for the verdict: "speaks ABI v1 and v2", "speaks ABI v1 only (v2 features not run)", ...
+  std::string summary() const;
+  // Every probe refused: one line naming the simplest call and what it returned at each version, and the
+  // likely causes. Empty when some probe was accepted.
+  std::string refusal() const;
+};
+
+// The probe cases, simplest first: for each of two head shapes (64 and 128, fully rotated) each asked dtype x
+// layout, one token at position 1, one head, base 10000.
+std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts);
+
+// A probe's call: make `c` at abi_version `version` (explicit neutral values in every later field) and say
+// what happened (AbiProbe::rc / outcome: empty outcome and rc when it returned).
+using AbiProbeCall = std::function<AbiProbe(const RopeCase& c, uint32_t version)>;
+
+// Ask a kernel which versions it speaks (the probes of the file comment). Each probe case in turn is tried at
+// every version until some version takes it; then the remaining versions and the undefined one are asked on
+// that case alone (the shape is known to be fine: only the version differs). A probe that does not return
+// (crash, hang) ends the probing, and so does `stop` (the gate's budget).
+AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dtypes,
+                          const std::vector<Layout>& layouts, const std::function<bool()>& stop = {});
+
+// An in-process kernel's versions, probed once per entry point and remembered (thread-safe): what
+// run_kernel and the in-process property handle send.
+const AbiVersions& abi_versions_of(rc_rope_apply_fn fn);
+
+}  // namespace ropecheck
