@@ -17,8 +17,7 @@
 using namespace ropecheck;
 
 extern "C" __attribute__((visibility("default"))) int rc_rope_apply(const rc_rope_args* a) {
-  if (a && a->abi_version != 1) return RC_UNSUPPORTED;  // a v1 kernel
-  if (!a || a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
+  if (!a || a->abi_version != ROPECHECK_ABI_VERSION || a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
   if (a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
   if (!a->inv_freq && !(std::isfinite(a->base) && a->base > 0)) return 2;
   if (!std::isfinite(a->position_scale)) return 2;

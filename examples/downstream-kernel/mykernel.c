@@ -54,8 +54,7 @@ typedef double real;
 #endif
 
 __attribute__((visibility("default"))) int rc_rope_apply(const rc_rope_args* a) {
-  if (!a) return 2;
-  if (a->abi_version != 1) return RC_UNSUPPORTED;  /* a v1 kernel */
+  if (!a || a->abi_version != ROPECHECK_ABI_VERSION) return 2;
   if (a->dtype != RC_F32 && a->dtype != RC_BF16) return RC_UNSUPPORTED;
   if (a->layout > RC_HALF_SPLIT || a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > a->head_dim) return 2;
   const uint32_t hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;

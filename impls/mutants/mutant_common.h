@@ -112,8 +112,7 @@ static void mk_store_flushed(uint32_t dt, void* p, size_t i, float v) {
 #endif
 
 static inline int mk_check(const rc_rope_args* a) {
-  if (!a) return 2;
-  if (a->abi_version != 1) return RC_UNSUPPORTED;  /* a v1 kernel */
+  if (!a || a->abi_version != ROPECHECK_ABI_VERSION) return 2;
   if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
   if (a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
   if (a->n_tokens && (!a->positions || !a->in || !a->out)) return 2;
