@@ -1,0 +1,335 @@
+// ABI compatibility: the matrix header x idiom x built-against x caller style (docs/gate.md, "ABI versions").
+//
+//  - Negotiation: kernels that take each set of versions (every idiom a header allowed or told kernels to
+//    write) get each case at the version the rules of core/abi_versions.hpp give, or not at all.
+//  - Kernels written against an earlier header (tests/abi/kernels, the v1 downstream example as released,
+//    the v2 kernels of impls/mutants), built against each header they could have been built against, keep
+//    their verdict: the correct ones PASS the default gate, the planted bugs FAIL with their named cause.
+//  - Callers written against each header (tests/abi/callers) get correct results from every built-in kernel.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/abi_versions.hpp"
+#include "impls/registry.hpp"
+
+extern "C" {
+// tests/abi/callers/v1_style_caller.c, built against each header.
+#define ROPECHECK_ABI_CALLER(name)                                                                          \
+  int name(int (*fn)(const void*), uint32_t dtype, uint32_t layout, uint32_t head_dim, uint32_t rotary_dim, \
+           uint32_t n_heads, uint64_t n_tokens, const int64_t* positions, double base, const void* in, void* out);
+ROPECHECK_ABI_CALLER(abi_caller_v1)
+ROPECHECK_ABI_CALLER(abi_caller_v2)
+ROPECHECK_ABI_CALLER(abi_caller_current)
+}
+
+namespace ropecheck {
+namespace {
+
+// ---- negotiation: which versions a kernel takes -> how each case is sent ----------------------------------
+
+// A kernel that answers the probes by version only: RC_OK for the versions in `takes` (a bit mask; bit 31:
+// every version), `refusal` for the others.
+AbiVersions negotiated(uint32_t takes, int refusal = RC_UNSUPPORTED) {
+  return negotiate_abi(
+      [&](const RopeCase&, uint32_t v) {
+        AbiProbe p;
+        p.rc = (takes >> 31 & 1u) || (v < 31 && (takes >> v & 1u)) ? RC_OK : refusal;
+        return p;
+      },
+      {Dtype::f32}, {Layout::interleaved});
+}
+
+constexpr uint32_t kAny = 1u << 31;
+constexpr uint32_t V(uint32_t v) { return 1u << v; }
+
+TEST(AbiNegotiation, EveryIdiomGetsEachCaseAtAVersionItSpeaksOrNotAtAll) {
+  static_assert(kNewestAbiVersion == 2, "add the new version's rows to this matrix");
+  struct Row {
+    const char* idiom;
+    uint32_t takes;
+    int refusal;
+    uint32_t neutral_at, v2_at;  // version_for(1), version_for(2) (0: not sent)
+    uint32_t v2_declared_at;     // version_for(2) with the features declared (--supports)
+  };
+  const Row rows[] = {
+      // v1 header, `!= ROPECHECK_ABI_VERSION` (macro 1) or a literal 1, RC_UNSUPPORTED or an error code
+      {"v1 equality idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 2},
+      {"v1 literal 1, error code for others", V(1), 2, 1, 0, 2},
+      // the same equality idiom rebuilt against the v2 header: it takes only 2 and ignores the v2 fields
+      {"v1 equality idiom, rebuilt against v2", V(2), 2, 2, 0, 2},
+      // no version check at all
+      {"no version check", kAny, RC_UNSUPPORTED, 1, 0, 2},
+      // the v2 header's rule: RC_UNSUPPORTED above the newest version the kernel implements
+      {"v2 kernel (1 <= v <= 2)", V(1) | V(2), RC_UNSUPPORTED, 1, 2, 2},
+      // `abi_version > ROPECHECK_ABI_VERSION` built against v1: takes 1 only
+      {"v1 `> macro` idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 2},
+      // built against a newer header than this ropecheck knows, equality idiom: nothing taken
+      {"equality idiom, newer header", 0, 2, 1, 2, 2},
+      // takes nothing, declines everything (RC_UNSUPPORTED) at every version
+      {"declines everything", 0, RC_UNSUPPORTED, 1, 2, 2},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.idiom);
+    const AbiVersions v = negotiated(r.takes, r.refusal);
+    EXPECT_TRUE(v.probed);
+    EXPECT_EQ(v.version_for(1), r.neutral_at);
+    EXPECT_EQ(v.version_for(2), r.v2_at);
+    EXPECT_EQ(v.version_for(2, /*declared=*/true), r.v2_declared_at);
+    EXPECT_EQ(v.blind, r.takes == kAny);
+    if (r.v2_at == 0) {
+      EXPECT_FALSE(v.why_not_sent(2).empty());
+    }
+    EXPECT_EQ(v.refusal().empty(), r.takes != 0);
+  }
+}
+
+TEST(AbiNegotiation, ARefusingKernelIsNamedOnceWithTheSimplestCallAndItsCode) {
+  const AbiVersions v = negotiated(0, 2);
+  const std::string s = v.refusal();
+  EXPECT_NE(s.find("rejected every call"), std::string::npos) << s;
+  EXPECT_NE(s.find("f32 interleaved head_dim 64, 1 head, 1 token at position 1"), std::string::npos) << s;
+  EXPECT_NE(s.find("returned the error code 2 at abi_version 1"), std::string::npos) << s;
+  EXPECT_NE(s.find("a version check"), std::string::npos) << s;
+  EXPECT_NE(s.find("dtype"), std::string::npos) << s;
+}
+
+TEST(AbiNegotiation, AShapeAKernelDeclinesIsNotMistakenForAVersionItRefuses) {
+  // Takes versions 1 and 2, but only bf16 half-split at head_dim 128: the probes find that shape at version 1
+  // and ask version 2 and the undefined version on it.
+  const AbiVersions v = negotiate_abi(
+      [](const RopeCase& c, uint32_t ver) {
+        AbiProbe p;
+        const bool shape = c.dtype == Dtype::bf16 && c.layout == Layout::half_split && c.head_dim == 128;
+        p.rc = shape && (ver == 1 || ver == 2) ? RC_OK : RC_UNSUPPORTED;
+        return p;
+      },
+      {Dtype::f32, Dtype::f16, Dtype::bf16}, {Layout::interleaved, Layout::half_split});
+  EXPECT_EQ(v.accepted, V(1) | V(2));
+  EXPECT_FALSE(v.blind);
+  EXPECT_EQ(v.version_for(2), 2u);
+  // 11 shapes refused at versions 1 and 2, the 12th taken at 1, then 2 and the undefined version on it.
+  EXPECT_EQ(v.probes.size(), 25u);
+}
+
+TEST(AbiNegotiation, AVersionDeclinedWhereVersion1GotErrorCodesCarriesTheNeutralCalls) {
+  // The equality idiom built against header 2, returning 2 for other versions, that declines every shape: its
+  // version check lets 2 through, then it declines. Its neutral calls go as 2, so its rows see the declines.
+  const AbiVersions v = negotiate_abi(
+      [](const RopeCase&, uint32_t ver) {
+        AbiProbe p;
+        p.rc = ver == 2 ? RC_UNSUPPORTED : 2;
+        return p;
+      },
+      {Dtype::f32}, {Layout::interleaved});
+  EXPECT_EQ(v.accepted, 0u);
+  EXPECT_EQ(v.version_for(1), 2u);
+  EXPECT_FALSE(v.refusal().empty());
+}
+
+TEST(AbiNegotiation, AKernelThatTakesTheFirstShapeAnswersInThreeProbes) {
+  for (uint32_t takes : {V(1), V(2), V(1) | V(2)}) {
+    const AbiVersions v = negotiated(takes);
+    EXPECT_EQ(v.accepted, takes);
+    EXPECT_EQ(v.probes.size(), 3u) << takes;  // versions 1, 2 and the undefined one, all on the first shape
+  }
+}
+
+TEST(AbiNegotiation, ACrashingProbeEndsTheProbingAndNothingIsAssumed) {
+  int calls = 0;
+  const AbiVersions v = negotiate_abi(
+      [&](const RopeCase&, uint32_t) {
+        ++calls;
+        AbiProbe p;
+        p.outcome = "was killed by signal 11 (SIGSEGV)";
+        return p;
+      },
+      {Dtype::f32}, {Layout::interleaved});
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(v.accepted, 0u);
+  EXPECT_EQ(v.version_for(1), 1u);  // as before negotiation existed: the rows show what the kernel does
+  EXPECT_EQ(v.version_for(2), 2u);
+}
+
+TEST(AbiNegotiation, TheBuiltInsSpeakEveryVersionAndRefuseTheUndefinedOne) {
+  for (const Implementation& impl : implementations()) {
+    SCOPED_TRACE(impl.name);
+    const AbiVersions& v = abi_versions_of(impl.fn);
+    for (uint32_t ver = 1; ver <= kNewestAbiVersion; ++ver) EXPECT_TRUE(v.takes(ver)) << ver;
+    EXPECT_FALSE(v.blind);
+  }
+}
+
+TEST(RopeCaseArgs, AVersionAboveTheCasesWritesEveryLaterFieldExplicitly) {
+  RopeCase c = abi_probe_cases({Dtype::f32}, {Layout::interleaved})[0];
+  Bytes out(c.n_bytes());
+  const rc_rope_args a1 = c.args(c.input.data(), out.data());
+  EXPECT_EQ(a1.abi_version, 1u);
+  const rc_rope_args a2 = c.args(c.input.data(), out.data(), 2);
+  EXPECT_EQ(a2.abi_version, 2u);
+  EXPECT_EQ(a2.n_pos_axes, 1u);
+  EXPECT_EQ(a2.attention_factor, 1.0);
+  EXPECT_EQ(a2.rotary_offset, 0u);
+  EXPECT_EQ(a2.pair_axis, nullptr);
+  EXPECT_EQ(a2.freq_rule, nullptr);
+  c.attention_factor = 0.5;  // a v2 case: version 1 cannot express it
+  EXPECT_THROW(c.args(c.input.data(), out.data(), 1), std::logic_error);
+}
+
+// ---- callers written against each header call the built-in kernels ----------------------------------------
+
+TEST(AbiCallers, AV1StyleCallerBuiltAgainstEachHeaderGetsCorrectResultsFromEveryBuiltIn) {
+  using Caller = int (*)(int (*)(const void*), uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint64_t,
+                         const int64_t*, double, const void*, void*);
+  const std::pair<const char*, Caller> callers[] = {
+      {"v1", abi_caller_v1}, {"v2", abi_caller_v2}, {"current", abi_caller_current}};
+  for (const Implementation& impl : implementations())
+    for (const auto& [header, caller] : callers)
+      for (Dtype d : kAllDtypes)
+        for (Layout l : kAllLayouts) {
+          SCOPED_TRACE(impl.name + " called by the caller built against the " + header + " header, " +
+                       std::string(to_string(d)) + " " + std::string(to_string(l)));
+          RopeCase c;
+          c.dtype = d;
+          c.layout = l;
+          c.head_dim = 24;
+          c.rotary_dim = 16;
+          c.n_heads = 3;
+          c.positions = {0, 1, 7, 12345, 1 << 20};
+          c.base = 10000;
+          c.input.assign(c.n_bytes(), 0);
+          for (size_t k = 0; k < c.n_elements(); ++k)
+            store_f32(d, c.input.data(), k, float(std::sin(double(k) * 0.7) * 3.0));
+          Bytes want;
+          ASSERT_EQ(run_kernel(impl, c, want), RC_OK);  // the harness's call: abi_version 1
+          Bytes got(c.n_bytes(), 0xEE);
+          const int rc = caller(reinterpret_cast<int (*)(const void*)>(impl.fn), uint32_t(d), uint32_t(l), c.head_dim,
+                                c.rotary_dim, c.n_heads, c.n_tokens(), c.positions.data(), c.base, c.input.data(),
+                                got.data());
+          ASSERT_EQ(rc, RC_OK);
+          EXPECT_EQ(got, want);  // bit for bit the harness's own v1 call, which every other test judges
+        }
+}
+
+// ---- kernels written against each header, gated -----------------------------------------------------------
+
+std::string kernel(const std::string& header, const std::string& name) {
+  return std::string(ROPECHECK_ABI_DIR) + "/" + header + "/" + name + ".so";
+}
+
+struct GateRun {
+  int exit = -1;
+  std::string out;
+};
+
+GateRun gate(const std::string& lib, const std::string& extra, const std::string& tag) {
+  const std::filesystem::path dir = std::filesystem::path(ROPECHECK_TEST_TMP) / tag;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string log = (dir / "gate.txt").string();
+  // The budget is a cap against hangs, far out of reach (tests count cases, not seconds).
+  const std::string cmd = std::string(ROPECHECK_CLI) + " gate --quiet --budget-seconds 3600 --kernel " + lib +
+                          " --report-dir " + (dir / "report").string() + " " + extra + " > " + log + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  std::ifstream f(log);
+  std::stringstream s;
+  s << f.rdbuf();
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, s.str()};
+}
+
+// The `| row | cases | declined | ...` line of a verdict table.
+std::string row_line(const std::string& out, const std::string& row) {
+  const size_t at = out.find("| " + row + " |");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+struct V1Kernel {
+  const char* name;
+  const char* header;
+  const char* abi_says;  // what the verdict's abi line says
+};
+
+class V1KernelsKeepTheirVerdict : public ::testing::TestWithParam<V1Kernel> {};
+
+TEST_P(V1KernelsKeepTheirVerdict, PassTheDefaultGate) {
+  const V1Kernel& k = GetParam();
+  const GateRun g = gate(kernel(k.header, k.name), "", std::string("pass_") + k.header + "_" + k.name);
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("verdict: PASS"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find(k.abi_says), std::string::npos) << g.out;
+  // Its v2 rows are coverage, never failures: not run, with the reason.
+  EXPECT_NE(row_line(g.out, "v2: attention factor").find("| not run |"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("note: v2: attention factor: not run"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("note: property: attention factor: not run"), std::string::npos) << g.out;
+}
+
+TEST_P(V1KernelsKeepTheirVerdict, WithAPlantedBugFailWithItsNamedCause) {
+  const V1Kernel& k = GetParam();
+  if (std::string(k.name) == "example") GTEST_SKIP() << "the v1 example as released has no planted-bug switch";
+  const GateRun g = gate(kernel(k.header, std::string(k.name) + "_sign"), "--cases 50 --property-cases 3",
+                         std::string("sign_") + k.header + "_" + k.name);
+  EXPECT_EQ(g.exit, 1) << g.out;
+  EXPECT_NE(g.out.find("verdict: FAIL (failed: angle negated"), std::string::npos) << g.out;
+  EXPECT_EQ(g.out.find("error code"), std::string::npos) << g.out;  // never a version refusal
+}
+
+const V1Kernel kV1Kernels[] = {
+    // the downstream example as the v1 release shipped it: `!= ROPECHECK_ABI_VERSION` returns 2
+    {"example", "v1", "the kernel speaks ABI v1;"},
+    {"example", "v2", "neutral calls go as abi_version 2"},
+    {"example", "current", "neutral calls go as abi_version 2"},
+    {"eq_unsupported", "v1", "the kernel speaks ABI v1;"},
+    {"eq_unsupported", "v2", "neutral calls go as abi_version 2"},
+    {"eq_unsupported", "current", "neutral calls go as abi_version 2"},
+    {"literal_error", "v1", "the kernel speaks ABI v1;"},
+    {"literal_error", "v2", "the kernel speaks ABI v1;"},
+    {"literal_error", "current", "the kernel speaks ABI v1;"},
+    {"float_passthrough", "v1", "the kernel speaks ABI v1;"},
+    {"float_passthrough", "v2", "neutral calls go as abi_version 2"},
+    {"float_passthrough", "current", "neutral calls go as abi_version 2"},
+    {"no_version_check", "v1", "does not check the version"},
+    {"no_version_check", "v2", "does not check the version"},
+    {"no_version_check", "current", "does not check the version"},
+};
+INSTANTIATE_TEST_SUITE_P(Abi, V1KernelsKeepTheirVerdict, ::testing::ValuesIn(kV1Kernels),
+                         [](const auto& info) { return std::string(info.param.name) + "_" + info.param.header; });
+
+class V2KernelsKeepTheirVerdict : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(V2KernelsKeepTheirVerdict, PassWithTheirV2RowsRun) {
+  const GateRun g = gate(kernel(GetParam(), "v2_kernel"), "", std::string("pass_") + GetParam() + "_v2_kernel");
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("the kernel speaks ABI v1, v2"), std::string::npos) << g.out;
+  const std::string row = row_line(g.out, "v2: attention factor");
+  EXPECT_NE(row.find("| pass |"), std::string::npos) << g.out;
+  const std::string prop = row_line(g.out, "property: attention factor");
+  EXPECT_NE(prop.find("| pass |"), std::string::npos) << g.out;
+  EXPECT_NE(prop.rfind("| property: attention factor | 0 |", 0), 0u) << g.out;  // executions ran
+}
+
+TEST_P(V2KernelsKeepTheirVerdict, WithAPlantedBugFailWithItsNamedCause) {
+  const GateRun g = gate(kernel(GetParam(), "v2_kernel_attn_twice"), "--cases 50 --property-cases 3",
+                         std::string("twice_") + GetParam() + "_v2_kernel");
+  EXPECT_EQ(g.exit, 1) << g.out;
+  EXPECT_NE(g.out.find("attention factor applied twice"), std::string::npos) << g.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Abi, V2KernelsKeepTheirVerdict, ::testing::Values("v2", "current"));
+
+TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
+  const GateRun g = gate(kernel("current", "newer_header"), "--cases 50 --property-cases 3", "newer_header");
+  EXPECT_EQ(g.exit, 1) << g.out;
+  const size_t v = g.out.find("verdict: FAIL (coverage: the kernel rejected every call: the simplest one (");
+  ASSERT_NE(v, std::string::npos) << g.out;
+  const std::string line = g.out.substr(v, g.out.find('\n', v) - v);
+  EXPECT_NE(line.find("returned the error code 2 at abi_version 1"), std::string::npos) << line;
+  EXPECT_NE(line.find("likely causes: a version check"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace ropecheck
