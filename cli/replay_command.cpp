@@ -80,7 +80,8 @@ int run() {
   }
   // The criteria the gate used: the kernel's error model under the recorded contract, or the flat override.
   auto criteria = [&](const RopeCase&) {
-    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance) : Criteria::of(error_model, rec.contract);
+    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance, rec.contract.identity_bits)
+                             : Criteria::of(error_model, rec.contract);
   };
   std::cout << "replay: " << rec.c.summary() << (rec.in_place ? " in-place" : " out-of-place") << ", angle model "
             << to_string(rec.angle_model) << ", contract " << rec.contract.spec()

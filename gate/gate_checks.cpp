@@ -83,7 +83,8 @@ void GateResult::add(CheckRow& r, const RopeCase& c, const Judgement& j, std::ma
 
 Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance) {
-  if (auto it = tolerance.find(c.dtype); it != tolerance.end()) return Criteria::flat_bound(it->second);
+  if (auto it = tolerance.find(c.dtype); it != tolerance.end())
+    return Criteria::flat_bound(it->second, contract.identity_bits);
   return Criteria::of(em, contract);
 }
 
