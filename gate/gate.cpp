@@ -458,6 +458,7 @@ void Gate::run_properties() {
       rec.property_seed = opt_.seed;
       rec.property_case = o.index;
       rec.property_cases = opt_.property_cases;
+      rec.property_max_discard_ratio = dl.max_discard_ratio;
       rec.property_shrink = o.shrink_path;
       rec.property_max_position = opt_.max_position;
       rec.diagnosis = diagnose_property(p, calls, property_handle_.failing_fault(), o.message);

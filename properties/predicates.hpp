@@ -15,6 +15,10 @@ namespace ropecheck::props {
 // "3.0.12" <-> {3, 0, 12}; throws std::invalid_argument on anything else.
 std::string shrink_path_text(const std::vector<size_t>& path);
 std::vector<size_t> parse_shrink_path(const std::string& s);
+// The property driver's discard ratio (engine.hpp, DriverOptions): executions with a declined call do not count,
+// and execution indices reach cases * (1 + ratio) - 1. Every replay file written before the ratio was recorded
+// comes from a driver with this ratio.
+inline constexpr uint64_t kDefaultMaxDiscardRatio = 10;
 
 // Value of element k of a buffer of the case's dtype, exactly, as a double.
 inline double value(const RopeCase& c, const void* buf, size_t k) { return load_f32(c.dtype, buf, k); }
