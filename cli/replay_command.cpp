@@ -132,7 +132,14 @@ int run() {
         return 1;
       }
       if (!v.pass) {
-        std::cout << v.message << "\n" << gate::diagnose_call(rec.c, rec.angle_model, criteria(rec.c), v, cr) << "\n";
+        // As the gate diagnoses a failing case: its fault, an in-place failure that passes out of place, else
+        // what the output fits.
+        std::string diagnosis;
+        if (rec.in_place && v.fault.empty())
+          diagnosis = gate::in_place_aliasing(rec.c, rec.angle_model, criteria(rec.c),
+                                              host.call(rec.c, false, g.call_timeout));
+        if (diagnosis.empty()) diagnosis = gate::diagnose_call(rec.c, rec.angle_model, criteria(rec.c), v, cr);
+        std::cout << v.message << "\n" << diagnosis << "\n";
         quote();
         std::cout << "verdict: FAIL\n";
         return 1;

@@ -333,11 +333,8 @@ void Gate::diagnose_row(CheckRow& r) {
                     "it (a stale cache or counter) or is not deterministic";
     if (rec.in_place && v.accepted && !v.pass) {
       // In place only? The same call out of place.
-      const CallResult oop = call(rec.c, false);
-      const CaseVerdict vo = judge_call(rec.c, false, opt_.angle_model, cr, oop);
-      if (vo.accepted && vo.pass)
-        r.diagnosis = "in-place aliasing: the same case passes out of place (the kernel reads what it already "
-                      "wrote when out == in)";
+      if (std::string a = in_place_aliasing(rec.c, opt_.angle_model, cr, call(rec.c, false)); !a.empty())
+        r.diagnosis = std::move(a);
     }
   }
   r.smallest->diagnosis = r.diagnosis;

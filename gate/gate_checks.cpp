@@ -228,6 +228,13 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
   return diagnose(c, r.out.data(), ref, cr, model).text();
 }
 
+std::string in_place_aliasing(const RopeCase& c, AngleModel model, const Criteria& cr, const CallResult& out_of_place) {
+  const CaseVerdict vo = judge_call(c, false, model, cr, out_of_place);
+  if (!vo.accepted || !vo.pass) return "";
+  return "in-place aliasing: the same case passes out of place (the kernel reads what it already wrote when out == "
+         "in)";
+}
+
 CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
   CheckRow r;
   r.name = fmt::format("bias {}", to_string(d));
