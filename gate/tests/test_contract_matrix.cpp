@@ -67,6 +67,8 @@ const std::map<std::string, Expect>& expectations() {
       {"mut_input_modified", {{}, "input modified", {}}},
       {"mut_declines_all", {{}, "coverage", {}}},
       {"mut_truncating_bf16", {{}, "radial bias", {}}},
+      // Declines every shape but llama2.c's (base 10000, full rotary, no table or scale), rotates by -angle.
+      {"mut_sign_few_shapes", {{}, "angle negated", {}}},
       // Allowed exactly by a clause: pass there, fail elsewhere naming the clause's cause.
       {"mut_fp32_angle", {{"angles=f32", "loosest"}, "f32 angle drift", {}}},
       {"mut_bf16_cache", {{"cos-sin=bf16", "loosest"}, "cos/sin at bf16 precision", {}}},
