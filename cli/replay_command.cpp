@@ -80,7 +80,8 @@ int run() {
   }
   // The criteria the gate used: the kernel's error model under the recorded contract, or the flat override.
   auto criteria = [&](const RopeCase&) {
-    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance) : Criteria::of(error_model, rec.contract);
+    return rec.tolerance > 0 ? Criteria::flat_bound(rec.tolerance, rec.contract.identity_bits)
+                             : Criteria::of(error_model, rec.contract);
   };
   std::cout << "replay: " << rec.c.summary() << (rec.in_place ? " in-place" : " out-of-place") << ", angle model "
             << to_string(rec.angle_model) << ", contract " << rec.contract.spec()
@@ -131,7 +132,14 @@ int run() {
         return 1;
       }
       if (!v.pass) {
-        std::cout << v.message << "\n" << gate::diagnose_call(rec.c, rec.angle_model, criteria(rec.c), v, cr) << "\n";
+        // As the gate diagnoses a failing case: its fault, an in-place failure that passes out of place, else
+        // what the output fits.
+        std::string diagnosis;
+        if (rec.in_place && v.fault.empty())
+          diagnosis = gate::in_place_aliasing(rec.c, rec.angle_model, criteria(rec.c),
+                                              host.call(rec.c, false, g.call_timeout));
+        if (diagnosis.empty()) diagnosis = gate::diagnose_call(rec.c, rec.angle_model, criteria(rec.c), v, cr);
+        std::cout << v.message << "\n" << diagnosis << "\n";
         quote();
         std::cout << "verdict: FAIL\n";
         return 1;

@@ -60,7 +60,8 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Kern
     JudgeOptions jo;
     jo.max_findings = 4;
     jo.keep_values = false;
-    const Judgement j = judge_output(c, ref, out.data(), promise.bound(c), jo);
+    const Judgement j =
+        judge_output(c, ref, out.data(), Criteria::flat_bound(promise.bound(c), promise.contract.identity_bits), jo);
     if (!j.ok())
       return header(impl, c, "violates the reference under the " + std::string(to_string(promise.angle_model)) +
                                  " angle model") +
@@ -74,7 +75,8 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Kern
     if (rci != rc)
       return header(impl, c, "returned " + std::to_string(rci) + " in place but " + std::to_string(rc) + " out of place");
     const Bytes oop(out.data(), out.data() + nb), inp(io.data(), io.data() + nb);
-    if (const std::string why = props::in_place_violation(c, oop, inp); !why.empty()) return header(impl, c, why);
+    if (const std::string why = props::in_place_violation(c, oop, inp, promise.contract.identity_bits);
+        !why.empty()) return header(impl, c, why);
   }
 
   const Layout l2 = other(c.layout);
@@ -93,7 +95,8 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Kern
       return header(impl, c, "returned " + std::to_string(rc2) + " on the same case in the " +
                                  std::string(to_string(l2)) + " layout");
     const Bytes o1(out.data(), out.data() + nb), o2(out2.data(), out2.data() + nb);
-    if (const std::string why = props::layouts_violation(c, o1, promise.bound(c), c2, o2, promise.bound(c2), true);
+    if (const std::string why = props::layouts_violation(c, o1, promise.bound(c), c2, o2, promise.bound(c2), true,
+                                                              promise.contract.identity_bits);
         !why.empty())
       return header(impl, c, "is not layout-consistent (bit_exact_layouts): " + why);
   }

@@ -251,6 +251,7 @@ json record_to_json(const CaseRecord& r) {
     p["seed"] = r.property_seed;
     p["case"] = r.property_case;
     p["cases"] = r.property_cases;
+    p["max_discard_ratio"] = r.property_max_discard_ratio;
     p["shrink"] = props::shrink_path_text(r.property_shrink);
     p["max_position"] = r.property_max_position;
     j["property"] = p;
@@ -303,9 +304,17 @@ CaseRecord record_from_json(const json& j) {
       r.property_layout = *parse_layout(pl.get<std::string>());
       r.property_seed = need_uint<uint64_t>(p, "seed", UINT64_MAX);
       r.property_cases = need_uint<uint64_t>(p, "cases", uint64_t(1) << 40);
-      r.property_case = need_uint<uint64_t>(p, "case", uint64_t(1) << 40);
-      if (r.property_cases == 0 || r.property_case >= r.property_cases)
-        fail("field 'property.case' must be below 'property.cases' (> 0)");
+      if (r.property_cases == 0) fail("field 'property.cases' must be positive");
+      // Absent in files written before it was recorded: their driver's ratio.
+      if (p.contains("max_discard_ratio"))
+        r.property_max_discard_ratio = need_uint<uint64_t>(p, "max_discard_ratio", 1000);
+      // An execution index: executions with a declined call are discarded and the driver goes on, up to
+      // cases * (1 + ratio) executions (properties/engine.hpp), so the failing one may lie past 'cases'.
+      r.property_case = need_uint<uint64_t>(p, "case", uint64_t(1) << 52);
+      if (r.property_case >= r.property_cases * (1 + r.property_max_discard_ratio))
+        fail("field 'property.case' must be below 'property.cases' x (1 + 'property.max_discard_ratio') = " +
+             std::to_string(r.property_cases * (1 + r.property_max_discard_ratio)) +
+             " (the property driver's executions)");
       const json& sh = need(p, "shrink");
       if (!sh.is_string()) fail("field 'property.shrink' must be a string of numbers separated by dots");
       try {

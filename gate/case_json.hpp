@@ -10,6 +10,7 @@
 
 #include "core/rope_case.hpp"
 #include "properties/contract.hpp"
+#include "properties/predicates.hpp"
 #include "reference/reference.hpp"
 
 namespace ropecheck::gate {
@@ -30,6 +31,9 @@ struct CaseRecord {
   std::string property;
   Layout property_layout = Layout::interleaved;
   uint64_t property_seed = 0, property_case = 0, property_cases = 0;
+  // The driver's discard ratio: property_case (an execution index, declined executions included) is below
+  // property_cases * (1 + ratio).
+  uint64_t property_max_discard_ratio = props::kDefaultMaxDiscardRatio;
   std::vector<size_t> property_shrink;
   int64_t property_max_position = 0;
 };

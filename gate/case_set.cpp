@@ -30,7 +30,7 @@ std::string descr_of(Dtype d) { return d == Dtype::f32 ? "<f4" : d == Dtype::f16
 // The criteria of a loaded kernel's case under a contract (or a flat tolerance).
 Criteria external_criteria(const RopeCase& c, AngleModel model, const Contract& contract,
                            const std::map<Dtype, double>& tol) {
-  if (auto it = tol.find(c.dtype); it != tol.end()) return Criteria::flat_bound(it->second);
+  if (auto it = tol.find(c.dtype); it != tol.end()) return Criteria::flat_bound(it->second, contract.identity_bits);
   return Criteria::of(loaded_kernel_error_model(model), contract);
 }
 

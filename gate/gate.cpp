@@ -346,11 +346,8 @@ void Gate::diagnose_row(CheckRow& r) {
                     "it (a stale cache or counter) or is not deterministic";
     if (rec.in_place && v.accepted && !v.pass) {
       // In place only? The same call out of place.
-      const CallResult oop = call(rec.c, false);
-      const CaseVerdict vo = judge_call(rec.c, false, opt_.angle_model, cr, oop);
-      if (vo.accepted && vo.pass)
-        r.diagnosis = "in-place aliasing: the same case passes out of place (the kernel reads what it already "
-                      "wrote when out == in)";
+      if (std::string a = in_place_aliasing(rec.c, opt_.angle_model, cr, call(rec.c, false)); !a.empty())
+        r.diagnosis = std::move(a);
     }
   }
   r.smallest->diagnosis = r.diagnosis;
@@ -477,6 +474,7 @@ void Gate::run_properties() {
       rec.property_seed = opt_.seed;
       rec.property_case = o.index;
       rec.property_cases = opt_.property_cases;
+      rec.property_max_discard_ratio = dl.max_discard_ratio;
       rec.property_shrink = o.shrink_path;
       rec.property_max_position = opt_.max_position;
       rec.diagnosis = diagnose_property(p, calls, property_handle_.failing_fault(), o.message);
@@ -522,12 +520,12 @@ void Gate::run_sequences() {
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
-// The same case many times in one process: every output judged and bit-identical to the first (a call
-// counter, a cache filled on the first call, uninitialised memory).
+// The same case many times in one process: every output judged and the same as the first (bit for bit, or
+// value for value under identity=values; a call counter, a cache filled on the first call, uninitialised memory).
 void Gate::run_repeat() {
   constexpr int kRepeats = 300;
   CheckRow& r = row("repeat", fmt::format("the same case {} times in one process: every output within the contract "
-                                          "and bit-identical to the first",
+                                          "and the same as the first (the identity clause: bits or values)",
                                           kRepeats));
   if (accepted_combos_.empty()) return;
   const RopeCase c =
@@ -562,9 +560,8 @@ void Gate::run_repeat() {
       if (first.empty() || res.host_start != start) {
         first = res.out;  // a new process (after a crash) starts a new comparison
         start = res.host_start;
-      } else if (res.out != first) {
-        size_t e = 0;
-        while (e < c.n_elements() && load_bits(c.dtype, res.out.data(), e) == load_bits(c.dtype, first.data(), e)) ++e;
+      } else if (const size_t e = props::first_output_difference(c, first.data(), res.out.data(), cr.identity_bits);
+                 e != SIZE_MAX) {
         msg = fmt::format("repeat: call {} of the same case in one process gave a different output than the first "
                           "(element {}: {} then {}); a kernel's output must not depend on the calls before it",
                           k + 1, e, describe_element(c.dtype, load_bits(c.dtype, first.data(), e)),

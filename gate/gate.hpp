@@ -165,6 +165,10 @@ Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Cont
 // The diagnosis of a failing call (faults named as such, else properties/diagnosis).
 std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
                           const struct CallResult& r);
+// A failing in-place call whose case passes out of place (`out_of_place`: the same case called out of place):
+// "in-place aliasing: ..." (the kernel reads what it already wrote when out == in); empty otherwise.
+std::string in_place_aliasing(const RopeCase& c, AngleModel model, const Criteria& cr,
+                              const struct CallResult& out_of_place);
 
 // One line per dtype asked: the derived allowances of a contract at a small and a large angle.
 std::string describe_bounds(const KernelErrorModel& em, const Contract& contract, const std::vector<Dtype>& dtypes,

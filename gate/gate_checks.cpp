@@ -83,7 +83,8 @@ void GateResult::add(CheckRow& r, const RopeCase& c, const Judgement& j, std::ma
 
 Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance) {
-  if (auto it = tolerance.find(c.dtype); it != tolerance.end()) return Criteria::flat_bound(it->second);
+  if (auto it = tolerance.find(c.dtype); it != tolerance.end())
+    return Criteria::flat_bound(it->second, contract.identity_bits);
   return Criteria::of(em, contract);
 }
 
@@ -225,6 +226,13 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
   ro.angle_model = model;
   const ReferenceOutput ref = reference_rope(c, ro);
   return diagnose(c, r.out.data(), ref, cr, model).text();
+}
+
+std::string in_place_aliasing(const RopeCase& c, AngleModel model, const Criteria& cr, const CallResult& out_of_place) {
+  const CaseVerdict vo = judge_call(c, false, model, cr, out_of_place);
+  if (!vo.accepted || !vo.pass) return "";
+  return "in-place aliasing: the same case passes out of place (the kernel reads what it already wrote when out == "
+         "in)";
 }
 
 CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {

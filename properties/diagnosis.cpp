@@ -206,22 +206,12 @@ struct Rec {
 
 bool is_subnormal(const Format& f, double v) { return v != 0 && std::fabs(v) < f.min_normal(); }
 
-// The judge's identity rule (properties/judge.cpp) for one pair at angle 0.
+// The judge's identity rule (properties/judge.cpp, keeps_input) for one pair at angle 0.
 bool identity_ok(const Ctx& x, const Criteria& w, const Rec& r) {
   if (w.flat > 0) return true;  // judged by the metric instead
   const Dtype d = x.c.dtype;
-  const Format f = format_of(d), fa = format_of(w.model.arith);
-  const bool flush = w.model.flush_denormals;
-  const size_t ks[2] = {r.k0, r.k1};
-  for (int k = 0; k < 2; ++k) {
-    const bool same_bits = load_bits(d, x.got, ks[k]) == load_bits(d, x.c.input.data(), ks[k]);
-    bool same = w.identity_bits ? same_bits : r.y[k] == r.x[k];
-    if (!same && !w.identity_bits && flush && is_subnormal(f, r.x[k]) && r.y[k] == 0) same = true;
-    if (!same && !w.identity_bits && fa.unit_roundoff() > f.unit_roundoff() &&
-        std::fabs(r.y[k] - r.x[k]) <= fa.unit_roundoff() * std::max(std::fabs(r.x[k]), fa.min_normal()))
-      same = true;
-    if (!same) return false;
-  }
+  for (size_t k : {r.k0, r.k1})
+    if (!keeps_input(w, d, load_bits(d, x.c.input.data(), k), load_bits(d, x.got, k))) return false;
   return true;
 }
 
@@ -337,7 +327,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         recs.push_back(r);
       }
     }
-  // Pass-through dims: which changed, in how many heads, and to what.
+  // Pass-through dims: which changed (the judge's identity clause), in how many heads, and to what.
   std::set<uint32_t> pt_dims;
   uint64_t pt_bad = 0, pt_heads = 0;
   bool pt_zeroed = true;
@@ -345,9 +335,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     for (size_t h = 0; h < c.n_heads; ++h) {
       bool any = false;
       for (uint32_t k = 0; k < c.head_dim; ++k) {
-          if (is_rotated(c, k)) continue;
+        if (is_rotated(c, k)) continue;
         const size_t e = head_offset(c, t, h) + k;
-        if (load_bits(d, got, e) == load_bits(d, c.input.data(), e)) continue;
+        if (keeps_input(cr, d, load_bits(d, c.input.data(), e), load_bits(d, got, e))) continue;
         ++pt_bad;
         any = true;
         pt_dims.insert(k);

@@ -71,7 +71,8 @@ Criteria ImplementationHandle::criteria(const RopeCase& c) const {
 
 const std::vector<PropertyDef>& property_set() {
   static const std::vector<PropertyDef> v = {
-      {"position-zero", "property: position 0", "position 0 is the identity, out of place and in place (bit for bit)",
+      {"position-zero", "property: position 0",
+       "position 0 is the identity (the identity clause: values, or bits), out of place and in place",
        &property_PositionZeroIsIdentity, false, false, true},
       {"orthogonality", "property: orthogonality",
        "the kernel's matrix at one position (columns: scaled basis vectors) has M^T M = I within its allowances",
@@ -88,12 +89,14 @@ const std::vector<PropertyDef>& property_set() {
       {"layouts", "property: layouts", "interleaved(x) = P^-1 half-split(P x) within both allowances",
        &property_InterleavedEqualsPermutedHalfSplit, true, false, true},
       {"pass-through", "property: pass-through",
-       "dims [rotary_dim, head_dim) copied bit for bit (NaN payloads, subnormals), out of place and in place",
-       &property_PassThroughDimsBitExact, false, false, true},
+       "dims [rotary_dim, head_dim) keep the input under the identity clause (values: +-0 alike, any NaN for a NaN; "
+       "bits: NaN payloads, subnormals), out of place and in place",
+       &property_PassThroughDimsKept, false, false, true},
       {"input-untouched", "property: input untouched", "an out-of-place call leaves its input unchanged",
        &property_InputUntouchedOutOfPlace, false, false, false},
       {"in-place", "property: in place",
-       "in place equals out of place bit for bit (the output buffer prefilled with NaN bytes)",
+       "in place gives the out-of-place output (the identity clause: the same values, or bits; the output buffer "
+       "prefilled with NaN bytes)",
        &property_InPlaceEqualsOutOfPlace, false, false, true},
       {"accuracy", "property: accuracy", "every pair within its allowance of the exact reference (generated cases)",
        &property_WithinBoundOfReference, false, false, true},
@@ -116,7 +119,8 @@ const std::vector<PropertyDef>& property_set() {
        "base' (exact angles)",
        &property_NtkRuleEqualsScaledBase, false, true, true, true},
       {"offset-slice", "property: offset slice",
-       "elements outside [o, o+R) bit for bit; the slice = the sub-head case's output within both allowances",
+       "elements outside [o, o+R) keep the input (the identity clause); the slice = the sub-head case's output "
+       "within both allowances",
        &property_OffsetSliceEqualsSubHead, false, false, true, true},
       {"variant-accuracy", "property: variant accuracy",
        "one v2 case under every frequency rule, each pair within its allowance of the exact reference",

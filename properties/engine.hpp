@@ -125,7 +125,7 @@ struct DriverOptions {
   // Discarded executions (a declined call, a generator's own discard) do not count: the driver goes on to at
   // most cases * (1 + max_discard_ratio) executions in all, as rc::check's maxDiscardRatio does, so a kernel
   // that declines most shapes still gets its properties checked on those it accepts.
-  uint64_t max_discard_ratio = 10;
+  uint64_t max_discard_ratio = kDefaultMaxDiscardRatio;
   bool shrink = true;
   uint64_t max_shrink_tries = 400;    // candidates tried while shrinking, at most
   std::function<bool()> stop;         // true: make no further execution (budget, hangs)

@@ -85,9 +85,10 @@ Criteria Criteria::of(const KernelErrorModel& m, const Contract& c) {
   return cr;
 }
 
-Criteria Criteria::flat_bound(double bound) {
+Criteria Criteria::flat_bound(double bound, bool identity_bits) {
   Criteria cr;
   cr.flat = bound;
+  cr.identity_bits = identity_bits;
   return cr;
 }
 
@@ -114,6 +115,27 @@ void BiasSums::merge(const BiasSums& o) {
 namespace {
 
 bool is_subnormal(const Format& f, double v) { return v != 0 && std::fabs(v) < f.min_normal(); }
+
+}  // namespace
+
+bool keeps_input(const Criteria& cr, Dtype d, uint32_t in, uint32_t got) {
+  if (in == got) return true;
+  if (cr.identity_bits) return false;
+  const double x = bits_to_double(d, in), y = bits_to_double(d, got);
+  if (y == x || (std::isnan(x) && std::isnan(y))) return true;  // +-0 alike; any NaN for a NaN
+  const Format f = format_of(d), fa = format_of(cr.model.arith);
+  if (cr.model.flush_denormals && is_subnormal(f, x) && y == 0) return true;
+  return fa.unit_roundoff() > f.unit_roundoff() &&
+         std::fabs(y - x) <= fa.unit_roundoff() * std::max(std::fabs(x), fa.min_normal());
+}
+
+bool same_output(Dtype d, uint32_t a, uint32_t b, bool identity_bits) {
+  const double x = bits_to_double(d, a), y = bits_to_double(d, b);
+  if (std::isnan(x) && std::isnan(y)) return true;
+  return identity_bits ? a == b : x == y;
+}
+
+namespace {
 
 double round_to(Dtype t, double v) {
   unsigned char b[4];
@@ -149,7 +171,6 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   const Dtype d = c.dtype;
   const Format f = format_of(d);
   const double u = f.unit_roundoff();
-  const bool flush = cr.flat <= 0 && cr.model.flush_denormals;
   // The message is built only for a finding that is kept (formatting every violation of a badly wrong
   // kernel would dominate the judge's time).
   auto add_finding = [&](std::string check, double err, const auto& message) {
@@ -205,7 +226,6 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         // Special values, one output element at a time.
         bool special_ok = true;
         const double ys[2] = {y0, y1}, rs[2] = {r0, r1}, es[2] = {ref.exact[s.k0], ref.exact[s.k1]};
-        const double xs[2] = {x0, x1};
         const size_t ks[2] = {s.k0, s.k1};
         std::string why;
         for (int k = 0; k < 2; ++k) {
@@ -232,9 +252,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
             }
           } else if (!finite_in) {
             // An angle of 0 keeps a finite element beside a non-finite one (x*1 - Inf*0 may also give NaN).
-            const bool same_bits = load_bits(d, got, ks[k]) == load_bits(d, ref.rounded.data(), ks[k]);
-            const bool same_value = y == r || (flush && is_subnormal(f, r) && y == 0);
-            if (!std::isnan(y) && !same_bits && (cr.identity_bits || !same_value))
+            if (!std::isnan(y) && !keeps_input(cr, d, load_bits(d, ref.rounded.data(), ks[k]), load_bits(d, got, ks[k])))
               why = std::string("an angle of 0 keeps this element: the kernel must give its ") +
                     (cr.identity_bits ? "bits (identity=bits)" : "value") + " or NaN";
           } else if (!std::isfinite(y)) {
@@ -252,19 +270,11 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (!std::isfinite(y0) || !std::isfinite(y1) || !std::isfinite(es[0]) || !std::isfinite(es[1]))
           continue;  // accepted overflow, judged above
         if (zero_angle && cr.flat <= 0) {
-          // identity=values: the input's values (+-0 alike; flushed subnormals under denormals=flush; the
-          // input rounded to a narrower arithmetic type); identity=bits: its bits.
-          const Format fa = format_of(cr.model.arith);
+          // The identity clause (keeps_input): identity=values the input's values, identity=bits its bits.
           std::string bad;
           for (int k = 0; k < 2; ++k) {
-            const bool same_bits = load_bits(d, got, ks[k]) == load_bits(d, c.input.data(), ks[k]);
-            bool same = cr.identity_bits ? same_bits : ys[k] == xs[k];
-            if (!same && !cr.identity_bits && flush && is_subnormal(f, xs[k]) && ys[k] == 0) same = true;
-            if (!same && !cr.identity_bits && fa.unit_roundoff() > u &&
-                std::fabs(ys[k] - xs[k]) <= fa.unit_roundoff() * std::max(std::fabs(xs[k]), fa.min_normal()))
-              same = true;
-            if (!same) bad += fmt_element_change(d, k == 0 ? d0 : d1, load_bits(d, c.input.data(), ks[k]),
-                                                 load_bits(d, got, ks[k]));
+            const uint32_t in = load_bits(d, c.input.data(), ks[k]), g = load_bits(d, got, ks[k]);
+            if (!keeps_input(cr, d, in, g)) bad += fmt_element_change(d, k == 0 ? d0 : d1, in, g);
           }
           if (!bad.empty())
             add_finding("identity", 0, [&] {
@@ -325,15 +335,17 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           });
         }
       }
-      // Pass-through dims are bit-exact.
+      // Pass-through dims keep the input under the identity clause (values, or bits under identity=bits).
       for (uint32_t k = 0; k < c.head_dim; ++k) {
-          if (is_rotated(c, k)) continue;
+        if (is_rotated(c, k)) continue;
         const size_t e = base + k;
         const uint32_t in = load_bits(d, c.input.data(), e), g = load_bits(d, got, e);
-        if (in != g) {
+        if (!keeps_input(cr, d, in, g)) {
           std::ostringstream o;
           o << "pass-through: dim " << k << " of token " << t << " head " << h << " changed from "
-            << describe_element(d, in) << " to " << describe_element(d, g) << "\n  case: " << c.summary() << "\n";
+            << describe_element(d, in) << " to " << describe_element(d, g)
+            << (cr.identity_bits ? " (identity=bits: its bits)" : " (identity=values: its value)")
+            << "\n  case: " << c.summary() << "\n";
           add_finding("pass-through", 0, [&] { return o.str(); });
         }
       }

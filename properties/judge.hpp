@@ -1,5 +1,6 @@
 // Judging a kernel's output against the reference: the error metric on
-// finite pairs, the special-value rules, and bit-exact pass-through.
+// finite pairs, the special-value rules, and the contract's identity clause
+// (pass-through elements, pairs at an exact angle of 0).
 // A violation becomes a Finding that prints everything needed to reproduce it.
 #pragma once
 
@@ -42,9 +43,10 @@ struct WorstPair {
 struct Criteria {
   KernelErrorModel model;
   double flat = 0;             // > 0: e <= flat for every pair instead of the per-pair allowances
-  bool identity_bits = false;  // an angle of 0 keeps the input's bits (identity=bits), not only its values
+  bool identity_bits = false;  // what keeps the input keeps its bits (identity=bits), not only its values
   static Criteria of(const KernelErrorModel& m, const Contract& c);
-  static Criteria flat_bound(double bound);
+  // A flat --tolerance replaces the allowances, not the identity clause (identity_bits: the contract's).
+  static Criteria flat_bound(double bound, bool identity_bits = false);
   // The allowance of one pair (flat: radial = tangential = total = flat, no angle share).
   PairAllowance allowance(const RopeCase& c, uint32_t pair, double norm, double abs_phi,
                           const PairHint& hint = {}) const;
@@ -102,9 +104,20 @@ struct JudgeOptions {
 
 Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, const Criteria& cr,
                        const JudgeOptions& opt = {});
-// Every pair's e within one flat bound (identity as values).
+// Every pair's e within one flat bound; what keeps the input judged by identity=values.
 Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void* got, double bound,
                        const JudgeOptions& opt = {});
+
+// The contract's identity clause (docs/error-model.md, "Contracts") on one element the output must keep: a
+// pass-through element, or an element of a pair at an exact angle of 0 (`in`: the value it keeps, as bits).
+// identity=bits: the same bits. identity=values: the same value -- +-0 alike, any NaN for a NaN (payload and
+// quietness are not values: an f16 signalling NaN quieted by a float conversion is kept), a subnormal flushed to
+// zero under denormals=flush, the value rounded to an arithmetic type narrower than the data.
+bool keeps_input(const Criteria& cr, Dtype d, uint32_t in, uint32_t got);
+// Two outputs of one kernel for the same element agree (in place = out of place, the two layouts, a repeated
+// call), under the identity clause: identity=bits: the same bits, or both NaN (a computed NaN's payload is no part
+// of a result); identity=values: the same value (+-0 alike) or both NaN.
+bool same_output(Dtype d, uint32_t a, uint32_t b, bool identity_bits);
 
 // Describe one element: "bits (value)".
 std::string describe_element(Dtype d, uint32_t bits);

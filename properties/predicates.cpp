@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "properties/judge.hpp"
 #include "reference/reference.hpp"
 
 namespace ropecheck::props {
@@ -71,22 +72,15 @@ std::string element_where(const RopeCase& c, size_t k) {
   return o.str();
 }
 
-namespace {
-bool is_nan_bits(Dtype d, uint32_t b) {
-  switch (d) {
-    case Dtype::f32: return (b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu);
-    case Dtype::f16: return (b & 0x7c00u) == 0x7c00u && (b & 0x03ffu);
-    case Dtype::bf16: return (b & 0x7f80u) == 0x7f80u && (b & 0x007fu);
-  }
-  return false;
-}
-// Two outputs agree: the same bits, or both NaN (a NaN's payload is not part of the contract of a result).
-bool same_output(Dtype d, uint32_t a, uint32_t b) { return a == b || (is_nan_bits(d, a) && is_nan_bits(d, b)); }
-}  // namespace
-
 size_t first_difference(const RopeCase& c, const void* a, const void* b) {
   for (size_t k = 0; k < c.n_elements(); ++k)
     if (load_bits(c.dtype, a, k) != load_bits(c.dtype, b, k)) return k;
+  return SIZE_MAX;
+}
+
+size_t first_output_difference(const RopeCase& c, const void* a, const void* b, bool identity_bits) {
+  for (size_t k = 0; k < c.n_elements(); ++k)
+    if (!same_output(c.dtype, load_bits(c.dtype, a, k), load_bits(c.dtype, b, k), identity_bits)) return k;
   return SIZE_MAX;
 }
 
@@ -115,7 +109,7 @@ RopeCase half_split_twin(const RopeCase& ci) {
 }
 
 std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, const RopeCase& ch, const Bytes& oh,
-                              double bh, bool bit_exact) {
+                              double bh, bool bit_exact, bool identity_bits) {
   const Dtype d = ci.dtype;
   const std::vector<size_t> perm = relayout(ci, ci.layout, ch.layout);
   for (size_t t = 0; t < ci.n_tokens(); ++t)
@@ -127,9 +121,9 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, co
         bool ok;
         std::string rule;
         if (bit_exact) {
-          ok = same_output(d, load_bits(d, oi.data(), ki[0]), load_bits(d, oh.data(), kh[0])) &&
-               same_output(d, load_bits(d, oi.data(), ki[1]), load_bits(d, oh.data(), kh[1]));
-          rule = "bit for bit";
+          ok = same_output(d, load_bits(d, oi.data(), ki[0]), load_bits(d, oh.data(), kh[0]), identity_bits) &&
+               same_output(d, load_bits(d, oi.data(), ki[1]), load_bits(d, oh.data(), kh[1]), identity_bits);
+          rule = identity_bits ? "bit for bit" : "value for value";
         } else {
           const double nx = pair_norm(value(ci, ci.input.data(), ki[0]), value(ci, ci.input.data(), ki[1]));
           const double dist = pair_norm(value(ci, oi.data(), ki[0]) - value(ch, oh.data(), kh[0]),
@@ -149,7 +143,8 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, co
               bits_text(ch, oh.data(), kh[1]), ci.summary());
       }
       for (uint32_t k = 0; k < ci.head_dim; ++k)
-        if (!is_rotated(ci, k) && !same_output(d, load_bits(d, oi.data(), b + k), load_bits(d, oh.data(), b + k)))
+        if (!is_rotated(ci, k) &&
+            !same_output(d, load_bits(d, oi.data(), b + k), load_bits(d, oh.data(), b + k), identity_bits))
           return fmt::format("layouts disagree on pass-through dim {} at {}: {} vs {}\n  case: {}", k,
                              element_where(ci, b + k), bits_text(ci, oi.data(), b + k), bits_text(ch, oh.data(), b + k),
                              ci.summary());
@@ -157,15 +152,14 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, co
   return "";
 }
 
-std::string in_place_violation(const RopeCase& c, const Bytes& out_of_place, const Bytes& in_place) {
-  for (size_t k = 0; k < c.n_elements(); ++k) {
-    if (same_output(c.dtype, load_bits(c.dtype, out_of_place.data(), k), load_bits(c.dtype, in_place.data(), k)))
-      continue;
-    return "in-place result differs from out-of-place at " + element_where(c, k) + ": input " +
-           bits_text(c, c.input.data(), k) + ", out of place " + bits_text(c, out_of_place.data(), k) + ", in place " +
-           bits_text(c, in_place.data(), k) + "\n  case: " + c.summary();
-  }
-  return "";
+std::string in_place_violation(const RopeCase& c, const Bytes& out_of_place, const Bytes& in_place,
+                               bool identity_bits) {
+  const size_t k = first_output_difference(c, out_of_place.data(), in_place.data(), identity_bits);
+  if (k == SIZE_MAX) return "";
+  return "in-place result differs from out-of-place at " + element_where(c, k) + ": input " +
+         bits_text(c, c.input.data(), k) + ", out of place " + bits_text(c, out_of_place.data(), k) + ", in place " +
+         bits_text(c, in_place.data(), k) + (identity_bits ? " (identity=bits)" : " (identity=values)") +
+         "\n  case: " + c.summary();
 }
 
 std::string input_touched(const RopeCase& c, const Bytes& before, const Bytes& after) {

@@ -5,7 +5,7 @@
 //  - attention factor: ||out pair|| = s ||in pair||;
 //  - relative invariance per axis (and pairs on other axes unmoved);
 //  - linear rule = plain RoPE at positions scaled by 1/f; NTK rule = plain RoPE with base alpha^(R/(R-2));
-//  - offset slice: outside bit for bit, the slice = the sub-head's output;
+//  - offset slice: outside, the input kept (the identity clause); the slice = the sub-head's output;
 //  - variant accuracy: every rule against the exact reference.
 #include "properties/property_support.hpp"
 

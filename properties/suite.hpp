@@ -28,9 +28,9 @@ Property property_InnerProductsPreserved(KernelHandle& k, Dtype d, Layout l, con
 Property property_NormPreserved(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_RelativeInvariance(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_Composition(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
-// Bits (suite_memory.cpp): identity, pass-through, input, in place, layouts.
+// Identity and memory (suite_memory.cpp): identity, pass-through (the identity clause), input, in place, layouts.
 Property property_PositionZeroIsIdentity(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
-Property property_PassThroughDimsBitExact(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_PassThroughDimsKept(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_InputUntouchedOutOfPlace(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_InPlaceEqualsOutOfPlace(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_InterleavedEqualsPermutedHalfSplit(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});

@@ -1,6 +1,7 @@
-// Bit-exact properties: position 0 is the identity, pass-through dims are
-// copied, the input is untouched when out != in, in-place equals out-of-place,
-// and the two layouts agree: interleaved(x) = P^-1 halfsplit(P x).
+// Identity and memory properties: position 0 is the identity and pass-through dims keep the input (the
+// contract's identity clause: values, or bits under identity=bits), the input is untouched when out != in,
+// in-place equals out-of-place, and the two layouts agree: interleaved(x) = P^-1 halfsplit(P x) (the same
+// output under the identity clause).
 #include <algorithm>
 #include <sstream>
 
@@ -18,7 +19,8 @@ Property property_PositionZeroIsIdentity(KernelHandle& ker, Dtype d, Layout l, c
       if (!got) continue;  // no in-place mode: the out-of-place pass was checked
       const Bytes& out = *got;
       if (!ker.criteria(c).identity_bits) {
-        // identity=values: the judge holds every angle-0 pair to the input's values (+-0 alike).
+        // identity=values: the judge holds every angle-0 pair and every pass-through element to the input's
+        // values (+-0 alike, any NaN for a NaN).
         const Judgement j = judge_with(ker, c, out);
         if (!j.ok())
           RC_FAIL(std::string("position 0 is not the identity (identity=values)") + (pass ? " (in place)" : "") +
@@ -27,14 +29,14 @@ Property property_PositionZeroIsIdentity(KernelHandle& ker, Dtype d, Layout l, c
       }
       const size_t k = first_difference(c, out.data(), c.input.data());
       if (k != SIZE_MAX)
-        RC_FAIL(std::string("position 0 is not the identity") + (pass ? " (in place)" : "") + " at " + element_where(c, k) +
+        RC_FAIL(std::string("position 0 is not the identity (identity=bits)") + (pass ? " (in place)" : "") + " at " + element_where(c, k) +
                 ": input " + bits_text(c, c.input.data(), k) + ", got " + bits_text(c, out.data(), k) +
                 "\n  case: " + c.summary());
     }
   };
 }
 
-Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+Property property_PassThroughDimsKept(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
   return [&ker, d, l, scope] {
     RopeCase c = *gen::rope_case(d, l, gen::Values::finite, scoped(scope));
     if (c.head_dim == c.rotary_dim) {  // force some pass-through dims
@@ -44,8 +46,9 @@ Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, 
       w.input = *gen::elements(d, gen::Values::finite, w.n_elements());
       c = w;
     }
-    // Pass-through dims hold arbitrary bit patterns: NaN payloads (quiet and
-    // signalling), Inf, subnormals -- a kernel must copy them, not convert them.
+    // Pass-through dims hold arbitrary bit patterns: NaN payloads (quiet and signalling), Inf, subnormals,
+    // signed zeros -- a kernel keeps their values (identity=values: a NaN stays a NaN, +-0 alike) or, under
+    // identity=bits, copies their bits.
     const uint32_t all = d == Dtype::f32 ? 0 : 1u << 16;
     for (size_t t = 0; t < c.n_tokens(); ++t)
       for (size_t h = 0; h < c.n_heads; ++h)
@@ -55,6 +58,7 @@ Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, 
                                     : uint32_t(*gen::uniform_int(0, int64_t(1) << 32));
           store_bits(d, c.input.data(), head_offset(c, t, h) + k, bits);
         }
+    const Criteria cr = ker.criteria(c);
     for (int pass = 0; pass < 2; ++pass) {
       const std::optional<Bytes> got = pass == 0 ? run_or_discard(ker, c) : run_if_accepted(ker, c, {true, -1});
       if (!got) continue;  // no in-place mode: the out-of-place pass was checked
@@ -62,11 +66,12 @@ Property property_PassThroughDimsBitExact(KernelHandle& ker, Dtype d, Layout l, 
       for (size_t t = 0; t < c.n_tokens(); ++t)
         for (size_t h = 0; h < c.n_heads; ++h)
           for (uint32_t k = 0; k < c.head_dim; ++k) {
-          if (is_rotated(c, k)) continue;
+            if (is_rotated(c, k)) continue;
             const size_t e = head_offset(c, t, h) + k;
-            if (load_bits(d, out.data(), e) != load_bits(d, c.input.data(), e))
+            if (!keeps_input(cr, d, load_bits(d, c.input.data(), e), load_bits(d, out.data(), e)))
               RC_FAIL(std::string("pass-through dim changed") + (pass ? " (in place)" : "") + " at " + element_where(c, e) +
                       ": input " + bits_text(c, c.input.data(), e) + ", got " + bits_text(c, out.data(), e) +
+                      (cr.identity_bits ? " (identity=bits: its bits)" : " (identity=values: its value)") +
                       "\n  case: " + c.summary());
           }
     }
@@ -94,15 +99,16 @@ Property property_InPlaceEqualsOutOfPlace(KernelHandle& ker, Dtype d, Layout l, 
     // every dtype): the result must not depend on what out held.
     const Bytes out = run_or_discard(ker, c, {false, 0xff});
     const Bytes inplace = run_in_place_or_discard(ker, c);
-    const std::string why = in_place_violation(c, out, inplace);
+    const std::string why = in_place_violation(c, out, inplace, ker.criteria(c).identity_bits);
     if (!why.empty()) RC_FAIL(why);
   };
 }
 
 // interleaved(x) = P^-1 halfsplit(P x): P sends interleaved dims (2i, 2i+1)
-// to half-split dims (i, i + r/2) and keeps pass-through dims. Bit-exact when
-// the implementation says so; otherwise both results are within B u of the
-// same exact pair, so they differ by at most the sum of their allowances.
+// to half-split dims (i, i + r/2) and keeps pass-through dims. The same output
+// (under the identity clause) when the implementation says so; otherwise both
+// results are within B u of the same exact pair, so they differ by at most the
+// sum of their allowances, and their pass-through dims are the same output.
 Property property_InterleavedEqualsPermutedHalfSplit(KernelHandle& ker, Dtype d, Layout, const Scope& scope) {
   return [&ker, d, scope] {
     const RopeCase ci = *gen::rope_case(d, Layout::interleaved,
@@ -110,7 +116,8 @@ Property property_InterleavedEqualsPermutedHalfSplit(KernelHandle& ker, Dtype d,
     const RopeCase ch = half_split_twin(ci);
     const Bytes oi = run_or_discard(ker, ci);
     const Bytes oh = run_or_discard(ker, ch);
-    const std::string why = layouts_violation(ci, oi, ker.bound(ci), ch, oh, ker.bound(ch), ker.bit_exact_layouts());
+    const std::string why = layouts_violation(ci, oi, ker.bound(ci), ch, oh, ker.bound(ch), ker.bit_exact_layouts(),
+                                              ker.criteria(ci).identity_bits);
     if (!why.empty()) RC_FAIL(why);
   };
 }

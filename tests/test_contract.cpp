@@ -282,6 +282,63 @@ TEST(ContractJudge, IdentityValuesAcceptsSignedZeroAndBitsDoesNot) {
   EXPECT_FALSE(judge_output(c, ref, got.data(), criteria(parse("identity=values"))).ok());
 }
 
+// Pass-through elements on both sides of the rotated slice are held to the identity clause: their values under
+// identity=values (a quieted signalling NaN, -0 as +0: a float conversion, autograd's zeros + g), their bits
+// under identity=bits. A different number, or a NaN turned into a number, fails under both.
+TEST(ContractJudge, PassThroughByValueUnderIdentityValuesBitsUnderIdentityBits) {
+  RopeCase c;
+  c.dtype = Dtype::f16;
+  c.head_dim = 4;
+  c.rotary_dim = 2;
+  c.rotary_offset = 1;  // elements 0 and 3 pass through
+  c.positions = {1};
+  c.input.assign(c.n_bytes(), 0);
+  store_bits(c.dtype, c.input.data(), 0, 0x7c01);  // a signalling NaN
+  store_f32(c.dtype, c.input.data(), 1, 0.75f);
+  store_f32(c.dtype, c.input.data(), 2, -1.5f);
+  store_bits(c.dtype, c.input.data(), 3, 0x8000);  // -0
+  const ReferenceOutput ref = reference_rope(c);
+  Bytes got = ref.rounded;
+  ASSERT_EQ(load_bits(c.dtype, got.data(), 0), 0x7c01u);
+  store_bits(c.dtype, got.data(), 0, 0x7e01);  // quieted by a float conversion
+  store_bits(c.dtype, got.data(), 3, 0x0000);  // 0 + (-0) = +0
+  for (const Criteria& values : {criteria(parse("identity=values")), Criteria::flat_bound(3)})
+    EXPECT_TRUE(judge_output(c, ref, got.data(), values).ok()) << judge_output(c, ref, got.data(), values).report();
+  for (const Criteria& bits : {criteria(parse("identity=bits")), Criteria::flat_bound(3, true)}) {
+    const Judgement j = judge_output(c, ref, got.data(), bits);
+    ASSERT_EQ(j.violations, 2u) << j.report();
+    EXPECT_EQ(j.findings[0].check, "pass-through");
+  }
+  // Clobbered: the NaN turned into 0, the zero into a number. Every contract fails it.
+  for (uint32_t nan_to : {0x0000u, 0x3c00u})
+    for (uint32_t zero_to : {0x8000u, 0x3c00u}) {
+      Bytes bad = ref.rounded;
+      store_bits(c.dtype, bad.data(), 0, nan_to);
+      store_bits(c.dtype, bad.data(), 3, zero_to);
+      for (const char* spec : {"default", "identity=bits", "loosest"}) {
+        const Judgement j = judge_output(c, ref, bad.data(), criteria(parse(spec)));
+        EXPECT_EQ(j.violations, zero_to == 0x8000u ? 1u : 2u) << spec << "\n" << j.report();
+        EXPECT_FALSE(j.ok()) << spec;
+      }
+    }
+  // The element rules themselves.
+  const Criteria v = criteria(parse("identity=values")), b = criteria(parse("identity=bits"));
+  EXPECT_TRUE(keeps_input(v, Dtype::f16, 0x7c01, 0x7e01));
+  EXPECT_TRUE(keeps_input(v, Dtype::f32, 0x7fa00001, 0x7fe00001));
+  EXPECT_TRUE(keeps_input(v, Dtype::bf16, 0x8000, 0x0000));
+  EXPECT_FALSE(keeps_input(v, Dtype::f16, 0x7c01, 0x7c00));  // a NaN turned into an infinity
+  EXPECT_FALSE(keeps_input(v, Dtype::f32, 0x00000001, 0x00000000));  // a subnormal flushed: only under denormals=flush
+  EXPECT_TRUE(keeps_input(criteria(parse("denormals=flush")), Dtype::f32, 0x00000001, 0x80000000));
+  EXPECT_FALSE(keeps_input(b, Dtype::f16, 0x7c01, 0x7e01));
+  EXPECT_FALSE(keeps_input(b, Dtype::bf16, 0x8000, 0x0000));
+  EXPECT_TRUE(keeps_input(b, Dtype::f16, 0x7c01, 0x7c01));
+  // Two outputs: any NaN for a NaN under both; +-0 alike only under identity=values.
+  EXPECT_TRUE(same_output(Dtype::f16, 0x7c01, 0x7e01, true));
+  EXPECT_TRUE(same_output(Dtype::f32, 0x80000000, 0x00000000, false));
+  EXPECT_FALSE(same_output(Dtype::f32, 0x80000000, 0x00000000, true));
+  EXPECT_FALSE(same_output(Dtype::f32, 0x3f800000, 0x3f800001, false));
+}
+
 TEST(ContractJudge, FlushedSubnormalsOnlyUnderDenormalsFlush) {
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     const Format f = format_of(d);

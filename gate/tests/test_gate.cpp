@@ -387,6 +387,39 @@ TEST(CaseJson, RoundTripsExactlyAndRejectsMalformed) {
   EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
 }
 
+// A property's failing execution may come after declined ones: its index lies below cases x (1 + the driver's
+// discard ratio), not below cases. Files written before the ratio was recorded (no max_discard_ratio) read with
+// the ratio their driver had, 10, and replay the same execution.
+TEST(CaseJson, PropertyExecutionIndexMayPassTheCaseCount) {
+  gate::CaseRecord r;
+  r.c = small_case();
+  r.bound = 2;
+  r.property = "accuracy";
+  r.property_seed = 1;
+  r.property_cases = 3;
+  r.property_case = 19;  // executions 0..18 included declined calls
+  r.property_max_position = 1 << 24;
+  const gate::CaseRecord s = gate::record_from_json(gate::record_to_json(r));
+  EXPECT_EQ(s.property_case, 19u);
+  EXPECT_EQ(s.property_cases, 3u);
+  EXPECT_EQ(s.property_max_discard_ratio, 10u);
+  auto j = gate::record_to_json(r);
+  EXPECT_EQ(j["property"]["max_discard_ratio"], 10);
+  j["property"].erase("max_discard_ratio");  // as earlier releases wrote it
+  EXPECT_EQ(gate::record_from_json(j).property_case, 19u);
+  j["property"]["case"] = 32;  // the last execution of 3 x 11
+  EXPECT_EQ(gate::record_from_json(j).property_case, 32u);
+  j["property"]["case"] = 33;  // past every execution the driver makes
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+  j = gate::record_to_json(r);
+  j["property"]["max_discard_ratio"] = 1;
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);  // 19 >= 3 x 2
+  j["property"]["case"] = 5;
+  EXPECT_EQ(gate::record_from_json(j).property_case, 5u);
+  j["property"]["cases"] = 0;
+  EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+}
+
 TEST(Tolerance, Parses) {
   std::map<Dtype, double> t;
   EXPECT_EQ(gate::parse_tolerance("f32=8,bf16=1.5", t), "");

@@ -16,6 +16,14 @@
  *   MK_CACHE_F16        cos/sin rounded to f16 (RNE) before use
  *   MK_FLUSH_DENORMALS  subnormal inputs and outputs (of the storage type) flushed to
  *                       signed zero, the f32 arithmetic under FTZ/DAZ (a fast-math build)
+ * and the elements that keep their value (pass-through dims, pairs at an angle of exactly 0) passed
+ * through float arithmetic instead of copied, which keeps every value but not every bit (the default
+ * contract's identity=values allows it, identity=bits does not):
+ *   MK_PASS_FLOAT       loaded to float and stored back (f16/bf16 signalling NaNs come back quiet:
+ *                       0x7c01 -> 0x7e01)
+ *   MK_PASS_MUL1        multiplied by 1.0f: cos 0 from the kernel's cos/sin row, which has one more
+ *                       entry at angle 0 for the pass-through dims (signalling NaNs come back quiet)
+ *   MK_PASS_ADD0        0.0f + x, as autograd's zeros + g (-0 becomes +0, signalling NaNs quiet)
  *
  * For impls/hostile/ (kernels that misbehave around a correct or planted-bug kernel):
  *   MK_KERNEL_NAME      the kernel is defined as a static function of this name instead of
@@ -96,6 +104,28 @@ static void mk_copy(uint32_t dt, void* out, const void* in, size_t i, size_t n) 
   if (out != in) memmove((char*)out + i * mk_esize(dt), (const char*)in + i * mk_esize(dt), n * mk_esize(dt));
 }
 
+/* Elements i .. i+n-1 keep their value (pass-through dims, a pair at angle 0): copied, or through float
+ * arithmetic (MK_PASS_*); `one` is cos 0 = 1 from the kernel's cos/sin row. */
+static inline void mk_keep(uint32_t dt, void* out, const void* in, size_t i, size_t n, const float* one) {
+#if defined(MK_PASS_FLOAT) || defined(MK_PASS_MUL1) || defined(MK_PASS_ADD0)
+  for (size_t k = i; k < i + n; ++k) {
+    const float x = mk_load(dt, in, k);
+#if defined(MK_PASS_MUL1)
+    mk_store(dt, out, k, x * *one);
+#elif defined(MK_PASS_ADD0)
+    mk_store(dt, out, k, 0.0f + x);
+#else
+    mk_store(dt, out, k, x);
+#endif
+  }
+  (void)one;
+  (void)mk_copy;
+#else
+  (void)one;
+  mk_copy(dt, out, in, i, n);
+#endif
+}
+
 #ifdef MK_FLUSH_DENORMALS
 /* A subnormal of the storage type becomes a zero of its sign. */
 static float mk_flush_value(uint32_t dt, float v) {
@@ -152,7 +182,7 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
   if (a->n_tokens > 6) { volatile unsigned long spin = 0; for (;;) ++spin; } /* BUG: never returns */
 #endif
   double* theta = (double*)malloc(np * sizeof(double));
-  mk_cs* row = (mk_cs*)malloc(np * sizeof(mk_cs));
+  mk_cs* row = (mk_cs*)malloc((np + 1) * sizeof(mk_cs)); /* row[np]: angle 0, for the pass-through dims */
   if (!theta || !row) { free(theta); free(row); return 3; }
 #if defined(MK_ANGLE_POWF_F32)
   float* inv_f32 = (float*)malloc(np * sizeof(float));
@@ -228,6 +258,9 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
       row[i].s = s;
       row[i].identity = angle == 0;
     }
+    row[np].c = (float)cos(0.0);
+    row[np].s = (float)sin(0.0);
+    row[np].identity = 1;
     for (uint32_t h = 0; h < a->n_heads; ++h) {
       const size_t base = ((size_t)t * a->n_heads + h) * hd;
       for (uint32_t i = 0; i < np; ++i) {
@@ -243,8 +276,8 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
 #endif
 #ifndef MK_NO_IDENTITY
         if (row[i].identity) {
-          mk_copy(dt, out, in, k0, 1);
-          mk_copy(dt, out, in, k1, 1);
+          mk_keep(dt, out, in, k0, 1, &row[i].c);
+          mk_keep(dt, out, in, k1, 1, &row[i].c);
           continue;
         }
 #endif
@@ -290,7 +323,7 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
         if (last) mk_store(dt, out, base + hd, mk_load(dt, out, base + hd - 1));
       }
 #else
-      if (rd < hd) mk_copy(dt, out, in, base + rd, hd - rd);
+      if (rd < hd) mk_keep(dt, out, in, base + rd, hd - rd, &row[np].c);
 #endif
     }
   }

@@ -41,7 +41,9 @@
  *   out pair i = attention_factor * e^{j phi_i} * z_i,
  *   phi_i = positions[pair_axis[i] * n_tokens + t] * position_scale * theta_i
  * where theta_i = base^(-2i/R), or inv_freq[i], or the rule's table. Elements
- * [0, o) and [o + R, head_dim) pass through bit for bit.
+ * [0, o) and [o + R, head_dim) pass through: they keep the input's values (a
+ * NaN stays a NaN, +-0 alike), or its exact bits where the kernel's contract
+ * says identity=bits (docs/error-model.md, "Contracts").
  */
 #ifndef ROPECHECK_KERNEL_ABI_H
 #define ROPECHECK_KERNEL_ABI_H
