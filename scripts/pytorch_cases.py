@@ -171,8 +171,8 @@ def main():
     torch.set_num_threads(1)
     with open(os.path.join(args.dir, "manifest.json")) as f:
         m = json.load(f)
-    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2, 3, 4):
-        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 to 4)")
+    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2, 3, 4, 5):
+        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 to 5)")
     layout = PIPELINES[args.pipeline]
     n = declined = 0
     for e in m["cases"]:
