@@ -491,7 +491,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       auto as_int32 = [](int64_t m) { return int64_t(int32_t(uint32_t(uint64_t(m)))); };
       const std::pair<const char*, int64_t (*)(int64_t)> narrow[] = {
           {"positions rounded to f32", +as_f32}, {"positions truncated to 32 bits", +as_int32}};
-      for (const auto& [name, conv] : narrow) {
+      for (const auto& n : narrow) {
+        const char* name = n.first;
+        int64_t (*conv)(int64_t) = n.second;  // not a structured binding: clang 14 cannot capture one
         std::vector<int64_t> moved;
         for (int64_t m : c.positions) moved.push_back(conv(m));
         if (moved == c.positions) continue;
