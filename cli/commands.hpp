@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/features.hpp"
 #include "properties/contract.hpp"
 #include "reports/report.hpp"
 #include <charconv>
@@ -118,6 +119,56 @@ inline bool parse_contract_option(const std::string& spec, std::optional<Contrac
   out = parse_contract(spec, &err);
   if (!out) std::cerr << "error: " << err << "\n";
   return out.has_value();
+}
+
+// --supports / --require: a comma list of feature names (core/features.hpp; docs/gate.md, "Features"). nullopt
+// when not given; on an unknown name prints the error (with the known names) and returns false (exit 2).
+inline bool parse_features_option(const char* option, const CLI::Option* given, const std::string& text,
+                                  std::optional<FeatureSet>& out) {
+  out.reset();
+  if (!given || given->count() == 0) return true;
+  FeatureSet s;
+  if (std::string err = parse_feature_list(text, s); !err.empty()) {
+    std::cerr << "error: " << option << ": " << err << "\n";
+    return false;
+  }
+  out = s;
+  return true;
+}
+
+// --supports and --require together: --supports names at least one dtype and one layout (a kernel that implements
+// none can be sent nothing), and every --require feature is in --supports (a feature that is never sent cannot have
+// accepted calls). Prints the error and returns false (exit 2).
+inline bool check_supports_require(const std::optional<FeatureSet>& supports, const std::optional<FeatureSet>& require,
+                                   const RopeCase* model = nullptr) {
+  if (supports) {
+    auto any = [&](std::initializer_list<Feature> fs) {
+      for (Feature f : fs)
+        if (supports->has(f)) return true;
+      return false;
+    };
+    if (!any({Feature::f32, Feature::f16, Feature::bf16})) {
+      std::cerr << "error: --supports names no dtype (f32, f16, bf16): it lists everything the kernel implements, "
+                   "dtypes and layouts included\n";
+      return false;
+    }
+    if (!any({Feature::interleaved, Feature::half_split})) {
+      std::cerr << "error: --supports names no layout (interleaved, half-split): it lists everything the kernel "
+                   "implements, dtypes and layouts included\n";
+      return false;
+    }
+    if (model && !supports->contains(model_features(*model))) {
+      std::cerr << "error: --supports lacks " << model_features(*model).minus(*supports).text()
+                << ", which every case in the model's configuration uses: nothing of the model could be sent\n";
+      return false;
+    }
+    if (require && !supports->contains(*require)) {
+      std::cerr << "error: --require " << require->minus(*supports).text()
+                << ": not in --supports (a call outside --supports is never made, so it cannot be accepted)\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ropecheck::cli

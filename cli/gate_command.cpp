@@ -20,7 +20,7 @@ namespace {
 
 struct GateArgs {
   std::string kernel, impl, dtype = "all", layout = "all", angle_model, tolerance, report_dir = "ropecheck-gate-report",
-                                junit, contract, baseline;
+                                junit, contract, baseline, supports, require;
   report::Slack slack;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
@@ -32,6 +32,8 @@ struct GateArgs {
   cli::ModelArgs model;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* max_position_opt = nullptr;
+  CLI::Option* supports_opt = nullptr;
+  CLI::Option* require_opt = nullptr;
 } g;
 
 CLI::App* add(CLI::App& app) {
@@ -46,8 +48,17 @@ CLI::App* add(CLI::App& app) {
                     ->capture_default_str();
   g.max_position_opt = cli::add_int_option<int64_t>(
       s, "--max-position", g.max_position, 1, int64_t(1) << 62,
-      "largest position tried (default 2^24; with --hf-config/--preset the model's max_position_embeddings - 1)");
+      "largest position tried, by every row (default: 2^24, and 2^40 for the long positions row; with "
+      "--hf-config/--preset the model's max_position_embeddings - 1)");
   cli::add_model_options(s, g.model);
+  g.supports_opt = s->add_option(
+      "--supports", g.supports,
+      "what the kernel implements, a comma list of features (dtypes and layouts included; docs/gate.md, "
+      "\"Features\"): calls using any other feature are not made, and each of these the run calls must have an "
+      "accepted call");
+  g.require_opt = s->add_option("--require", g.require,
+                                "features that must have an accepted call, a comma list (docs/gate.md, \"Features\"): "
+                                "FAIL naming each one without");
   s->add_option("--angle-model", g.angle_model, "exact (default for --kernel) or fp32")
       ->check(CLI::IsMember({"exact", "fp32"}));
   s->add_option("--contract", g.contract,
@@ -107,11 +118,29 @@ int run() {
   }
   std::optional<Contract> contract;
   if (!cli::parse_contract_option(g.contract, contract)) return 2;
+  std::optional<FeatureSet> supports, require;
+  if (!cli::parse_features_option("--supports", g.supports_opt, g.supports, supports) ||
+      !cli::parse_features_option("--require", g.require_opt, g.require, require) ||
+      !cli::check_supports_require(supports, require, model ? &model->shape : nullptr))
+    return 2;
+  opt.supports = supports;
+  opt.require = require.value_or(FeatureSet{});
   opt.max_position = g.max_position;
+  // The long positions row reaches kDefaultLongMaxPosition unless positions are bounded: by --max-position, or by
+  // the model's context.
+  if (g.max_position_opt->count()) {
+    opt.long_max_position = g.max_position;
+    opt.long_positions_bound = "--max-position";
+  }
   if (model) {
     const uint64_t ctx = std::max(model->max_position_embeddings, model->shape.rule_seq_len);
-    if (!g.max_position_opt->count() && ctx > 1) opt.max_position = int64_t(std::min<uint64_t>(ctx - 1, int64_t(1) << 62));
+    if (!g.max_position_opt->count()) {
+      if (ctx > 1) opt.max_position = int64_t(std::min<uint64_t>(ctx - 1, int64_t(1) << 62));
+      opt.long_max_position = opt.max_position;
+      opt.long_positions_bound = "the model's context";
+    }
     opt.model = model->shape;
+    opt.model_name = model->name;
     opt.model_text = model->text("") +
                      fmt::format("model cases: every matrix, special-value, sequence, repeat, large and random case "
                                  "takes this configuration (head, rotated slice, base, rule, attention factor, axis "
@@ -187,6 +216,9 @@ int run() {
                            {"budget_seconds", opt.budget_seconds},
                            {"call_timeout_seconds", opt.call_timeout_seconds},
                            {"tolerance", g.tolerance}};
+  // Recorded only when given (a baseline of an earlier release compares its parameters key by key).
+  if (supports) params["supports"] = supports->names();
+  if (require) params["require"] = require->names();
   if (model) {
     params["model"] = g.model.preset.empty() ? std::filesystem::path(g.model.hf_config).filename().string()
                                               : g.model.preset;

@@ -54,7 +54,23 @@ void check_array(const NpyArray& a, const RopeCase& c, const std::string& path) 
 // Version 3: a run id, declines, in-place cases and the gate's property cases (docs/gate.md).
 // Version 4: the property engine's cases ("property": {id, layout, case, call}; export.seed, .max_position and
 // .property_cases say how the engine made them).
+// Cases may carry ABI v2 fields (rotary_offset, n_pos_axes, pair_axis, attention_factor, freq_rule) and negative
+// positions: an additive part of version 4 since the ABI v2 release (whose programs read them and decline such
+// cases), written only when the program asks for them (--supports, or a model that has them), so a program
+// written against version 4 before ABI v2 never receives one. The export's features, supports, model_case and
+// long_max_position are additive fields of `export`. No change so far needed a new version: a program written
+// against the previous release checks `version` in 1..4 and must keep reading every export.
 constexpr int kManifestVersion = 4;
+
+// The features an export's cases may use: its --supports; else every ABI v1 feature and, for a model's export,
+// the model's (asking for the model is asking for its cases).
+FeatureSet export_features(const ExportOptions& opt) {
+  if (opt.supports) return *opt.supports;
+  FeatureSet s = FeatureSet::of_abi_version(1);
+  if (opt.model)
+    for (Feature f : model_features(*opt.model).list()) s.add(f);
+  return s;
+}
 
 // A fresh run id from the OS's entropy source (not the seed: two exports with the same parameters are two runs,
 // and outputs of the first must not pass for the second's).
@@ -84,14 +100,21 @@ struct ExportItem {
 
 // Records a property execution's calls and answers each with the correctly rounded reference output (which
 // every property accepts), so the execution runs through and its calls become the exported cases.
+// A call using a feature outside the export's is not made (answered as declined, as the gate answers a call
+// outside --supports): the property discards or skips it, and `check` plays it back the same way.
 class RecordingHandle : public props::KernelHandle {
  public:
-  RecordingHandle(AngleModel model, const Contract& contract, const std::map<Dtype, double>& tol)
-      : model_(model), contract_(contract), tol_(tol) {}
+  RecordingHandle(AngleModel model, const Contract& contract, const std::map<Dtype, double>& tol, FeatureSet allowed)
+      : model_(model), contract_(contract), tol_(tol), allowed_(allowed) {}
   const std::string& name() const override { return name_; }
   props::RunResult run(const RopeCase& c, const props::RunRequest& r) override {
-    calls.push_back({c, r.in_place});
     props::RunResult res;
+    if (!allowed_.contains(features_of(c, r.in_place))) {
+      ++left_out;
+      res.status = props::RunResult::Status::declined;
+      return res;
+    }
+    calls.push_back({c, r.in_place});
     res.out = reference_rope(c, ReferenceOptions{model_}).rounded;
     return res;
   }
@@ -100,12 +123,14 @@ class RecordingHandle : public props::KernelHandle {
   bool honours_out_fill() const override { return false; }
   void begin_execution(uint64_t, bool) override { calls.clear(); }
   std::vector<std::pair<RopeCase, bool>> calls;
+  size_t left_out = 0;  // calls not made: a feature outside the export's
 
  private:
   std::string name_ = "the exact reference (cases export)";
   AngleModel model_;
   const Contract& contract_;
   const std::map<Dtype, double>& tol_;
+  FeatureSet allowed_;
 };
 
 // The (dtype, layout) combinations a property runs on among those exported: every one, or for a property
@@ -128,7 +153,9 @@ std::vector<std::pair<Dtype, Layout>> property_combos(const props::PropertyDef& 
 // The gate's rows, in the gate's order: the matrix (every case, in place or not as the gate calls it), special
 // values, the ABI v2 feature rows, the properties (the engine's exportable ones) and random cases. Rows that need a process the
 // program's kernel runs in (sequence, repeat, large, fp environment) are the gate's alone.
-std::vector<ExportItem> export_items(const ExportOptions& opt) {
+// Only cases whose features are all the export's (export_features) are kept; *left_out counts the others.
+std::vector<ExportItem> export_items(const ExportOptions& opt, size_t* left_out) {
+  const FeatureSet allowed = export_features(opt);
   std::vector<ExportItem> items;
   for (Dtype d : opt.dtypes)
     for (Layout l : opt.layouts) {
@@ -142,6 +169,12 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
       const auto sv = special_value_cases(d, l, opt.seed, opt.max_position, opt.model ? &*opt.model : nullptr);
       for (size_t k = 0; k < sv.size(); ++k) items.push_back({sv[k], "special values", k % 2 == 1, {}});
     }
+  // Positions far past the other rows' (the gate's long positions row): judged call by call.
+  for (Dtype d : opt.dtypes)
+    for (Layout l : opt.layouts)
+      for (const auto& [c, in_place] :
+           long_position_cases(d, l, opt.long_max_position, opt.seed, opt.model ? &*opt.model : nullptr))
+        items.push_back({c, "long positions", in_place, {}});
   // ABI v2 feature rows (a program that builds v1 calls only declines them: `check` counts that as declined).
   for (Dtype d : opt.model ? std::vector<Dtype>{} : opt.dtypes)  // a model's export: its configuration only
     for (Layout l : opt.layouts)
@@ -150,7 +183,7 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
   // The suite's properties (properties/engine.hpp), those whose calls an external program can make (no input
   // taken from an output, no prefilled output buffer): each execution's calls, in order, as the engine makes
   // them for the gate (the same seed, the same cases); `check` runs the property again over the outputs.
-  RecordingHandle rec(opt.angle_model, opt.contract, opt.tolerance);
+  RecordingHandle rec(opt.angle_model, opt.contract, opt.tolerance, allowed);
   const props::Scope scope{opt.max_position};
   for (const props::PropertyDef& p : props::property_set()) {
     if (!p.exportable || (p.exact_angles && opt.angle_model != AngleModel::exact)) continue;
@@ -177,6 +210,12 @@ std::vector<ExportItem> export_items(const ExportOptions& opt) {
     const bool in_place = rng() % 2 == 1;
     items.push_back({c, "random", in_place, {}});
   }
+  // The cases of the export's features only (the property calls are filtered as they are made, above).
+  const size_t before = items.size();
+  std::erase_if(items, [&](const ExportItem& it) {
+    return it.property.empty() && !allowed.contains(features_of(it.c, it.in_place));
+  });
+  *left_out = before - items.size() + rec.left_out;
   return items;
 }
 
@@ -216,13 +255,17 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
-  const std::vector<ExportItem> items = export_items(opt);
   ExportedSet out;
+  const std::vector<ExportItem> items = export_items(opt, &out.left_out);
   out.cases = items.size();
   out.run_id = new_run_id();
+  out.version = kManifestVersion;
+  for (const ExportItem& it : items) {
+    for (Feature f : features_of(it.c, it.in_place).list()) out.features.add(f);
+  }
   json m;
   m["format"] = "ropecheck-case-set";
-  m["version"] = kManifestVersion;
+  m["version"] = out.version;
   m["run_id"] = out.run_id;
   {
     json e;
@@ -237,7 +280,14 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
     e["seed"] = opt.seed;
     e["random_cases"] = opt.random_cases;
     e["property_cases"] = opt.property_cases;
+    e["long_max_position"] = opt.long_max_position;
+    if (!opt.long_positions_bound.empty()) e["long_positions_bound"] = opt.long_positions_bound;
+    // The features the cases may use (a property's call outside them was not made: `check` plays it back as
+    // declined), and what the program said it implements (`check` requires each that has cases).
+    e["features"] = export_features(opt).names();
+    if (opt.supports) e["supports"] = opt.supports->names();
     if (opt.model) {
+      e["model_case"] = case_params_to_json(*opt.model);
       e["model"] = opt.model_name;
       e["model_config"] = opt.model_description;
       e["model_note"] = "the matrix, special-value and random cases take the model's configuration; the property "
@@ -319,12 +369,18 @@ struct Kept {
 // external program's output, or its decline.
 class PlaybackHandle : public props::KernelHandle {
  public:
+  // features: the export's (export.features): a call outside them was not made by the export and is answered as
+  // declined here too, without taking an exported call.
   PlaybackHandle(std::vector<const Kept*> calls, AngleModel model, const Contract& contract,
-                 const std::map<Dtype, double>& tol)
-      : calls_(std::move(calls)), model_(model), contract_(contract), tol_(tol) {}
+                 const std::map<Dtype, double>& tol, std::optional<FeatureSet> features)
+      : calls_(std::move(calls)), model_(model), contract_(contract), tol_(tol), features_(features) {}
   const std::string& name() const override { return name_; }
   props::RunResult run(const RopeCase& c, const props::RunRequest& r) override {
     props::RunResult res;
+    if (features_ && !features_->contains(features_of(c, r.in_place))) {
+      res.status = props::RunResult::Status::declined;
+      return res;
+    }
     if (next_ >= calls_.size()) {
       if (mismatch.empty()) mismatch = fmt::format("the property makes more than the {} exported call(s)", calls_.size());
       res.status = props::RunResult::Status::declined;
@@ -359,12 +415,25 @@ class PlaybackHandle : public props::KernelHandle {
   AngleModel model_;
   const Contract& contract_;
   const std::map<Dtype, double>& tol_;
+  std::optional<FeatureSet> features_;
 };
+
+// A list of feature names in the manifest (export.features, export.supports).
+FeatureSet features_from_json(const json& j, const std::string& field) {
+  if (!j.is_array()) throw std::runtime_error("field '" + field + "' must be an array of feature names");
+  FeatureSet s;
+  for (const json& x : j) {
+    const auto f = x.is_string() ? parse_feature(x.get<std::string>()) : std::nullopt;
+    if (!f) throw std::runtime_error("field '" + field + "': " + x.dump() + " is not a feature (docs/gate.md, \"Features\")");
+    s.add(*f);
+  }
+  return s;
+}
 
 }  // namespace
 
 GateResult check_case_set(const std::string& dir, const std::optional<Contract>& contract_override,
-                          const std::map<Dtype, double>& tolerance_override) {
+                          const std::map<Dtype, double>& tolerance_override, const FeatureSet& require) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string mpath = (fs::path(dir) / "manifest.json").string();
   const std::string mtext = read_bounded_file(mpath, kMaxManifestBytes, "manifest");
@@ -483,6 +552,40 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     }
   }
   m["cases"] = json();  // read into entries: the document's largest part is not needed any more
+  // What the export says of its cases: the features they may use (property calls outside them were not made),
+  // what the program implements (each such feature with cases must have an accepted one), the model's case
+  // template (a model's export must have an accepted case in its configuration; an export without the template,
+  // from an earlier release, has its model's cases in the rows that take the model: every one but the
+  // properties').
+  std::optional<FeatureSet> export_features, supports;
+  std::optional<RopeCase> model_case;
+  bool model_by_rows = false;
+  if (m.contains("export") && m["export"].is_object()) {
+    const json& ex = m["export"];
+    try {
+      if (ex.contains("features")) export_features = features_from_json(ex["features"], "export.features");
+      if (ex.contains("supports")) supports = features_from_json(ex["supports"], "export.supports");
+      if (ex.contains("model_case")) {
+        RopeCase t;
+        case_params_from_json(ex["model_case"], t);
+        model_case = std::move(t);
+        res.model_name = ex.contains("model") && ex["model"].is_string() ? ex["model"].get<std::string>() : "model";
+      } else if (ex.contains("model") && ex["model"].is_string()) {
+        model_by_rows = true;
+        res.model_name = ex["model"].get<std::string>();
+      }
+    } catch (const std::exception& e) {
+      problems.push_back(mpath + ": " + e.what());
+    }
+  }
+  // One call (a case with its output or decline marker) in the coverage.
+  auto cover = [&](const RopeCase& c, bool in_place, bool declined, bool property) {
+    res.coverage.add(c, in_place, !declined, model_case ? &*model_case : nullptr);
+    if (model_by_rows && !property) {
+      ++res.coverage.model_sent;
+      res.coverage.model_accepted += !declined;
+    }
+  };
   // How the engine made the property cases (version 4): read before any file.
   uint64_t property_seed = 0, property_cases = 0;
   int64_t max_position = int64_t(1) << 24;
@@ -574,6 +677,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     if (!problems.empty()) continue;
     CheckRow& r = row(en.check);
     ++res.calls;
+    cover(c, en.in_place, declined, false);
     if (declined) {
       ++r.declined;
       continue;
@@ -647,6 +751,9 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
   for (const props::PropertyDef& p : props::property_set()) {
     if (std::any_of(groups.begin(), groups.end(), [&](const auto& kv) { return kv.second.def == &p; })) {
       row(p.row);
+    } else if (version >= 4 && p.exportable && export_features) {
+      row(p.row).note = "not exported: its executions' calls use features outside the export's (export.features: " +
+                        export_features->text() + ")";
     } else if (version >= 4 && !p.exportable) {
       row(p.row).note = std::string("not exported: ") +
                         (std::string_view(p.id) == "composition"
@@ -663,7 +770,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
       continue;
     }
-    PlaybackHandle h(g.calls, model, contract, tolerance);
+    PlaybackHandle h(g.calls, model, contract, tolerance, export_features);
     const auto result = props::replay_execution(*g.def, h, g.d, g.l, props::Scope{max_position}, property_seed,
                                                 g.index, {}, property_cases);
     // A passing execution makes every exported call; a failing or discarded one may stop early.
@@ -676,6 +783,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     }
     // Calls and accepted calls: every exported call and those with an output (as the matrix rows count).
     res.calls += g.calls.size();
+    for (const Kept* k : g.calls) cover(k->c, k->in_place, k->declined, true);
     res.accepted += std::count_if(g.calls.begin(), g.calls.end(), [](const Kept* k) { return !k->declined; });
     if (std::find(dtypes_seen.begin(), dtypes_seen.end(), g.d) == dtypes_seen.end()) dtypes_seen.push_back(g.d);
     if (result.type == rc::detail::CaseResult::Type::Discard) {
@@ -746,15 +854,17 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     if (!r.ran && r.declined && r.note.empty()) r.note = "every case declined (decline markers)";
   // Coverage, as the gate's: a check that judged nothing is not a pass; a row all declined is not a failure as
   // long as something was accepted.
-  if (res.accepted == 0) {
-    CheckRow& r = row("coverage");
-    r.failed_check = true;
-    r.failed = 1;
-    r.diagnosis = "coverage: every case declined";
-    r.smallest_message = fmt::format("the external program declined every case ({} decline markers): a check that "
-                                     "judged nothing is not a pass",
-                                     res.calls);
-  }
+  // The requirements (docs/gate.md, "Coverage"): `check --require`, the export's --supports, a model's
+  // configuration.
+  if (res.accepted == 0 || !require.empty() || supports || model_case || model_by_rows)
+    row("coverage");  // in its place in the table, before the bias rows
+  judge_coverage(res, supports, require, model_case || model_by_rows,
+                 fmt::format("the external program declined every case ({} decline markers): a check that judged "
+                             "nothing is not a pass",
+                             res.calls),
+                 "coverage: every case declined");
+  // A coverage row met without requirements given is not shown (as before there were any).
+  std::erase_if(res.rows, [](const CheckRow& r) { return r.name == "coverage" && !r.ran && !r.failed_check; });
   for (const auto& [d, b] : bias) {
     RopeCase probe;
     probe.dtype = d;

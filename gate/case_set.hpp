@@ -3,7 +3,7 @@
 // outputs as .npy (or declines a case); check them with the same rows, verdict
 // and exit codes as the gate. docs/gate.md, "Kernels that cannot be loaded".
 //
-//   D/manifest.json   {"format": "ropecheck-case-set", "version": 3, "run_id": R (16 hex digits, random per export),
+//   D/manifest.json   {"format": "ropecheck-case-set", "version": 4 or 5, "run_id": R (16 hex digits, random per export),
 //                      "export": {the export's parameters}, "angle_model": ..., "contract": SPEC,
 //                      ["tolerance": {"f32": U, ...}], "note": the protocol in one paragraph, "cases": [
 //                        {"id": "NNNN", "check": ROW, "in_place": bool, "input": "NNNN.in.npy",
@@ -21,6 +21,11 @@
 //   The run id in the names the program writes ties every output to one export: outputs left by an earlier
 //   export of the same directory never match, and `check` names them. Versions 1 and 2 (no run id, no
 //   declines, no property cases, outputs "NNNN.out.npy") are still checked.
+//   The version written is the lowest that can express the cases: 4, or 5 when a case carries an ABI v2 field
+//   (rotary_offset, n_pos_axes, pair_axis, attention_factor, freq_rule) or a negative position -- which `export`
+//   writes only for a program that says it implements them (--supports). "export" also records "features" (the
+//   features the cases may use; a property's call outside them was not made, and `check` plays it back as
+//   declined), "supports" (when given), "model_case" (a model's case template) and "long_max_position".
 #pragma once
 
 #include <map>
@@ -39,10 +44,17 @@ inline constexpr uint64_t kMaxManifestValues = uint64_t(6) << 20;  // JSON value
 struct ExportOptions {
   std::vector<Dtype> dtypes{std::begin(kAllDtypes), std::end(kAllDtypes)};
   std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
-  int64_t max_position = int64_t(1) << 24;
+  int64_t max_position = kDefaultMaxPosition;
+  // The long positions row's largest position (GateOptions::long_max_position) and what bounds it, if anything.
+  int64_t long_max_position = kDefaultLongMaxPosition;
+  std::string long_positions_bound;
   AngleModel angle_model = AngleModel::exact;
   Contract contract;
   std::map<Dtype, double> tolerance;
+  // What the external program implements (--supports): only cases whose features are all in it are written, and
+  // `check` requires each of them that the export holds cases of. nullopt: the cases of every ABI v1 feature (a
+  // program written before ABI v2 never receives a case it cannot read).
+  std::optional<FeatureSet> supports;
   uint64_t seed = 1;
   size_t random_cases = 32;
   uint64_t property_cases = 8;  // executions of each exportable property per dtype x layout
@@ -55,6 +67,9 @@ struct ExportOptions {
 
 struct ExportedSet {
   size_t cases = 0;
+  int version = 0;           // the manifest version written: the lowest that can express the cases
+  size_t left_out = 0;       // calls of the gate's rows left out: a feature outside the export's
+  FeatureSet features;       // the features the written cases use
   std::string run_id;  // stamped into the manifest and the names of the outputs the program writes
 };
 
@@ -66,7 +81,9 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt);
 // ambiguous (output and decline marker both) input or output, naming any file written for another export of
 // the directory; failures of the kernel are in the result (exit 1).
 // contract / tolerance: overrides given to `check` (nullopt / empty: the manifest's).
+// require: features that must have an accepted case (`check --require`), besides those the manifest names (its
+// export's --supports) and, for a model's export, a case in the model's configuration.
 GateResult check_case_set(const std::string& dir, const std::optional<Contract>& contract,
-                          const std::map<Dtype, double>& tolerance);
+                          const std::map<Dtype, double>& tolerance, const FeatureSet& require = {});
 
 }  // namespace ropecheck::gate

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "gate/host_handle.hpp"
@@ -48,9 +49,11 @@ class Gate {
         opt_(opt),
         t0_(Clock::now()),
         host_(KernelSource{impl.library, impl.fn}, host_options(opt)),
-        property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return call(c, in_place); },
+        property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return counted_call(c, in_place); },
                          [this](const RopeCase& c) { return criteria(c); }, opt.angle_model,
-                         [this] { return aborted_ || over_budget(); }) {}
+                         [this] { return aborted_ || over_budget(); }) {
+    property_handle_.set_send_filter([this](const RopeCase& c, bool in_place) { return why_not_sent(c, in_place); });
+  }
 
   GateResult run();
 
@@ -93,6 +96,23 @@ class Gate {
       r.host_error = e.what();
       return r;
     }
+  }
+
+  // A call a row makes, counted in the run's coverage (reruns for shrinking and diagnosis are not).
+  CallResult counted_call(const RopeCase& c, bool in_place) {
+    CallResult r = call(c, in_place);
+    res_.coverage.add(c, in_place, r.status != CallStatus::declined, model());
+    return r;
+  }
+
+  // Why a call is not made (empty: it is): it uses a feature outside --supports. Never a failure, never the
+  // kernel's decline: the row counts it under this reason (CheckRow::not_sent).
+  std::string why_not_sent(const RopeCase& c, bool in_place) const {
+    if (opt_.supports && !opt_.supports->contains(features_of(c, in_place))) return "outside --supports";
+    // No ABI version the kernel speaks expresses the call (core/abi_versions.hpp).
+    if (host_.abi().version_for(c.min_abi_version(), host_.features_declared()) == 0)
+      return host_.abi().why_not_sent(c.min_abi_version());
+    return "";
   }
 
   // The case alone in a fresh host process (the row's own host keeps its state).
@@ -143,13 +163,12 @@ class Gate {
       ++not_run_[r.name];
       return o;
     }
-    const Criteria cr = criteria(c);
-    o.call = call(c, in_place);
-    if (!o.call.not_sent.empty()) {  // no ABI version the kernel speaks expresses c: not made, not declined
-      ++r.not_sent;
-      r.not_sent_why = o.call.not_sent;
+    if (const std::string why = why_not_sent(c, in_place); !why.empty()) {
+      ++r.not_sent[why];
       return o;
     }
+    const Criteria cr = criteria(c);
+    o.call = counted_call(c, in_place);
     ++res_.calls;
     if (o.call.status == CallStatus::ok) ++ok_calls_;
     o.v = judge_call(c, in_place, opt_.angle_model, cr, o.call);
@@ -217,6 +236,7 @@ class Gate {
 
   void run_matrix();
   void run_specials();
+  void run_long_positions();
   void run_v2_features();
   void run_properties();
   void run_sequences();
@@ -225,6 +245,7 @@ class Gate {
   void run_random();
   void finish_sandbox();
   void finish_bias();
+  void finish_not_sent();
   void save_files();
 
   const Implementation& impl_;
@@ -365,7 +386,7 @@ void Gate::run_matrix() {
       for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], ip[k]);
       if (r.ran) accepted_combos_.push_back({d, l});
       else if (budget_reached_ && r.declined == 0) r.note = "not run: the budget was reached";
-      else if (!aborted_) r.note = "every case declined (RC_UNSUPPORTED)";
+      else if (!aborted_ && r.declined > 0) r.note = "every case declined (RC_UNSUPPORTED)";
     }
 }
 
@@ -389,9 +410,7 @@ void Gate::run_v2_features() {
     }
   for (const std::string& name : order) {
     CheckRow& r = row(name, row_what(name, opt_.contract));
-    if (!r.ran && r.not_sent > 0 && r.declined == 0 && !aborted_)
-      r.note = fmt::format("not run ({} case(s) not sent): {}", r.not_sent, r.not_sent_why);
-    else if (!r.ran && r.declined > 0 && !aborted_)
+    if (!r.ran && r.declined > 0 && !aborted_)
       r.note = "declined (RC_UNSUPPORTED): the kernel does not implement this ABI v2 feature";
     else if (r.declined > 0)
       r.note = fmt::format("declined: {}", fmt::join(declined[name], "; "));
@@ -405,6 +424,38 @@ void Gate::run_specials() {
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
   }
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+}
+
+// Positions far past the other rows' (docs/gate.md, "Positions"): f32-inexact ones within int32, then beyond
+// int32 up to the long maximum, over every accepted dtype x layout. A kernel that takes int32 positions declines
+// the latter; one that rounds positions to f32 or truncates them to 32 bits fails. Out of the bias check: at
+// these angles an angle clause's second-order radial share outweighs the rounding the check is about.
+void Gate::run_long_positions() {
+  CheckRow& r = row("long positions", row_what("long positions", opt_.contract));
+  const int64_t top = opt_.long_max_position;
+  if (top < kLongPositionsFrom) {
+    r.note = fmt::format("not run: positions are bounded to {} by {} (this row's start at 2^25 + 1)", top,
+                         opt_.long_positions_bound.empty() ? "--max-position" : opt_.long_positions_bound);
+    return;
+  }
+  std::set<std::string> declined;
+  for (const auto& [d, l] : accepted_combos_)
+    for (const auto& [c, in_place] : long_position_cases(d, l, top, opt_.seed, model())) {
+      const uint64_t before = r.declined;
+      run_case(r, c, in_place, /*in_bias=*/false);
+      if (r.declined > before)
+        declined.insert(features_of(c, in_place).has(Feature::positions_beyond_int32) ? "positions beyond int32"
+                                                                                       : "positions below 2^31");
+    }
+  std::string note = fmt::format("positions {} .. {}{}", kLongPositionsFrom, top,
+                                 opt_.long_positions_bound.empty() ? "" : " (bounded by " + opt_.long_positions_bound + ")");
+  if (!declined.empty()) note += fmt::format("; declined: {}", fmt::join(declined, ", "));
+  if (opt_.tolerance.empty() && (opt_.contract.angles == Contract::Angles::f32 || opt_.error_model.angle_f32))
+    note += "; under angles=f32 a pair whose K ulps of f32 at |angle| reach pi has no direction to keep: there these "
+            "cases test the pair's length only";
+  if (!r.ran && !aborted_ && budget_reached_) note = "not run: the budget was reached";
+  else if (!r.ran && !aborted_ && r.declined == 0 && r.not_sent.empty()) note = "no accepted dtype/layout";
+  r.note = note;
 }
 
 // The suite's properties (properties/engine.hpp), each on every accepted dtype x layout, driven by the engine:
@@ -437,15 +488,19 @@ void Gate::run_properties() {
         ++not_run_[r.name];
         continue;
       }
+      // A kernel whose ABI versions cannot express a v2 call is not asked for the v2 properties' cases.
       if (p.abi_v2 && host_.abi().version_for(2, host_.features_declared()) == 0) {
         r.note = "not run: " + host_.abi().why_not_sent(2);
         continue;
       }
-      if (p.abi_v2) {  // a kernel that declines a plain v2 call is not asked for the v2 properties' cases
-        const uint64_t before = property_handle_.calls();
+      // A kernel that declines a plain v2 call is not asked for the v2 properties' cases (with --supports, the
+      // calls outside it are not made: the probe is not needed).
+      if (p.abi_v2 && why_not_sent(props::v2_probe_case(d, l), false).empty()) {
+        const uint64_t before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
         const bool declined =
             property_handle_.run(props::v2_probe_case(d, l), {}).status == props::RunResult::Status::declined;
         res_.calls += property_handle_.calls() - before;
+        res_.accepted += property_handle_.accepted_calls() - accepted_before;
         if (declined) {
           ++r.declined;
           r.note = "not run: the kernel declines ABI v2 calls (RC_UNSUPPORTED)";
@@ -453,6 +508,7 @@ void Gate::run_properties() {
         }
       }
       const uint64_t calls_before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
+      const std::map<std::string, uint64_t> unsent_before = property_handle_.unsent_executions();
       // A row's first failure is shrunk; another dtype x layout that fails too is counted, not shrunk again.
       props::DriverOptions dl = drv;
       dl.shrink = !r.failed_check && opt_.shrink_tries > 0;
@@ -460,7 +516,15 @@ void Gate::run_properties() {
       res_.calls += property_handle_.calls() - calls_before;
       if (property_handle_.hung() && ++hangs_ >= 2) aborted_ = true;
       r.cases += o.passed + (o.failed ? 1 : 0);
-      r.declined += o.discarded;
+      // Executions discarded because a call was not made are not the kernel's declines.
+      uint64_t unsent = 0;
+      for (const auto& [why, n] : property_handle_.unsent_executions()) {
+        const auto it = unsent_before.find(why);
+        const uint64_t k = n - (it == unsent_before.end() ? 0 : it->second);
+        if (k) r.not_sent[why] += k;
+        unsent += k;
+      }
+      r.declined += o.discarded - std::min(o.discarded, unsent);
       res_.accepted += property_handle_.accepted_calls() - accepted_before;
       if (o.passed || o.failed) r.ran = true;
       if (o.stopped) ++not_run_[r.name];
@@ -486,7 +550,7 @@ void Gate::run_properties() {
         r.note = fmt::format("{} {}: shrinking stopped after {} candidates ({} step(s) taken)", to_string(d),
                              to_string(l), o.shrinks_tried, o.shrink_path.size());
     }
-    if (!r.ran && r.note.empty() && !aborted_)
+    if (!r.ran && r.note.empty() && !aborted_ && (r.declined > 0 || r.not_sent.empty() || budget_reached_))
       r.note = budget_reached_ ? "not run: the budget was reached"
                : combos.empty() ? (p.both_layouts ? "no dtype with both layouts accepted" : "no accepted dtype/layout")
                                 : "every execution discarded (the kernel declined its cases)";
@@ -517,7 +581,8 @@ void Gate::run_sequences() {
                                   c.summary(), cases[n - 1].summary());
     }
   }
-  if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+  if (!r.ran && !aborted_ && r.not_sent.empty())
+    r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
 // The same case many times in one process: every output judged and the same as the first (bit for bit, or
@@ -530,6 +595,10 @@ void Gate::run_repeat() {
   if (accepted_combos_.empty()) return;
   const RopeCase c =
       repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed, model());
+  if (const std::string why = why_not_sent(c, false); !why.empty()) {
+    r.not_sent[why] += kRepeats;
+    return;
+  }
   const Criteria cr = criteria(c);
   ReferenceOptions ro;
   ro.angle_model = opt_.angle_model;
@@ -541,7 +610,7 @@ void Gate::run_repeat() {
       ++not_run_[r.name];
       break;
     }
-    const CallResult res = call(c, false);
+    const CallResult res = counted_call(c, false);
     ++res_.calls;
     const CaseVerdict v = judge_call(c, false, opt_.angle_model, cr, res, &ref);
     if (!v.accepted) {
@@ -587,7 +656,8 @@ void Gate::run_large() {
   if (opt_.model) r.note = "tokens x heads as said, each head the model's";
   for (const auto& [c, in_place] : large_cases(accepted_combos_, opt_.max_position, opt_.seed, model()))
     run_case(r, c, in_place, /*in_bias=*/false);
-  if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+  if (!r.ran && !aborted_ && r.not_sent.empty())
+    r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
 }
 
 // The host's FP environment after loading, its isolation, and what the kernel printed.
@@ -651,6 +721,21 @@ void Gate::finish_bias() {
   }
 }
 
+// Rows with calls not made say how many and why (a row that made none says it did not run).
+void Gate::finish_not_sent() {
+  for (auto& r : res_.rows) {
+    if (r.not_sent.empty()) continue;
+    const char* unit = r.name.rfind("property: ", 0) == 0 ? "execution(s)" : "call(s)";
+    std::vector<std::string> parts;
+    for (const auto& [why, n] : r.not_sent) parts.push_back(fmt::format("{} {} not made: {}", n, unit, why));
+    if (!r.ran && r.declined == 0 && !r.failed_check)
+      r.note = fmt::format("not run: {}{}", fmt::join(parts, "; "),
+                           r.note.empty() || r.note.rfind("not run", 0) == 0 ? "" : " (" + r.note + ")");
+    else
+      r.note += fmt::format("{}{}", r.note.empty() ? "" : "; ", fmt::join(parts, "; "));
+  }
+}
+
 void Gate::save_files() {
   if (opt_.report_dir.empty()) return;
   // The kernel's whole stdout/stderr (the verdict quotes the first lines).
@@ -691,6 +776,12 @@ GateResult Gate::run() {
   progress("kernel " + impl_.name + ": ABI versions");
   res_.abi = host_.negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, [this] { return over_budget(); })
                  .summary();
+  // --supports declares the features the kernel implements: calls using them are sent at the version that
+  // expresses them whatever the probes found (those outside it are not sent at all: why_not_sent).
+  if (opt_.supports) {
+    host_.set_abi(host_.abi(), /*features_declared=*/true);
+    res_.abi += "; --supports declares its features";
+  }
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
@@ -710,24 +801,18 @@ GateResult Gate::run() {
     res_.contract += " (overridden by --tolerance " + t + ": every pair's e within that flat bound)";
   }
   progress("kernel " + impl_.name + ": systematic matrix");
+  res_.model_name = opt_.model_name;
   run_matrix();
   // A kernel that refused every probe and returned RC_OK on no matrix call either: every further row would
   // only repeat the refusal. The verdict says it once (AbiVersions::refusal).
-  const bool refused_everything = rejected_everything();
-  if (refused_everything) {
+  if (rejected_everything()) {
     for (auto& r : res_.rows)
       if (r.failed_check) r.diagnosis = "the kernel rejected every call (the verdict says which and why)";
-  } else if (accepted_combos_.empty()) {
-    CheckRow& r = row("coverage", row_what("coverage", opt_.contract));
-    r.failed_check = true;
-    r.failed = 1;
-    r.smallest_message = aborted_          ? "the kernel hung: nothing could be checked"
-                         : budget_reached_ ? "the budget was reached before the kernel accepted a case"
-                                           : "the kernel declined every case of every dtype x layout asked for: a gate that "
-                                    "checked nothing is not a pass";
-  } else {
+  } else if (!accepted_combos_.empty()) {
     progress("special values");
     run_specials();
+    progress("long positions");
+    run_long_positions();
     progress("ABI v2 features");
     run_v2_features();
     progress("properties");
@@ -742,6 +827,19 @@ GateResult Gate::run() {
   }
   finish_sandbox();
   finish_bias();
+  finish_not_sent();
+  // What must have been exercised: something; each --require feature; each --supports feature the run made
+  // calls of; with a model, a call in its configuration (a "coverage" row when one is not met).
+  const bool any_not_sent = std::any_of(res_.rows.begin(), res_.rows.end(), [](const CheckRow& r) {
+    return r.name.rfind("matrix ", 0) == 0 && !r.not_sent.empty();
+  });
+  judge_coverage(res_, opt_.supports, opt_.require, opt_.model.has_value(),
+                 aborted_          ? "the kernel hung: nothing could be checked"
+                 : budget_reached_ ? "the budget was reached before the kernel accepted a case"
+                 : any_not_sent && res_.calls == 0
+                     ? "no call of the matrix is within --supports: nothing was sent to the kernel"
+                     : "the kernel declined every case of every dtype x layout asked for: a gate that checked nothing "
+                       "is not a pass");
   for (auto& r : res_.rows)
     if (r.failed_check && r.smallest) {
       shrink(r);

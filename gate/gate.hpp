@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/features.hpp"
 #include "gate/case_json.hpp"
 #include "gate/isolation.hpp"
 #include "impls/registry.hpp"
@@ -29,11 +30,22 @@ inline constexpr uint64_t kMaxPropertyCases = 100'000;
 inline constexpr double kMaxBudgetSeconds = 7 * 24 * 3600;    // --budget-seconds at most a week
 inline constexpr double kMaxCallTimeoutSeconds = 24 * 3600;   // --call-timeout at most a day
 inline constexpr uint64_t kMaxExportRandomCases = 100'000;    // cases export --random-cases
+// The systematic rows' largest position by default (--max-position), and the long positions row's: well past
+// 2^31, so a kernel that rounds positions to f32 or truncates them to 32 bits fails (docs/gate.md, "Positions").
+inline constexpr int64_t kDefaultMaxPosition = int64_t(1) << 24;
+inline constexpr int64_t kDefaultLongMaxPosition = int64_t(1) << 40;
+// The long positions row's positions start here: above every default row's (2^24, bucket 2^24..), where f32
+// no longer holds every integer.
+inline constexpr int64_t kLongPositionsFrom = (int64_t(1) << 25) + 1;
 
 struct GateOptions {
   std::vector<Dtype> dtypes{std::begin(kAllDtypes), std::end(kAllDtypes)};
   std::vector<Layout> layouts{std::begin(kAllLayouts), std::end(kAllLayouts)};
-  int64_t max_position = int64_t(1) << 24;
+  int64_t max_position = kDefaultMaxPosition;
+  // The long positions row's largest position: kDefaultLongMaxPosition, or what bounds positions (an explicit
+  // --max-position, a model's context), said by long_positions_bound ("--max-position", "the model's context").
+  int64_t long_max_position = kDefaultLongMaxPosition;
+  std::string long_positions_bound;
   AngleModel angle_model = AngleModel::exact;
   KernelErrorModel error_model = loaded_kernel_error_model(AngleModel::exact);  // what its bounds derive from
   Contract contract;                  // what the kernel promises (--contract; built-ins: their own)
@@ -53,6 +65,14 @@ struct GateOptions {
   // inputs, dtypes, heads and tokens still vary. The property rows generate their own shapes and say so.
   std::optional<RopeCase> model;
   std::string model_text;  // the resolved configuration, one line each (the verdict's header)
+  std::string model_name;  // its name (the coverage line)
+  // What the kernel implements (--supports; nullopt: not declared, every call is made): a call using any other
+  // feature is not made ("not run: outside --supports"), and each supported feature the run makes calls of
+  // must have an accepted one. core/features.hpp.
+  std::optional<FeatureSet> supports;
+  // Features that must have an accepted call (--require). A run with a model requires an accepted call in the
+  // model's configuration as well.
+  FeatureSet require;
 };
 
 // Parse "--tolerance": one number for every dtype, or "f32=8,bf16=1.5".
@@ -73,9 +93,9 @@ struct CheckRow {
   // Failures that are not accuracy: "crash", "hang", "error code", "memory" (guard bytes, unwritten output,
   // input modified) with their counts; shown first whatever else the row found.
   std::map<std::string, uint64_t> faults;
-  // Cases not sent to the kernel because no ABI version it speaks expresses them (not its declines), and why.
-  uint64_t not_sent = 0;
-  std::string not_sent_why;
+  // Calls (property rows: executions) not made, by reason ("outside --supports"): never a failure, never the
+  // kernel's decline.
+  std::map<std::string, uint64_t> not_sent;
   std::string diagnosis;  // what the smallest failing case's kernel most likely computes
   // Fold one judged call's worst pair and angle error into the row.
   void add(const Judgement& j);
@@ -111,6 +131,11 @@ struct GateResult {
   void add(CheckRow& r, const RopeCase& c, const Judgement& j, std::map<Dtype, BiasSums>& bias);
   std::vector<CheckRow> rows;
   uint64_t calls = 0, accepted = 0;
+  // What was exercised (the verdict's coverage line): per feature, the positions, the model's configuration.
+  Coverage coverage;
+  std::string model_name;                // with a model: its name
+  std::optional<FeatureSet> supports;    // --supports (gate) or the export's (cases check)
+  FeatureSet require;                    // --require
   double seconds = 0;
   // What the budget cut, one line each ("random: 812 of 4000 cases ran", "matrix bf16 half-split: 12 of 60
   // cases not run", "shrinking", ...); empty when the run completed.
@@ -129,6 +154,17 @@ GateResult run_gate(const Implementation& impl, const GateOptions& opt);
 // (BiasSums): |mean radial| <= 5 SE + 1/8 u + the contract's systematic share,
 // SE the cluster-robust standard error (docs/gate.md derives it).
 CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em);
+
+// The coverage requirements of a run (docs/gate.md, "Coverage"): something accepted; each feature of
+// `require`; each supported feature the run sent calls of; with a model, a call in its configuration. Sets
+// r.require and r.supports, and adds a failing "coverage" row naming each requirement not met (or, when
+// requirements were given and are met, a passing one). Returns whether they were met.
+bool judge_coverage(GateResult& r, const std::optional<FeatureSet>& supports, const FeatureSet& require,
+                    bool model_required, const std::string& nothing_accepted_why,
+                    const std::string& nothing_accepted_diagnosis = "");
+// The verdict's coverage line: calls accepted (and that most were declined), per feature, the positions, the
+// model's configuration, what was not sent.
+std::string coverage_line(const GateResult& r);
 
 // The error decomposition per dtype and position bucket (markdown tables).
 std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>& by_bucket);
@@ -203,6 +239,11 @@ std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>
                                      uint64_t seed, const RopeCase* model = nullptr);
 // The repeat row's case.
 RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model = nullptr);
+// The long positions row's cases (and whether each runs in place): positions from kLongPositionsFrom to
+// max_position -- f32-inexact ones below 2^31, then beyond int32 (2^31, 2^31 + 1, 2^32 +- 1, ..., max) -- over
+// a dtype and layout. Empty when max_position < kLongPositionsFrom.
+std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
+                                                           const RopeCase* model = nullptr);
 // The large row's cases (and whether each runs in place): prefill and MLA shapes, the combinations taking turns.
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
                                                    int64_t max_position, uint64_t seed,

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -384,6 +385,51 @@ RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, con
   take_model(c, model);
   fill_random(c, rng);
   return c;
+}
+
+std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
+                                                           const RopeCase* model) {
+  std::vector<std::pair<RopeCase, bool>> out;
+  if (max_position < kLongPositionsFrom) return out;
+  Rng rng(seed * 0x94d049bb133111ebull + uint64_t(d) * 16 + uint64_t(l) + 11);
+  const int64_t int32_top = int64_t(INT32_MAX);
+  // Log-uniform in [lo, hi], forced odd (an odd integer above 2^24 is not an f32).
+  auto draw = [&](int64_t lo, int64_t hi) {
+    const double lg = std::uniform_real_distribution<double>(std::log2(double(lo)), std::log2(double(hi)))(rng);
+    return std::clamp<int64_t>(int64_t(std::exp2(lg)) | 1, lo, hi);
+  };
+  auto make = [&](uint32_t hd, uint32_t rd, double base, std::vector<int64_t> positions, bool in_place) {
+    for (int64_t& p : positions) p = std::min(p, max_position);
+    RopeCase c;
+    c.dtype = d;
+    c.layout = l;
+    c.head_dim = hd;
+    c.rotary_dim = rd;
+    c.n_heads = 2;
+    c.base = base;
+    c.positions = std::move(positions);
+    take_model(c, model);
+    fill_random(c, rng);
+    out.push_back({std::move(c), in_place});
+  };
+  // Within int32, where f32 no longer holds every integer: a position rounded to f32 moves by up to 64 (a whole
+  // radian and more on the fastest pairs), 2^31 - 1 rounds up to 2^31.
+  const int64_t top32 = std::min(max_position, int32_top);
+  make(64, 64, 10000.0,
+       {top32, (int64_t(1) << 25) + 1, (int64_t(1) << 28) + 3,
+        (int64_t(1) << 30) + 5, draw(kLongPositionsFrom, top32), std::max<int64_t>(kLongPositionsFrom, top32 - 2)},
+       false);
+  if (max_position <= int32_top) return out;
+  // Beyond int32: truncated to 32 bits, 2^31 becomes -2^31 (or 2^31 unsigned) and 2^32 + k becomes k.
+  std::vector<int64_t> beyond = {int64_t(1) << 31, (int64_t(1) << 31) + 1, (int64_t(1) << 32) - 1,
+                                 (int64_t(1) << 32) + 1, (int64_t(1) << 33) + 3, draw(int64_t(1) << 31, max_position),
+                                 max_position, max_position - 1};
+  make(64, 64, 10000.0, beyond, false);
+  // The same range on a partial head with another base, in place.
+  std::shuffle(beyond.begin(), beyond.end(), rng);
+  beyond.resize(6);
+  make(96, 64, 500000.0, beyond, true);
+  return out;
 }
 
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,

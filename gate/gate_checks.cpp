@@ -131,7 +131,12 @@ std::string row_what(const std::string& name, const Contract& contract) {
            "long), judged against the rule's exact table";
   if (name == "v2: combined") return "ABI v2: yarn x40 with its attention factor on a slice at offset 128 (DeepSeek-V3)";
   if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
-  if (name == "coverage") return "the kernel accepts at least one case of a dtype x layout asked for";
+  if (name == "long positions")
+    return "positions past the other rows': f32-inexact ones below 2^31, then beyond int32 (2^31, 2^32 + 1, ... up "
+           "to 2^40 by default): positions rounded to f32 or truncated to 32 bits";
+  if (name == "coverage")
+    return "the kernel accepts calls: something; each --require feature; each --supports feature the run made calls "
+           "of; with a model, a call in its configuration";
   return "cases";
 }
 

@@ -7,11 +7,15 @@ namespace ropecheck::gate {
 HostHandle::HostHandle(std::string name, CallFn call, CriteriaFn criteria, AngleModel model, std::function<bool()> stop)
     : name_(std::move(name)), call_(std::move(call)), criteria_(std::move(criteria)), model_(model), stop_(std::move(stop)) {}
 
-void HostHandle::begin_execution(uint64_t, bool) {
+void HostHandle::begin_execution(uint64_t, bool shrinking) {
   current_.clear();
+  unsent_.clear();
+  shrinking_ = shrinking;
 }
 
 void HostHandle::end_execution(const rc::detail::CaseResult& result) {
+  if (result.type == rc::detail::CaseResult::Type::Discard && !unsent_.empty() && !shrinking_)
+    ++unsent_executions_[unsent_];
   if (result.type != rc::detail::CaseResult::Type::Failure) return;
   failing_ = current_;
   failing_fault_.clear();
@@ -28,6 +32,13 @@ props::RunResult HostHandle::run(const RopeCase& c, const props::RunRequest& r) 
   if (hung_ || (stop_ && stop_())) {
     res.status = props::RunResult::Status::declined;
     return res;
+  }
+  if (send_filter_) {
+    if (std::string why = send_filter_(c, r.in_place); !why.empty()) {
+      if (unsent_.empty()) unsent_ = std::move(why);
+      res.status = props::RunResult::Status::declined;
+      return res;
+    }
   }
   const CallResult call = call_(c, r.in_place);
   if (!call.not_sent.empty()) {  // no ABI version the kernel speaks expresses c: not the kernel's decline

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,14 @@ class HostHandle : public props::KernelHandle {
   void begin_execution(uint64_t index, bool shrinking) override;
   void end_execution(const rc::detail::CaseResult& result) override;
 
+  // Calls that are not to be made: the filter returns why (empty: make it). Such a call is answered as declined
+  // without reaching the kernel (the property discards or skips it); an execution discarded after one is counted
+  // under its reason, not as the kernel's decline.
+  using SendFilter = std::function<std::string(const RopeCase&, bool in_place)>;
+  void set_send_filter(SendFilter f) { send_filter_ = std::move(f); }
+  // Executions (not shrinking candidates) discarded after a call was not made, by the first such call's reason.
+  const std::map<std::string, uint64_t>& unsent_executions() const { return unsent_executions_; }
+
   uint64_t calls() const { return calls_; }                  // every call made
   uint64_t accepted_calls() const { return accepted_; }     // calls not declined
   uint64_t not_sent() const { return not_sent_; }           // cases not sent (CallResult::not_sent)
@@ -49,6 +58,10 @@ class HostHandle : public props::KernelHandle {
   CriteriaFn criteria_;
   AngleModel model_;
   std::function<bool()> stop_;
+  SendFilter send_filter_;
+  std::string unsent_;  // the current execution's first call not made: its reason
+  bool shrinking_ = false;
+  std::map<std::string, uint64_t> unsent_executions_;
   bool hung_ = false;
   uint64_t calls_ = 0, accepted_ = 0, not_sent_ = 0;
   std::vector<HandleCall> current_, failing_;

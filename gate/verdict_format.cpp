@@ -29,7 +29,125 @@ std::string result_text(const CheckRow& r) {
 
 std::string num(double v) { return fmt::format("{:.4g}", v); }
 
+// A position, with its size as a power of two when it is large ("1099511627776 (2^40)", "2147483649 (2^31.0)").
+std::string position_text(int64_t m) {
+  const double a = std::fabs(double(m));
+  if (a < 1 << 20) return std::to_string(m);
+  const uint64_t u = m < 0 ? uint64_t(-(m + 1)) + 1 : uint64_t(m);
+  if ((u & (u - 1)) == 0) return fmt::format("{} ({}2^{})", m, m < 0 ? "-" : "", 63 - __builtin_clzll(u));
+  return fmt::format("{} ({}2^{:.1f})", m, m < 0 ? "-" : "", std::log2(a));
+}
+
+// "12 of 12 calls" / "0 of 12 calls (every one declined)" / "no call made".
+std::string tally_text(const FeatureTally& t) {
+  if (t.sent == 0) return "no call made";
+  if (t.accepted == 0) return fmt::format("0 of {} call(s) accepted (every one declined)", t.sent);
+  return fmt::format("{} of {} call(s) accepted", t.accepted, t.sent);
+}
+
 }  // namespace
+
+std::string coverage_line(const GateResult& g) {
+  const Coverage& cv = g.coverage;
+  std::string o = fmt::format("coverage: {} of {} calls accepted", cv.accepted, cv.sent);
+  if (cv.sent > 0) {
+    // Rounded down: 100 % only when every call was accepted, 0 % only when none was.
+    const double pct = std::floor(100.0 * double(cv.accepted) / double(cv.sent));
+    o += cv.accepted > 0 && pct == 0 ? std::string(" (< 1 %)") : fmt::format(" ({:.0f} %)", pct);
+    if (2 * cv.accepted < cv.sent) o += ": most were declined (RC_UNSUPPORTED), and are not checked";
+  }
+  if (cv.any_position)
+    o += fmt::format("; positions {} .. {}", position_text(cv.min_position), position_text(cv.max_position));
+  if (!g.model_name.empty())
+    o += fmt::format("; model {}: {} of {} calls in its configuration accepted", g.model_name, cv.model_accepted,
+                     cv.model_sent);
+  std::vector<std::string> per;
+  for (const FeatureInfo& f : all_features()) {
+    const FeatureTally& t = cv.of(f.feature);
+    const bool named = g.require.has(f.feature) || (g.supports && g.supports->has(f.feature));
+    if (t.sent == 0 && !named) continue;
+    if (t.sent == 0) per.push_back(fmt::format("{} none", f.name));
+    else if (t.accepted == t.sent) per.push_back(fmt::format("{} {}", f.name, t.accepted));
+    else per.push_back(fmt::format("{} {} of {}", f.name, t.accepted, t.sent));
+  }
+  if (!per.empty()) o += fmt::format("; accepted calls per feature: {}", fmt::join(per, ", "));
+  std::map<std::string, std::pair<uint64_t, uint64_t>> not_sent;  // why -> calls, property executions
+  for (const auto& r : g.rows)
+    for (const auto& [why, n] : r.not_sent)
+      (r.name.rfind("property: ", 0) == 0 ? not_sent[why].second : not_sent[why].first) += n;
+  for (const auto& [why, n] : not_sent)
+    o += fmt::format("; not made ({}): {} call(s){}", why, n.first,
+                     n.second ? fmt::format(", {} property execution(s)", n.second) : "");
+  return o;
+}
+
+bool judge_coverage(GateResult& g, const std::optional<FeatureSet>& supports, const FeatureSet& require,
+                    bool model_required, const std::string& nothing_accepted_why,
+                    const std::string& nothing_accepted_diagnosis) {
+  g.supports = supports;
+  g.require = require;
+  const Coverage& cv = g.coverage;
+  std::vector<std::string> unmet;
+  size_t met = 0;
+  if (g.accepted == 0) unmet.push_back(nothing_accepted_why);
+  std::vector<std::string> short_unmet;
+  for (Feature f : require.list()) {
+    if (cv.of(f).accepted > 0) {
+      ++met;
+      continue;
+    }
+    unmet.push_back(fmt::format("--require {}: {}", to_string(f), tally_text(cv.of(f))));
+    short_unmet.push_back(std::string(to_string(f)));
+  }
+  if (supports)
+    for (Feature f : supports->list()) {
+      if (require.has(f) || cv.of(f).sent == 0) continue;  // a feature the run made no call of is not asked for
+      if (cv.of(f).accepted > 0) {
+        ++met;
+        continue;
+      }
+      unmet.push_back(fmt::format("{} is in --supports, but {}: a kernel that implements it accepts its calls",
+                                  to_string(f), tally_text(cv.of(f))));
+      short_unmet.push_back(std::string(to_string(f)));
+    }
+  if (model_required) {
+    if (cv.model_accepted > 0) {
+      ++met;
+    } else {
+      unmet.push_back(fmt::format("the model's configuration{}: {} -- a run with a model checks that model, and "
+                                  "nothing of it was checked",
+                                  g.model_name.empty() ? "" : " (" + g.model_name + ")",
+                                  tally_text({cv.model_sent, cv.model_accepted})));
+      short_unmet.push_back("the model's configuration");
+    }
+  }
+  if (unmet.empty() && require.empty() && !supports) return true;
+  CheckRow* r = nullptr;
+  for (auto& x : g.rows)
+    if (x.name == "coverage") r = &x;
+  if (!r) {
+    g.rows.push_back({});
+    r = &g.rows.back();
+    r->name = "coverage";
+  }
+  if (r->what.empty())
+    r->what = "the kernel accepts calls: something; each --require feature; each --supports feature the run made calls "
+              "of; with a model, a call in its configuration";
+  if (unmet.empty()) {
+    r->ran = true;
+    r->cases = met;
+    r->note = fmt::format("every requirement met ({}{}{})", require.empty() ? "" : "--require " + require.text(),
+                          !require.empty() && supports ? "; " : "", supports ? "--supports " + supports->text() : "");
+    return true;
+  }
+  r->failed_check = true;
+  r->failed = unmet.size();
+  r->smallest_message.clear();
+  for (const std::string& u : unmet) r->smallest_message += (r->smallest_message.empty() ? "" : "\n") + u;
+  if (g.accepted == 0) r->diagnosis = nothing_accepted_diagnosis;
+  else r->diagnosis = fmt::format("coverage: no accepted call of {}", fmt::join(short_unmet, ", "));
+  return false;
+}
 
 std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>& by_bucket) {
   std::string o;
@@ -52,6 +170,7 @@ std::string format_verdict(const GateResult& g) {
   std::string o;
   o += fmt::format("ropecheck gate: kernel {} ({} calls, {} accepted, {:.1f} s)\n", g.kernel, g.calls, g.accepted,
                    g.seconds);
+  o += coverage_line(g) + "\n";
   if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
   if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);
   if (!g.model.empty()) o += g.model;
@@ -114,8 +233,10 @@ std::string junit_xml(const GateResult& g) {
                    "time=\"{:.3f}\">\n",
                    xml_escape(g.kernel), g.rows.size(), failures, skipped, g.seconds);
   o += fmt::format("  <properties><property name=\"contract\" value=\"{}\"/><property name=\"bounds\" "
-                   "value=\"{}\"/><property name=\"verdict\" value=\"{}\"/></properties>\n",
-                   xml_escape(g.contract), xml_escape(g.bounds), xml_escape(g.verdict_reason));
+                   "value=\"{}\"/><property name=\"verdict\" value=\"{}\"/><property name=\"coverage\" "
+                   "value=\"{}\"/></properties>\n",
+                   xml_escape(g.contract), xml_escape(g.bounds), xml_escape(g.verdict_reason),
+                   xml_escape(coverage_line(g)));
   for (const auto& r : g.rows) {
     o += fmt::format("  <testcase classname=\"ropecheck.gate.{}\" name=\"{}\">\n", xml_escape(g.kernel),
                      xml_escape(r.name));

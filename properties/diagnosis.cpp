@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <set>
@@ -470,6 +471,26 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       const Rows C = probe_rows(c, c.positions, table(1, c.rotary_dim), model);
       cands.push_back(rotation(c, "exponent i/d", fmt::format("theta_i = base^(-i/{})", c.rotary_dim), c.layout,
                                [&](size_t t, uint32_t i) { return at(C, c.pair_position(t, i), i); }));
+    }
+    // Positions taken as a narrower type: rounded to f32 (a float position tensor; every position up to 2^24
+    // is an f32) or truncated to 32 bits (an int position: 2^31 -> -2^31, 2^32 + 1 -> 1).
+    {
+      auto as_f32 = [](int64_t m) {
+        return std::llabs(m) < (int64_t(1) << 62) ? int64_t(static_cast<float>(m)) : m;
+      };
+      auto as_int32 = [](int64_t m) { return int64_t(int32_t(uint32_t(uint64_t(m)))); };
+      const std::pair<const char*, int64_t (*)(int64_t)> narrow[] = {
+          {"positions rounded to f32", +as_f32}, {"positions truncated to 32 bits", +as_int32}};
+      for (const auto& n : narrow) {
+        const char* name = n.first;
+        int64_t (*conv)(int64_t) = n.second;  // not a structured binding: clang 14 cannot capture one
+        std::vector<int64_t> moved;
+        for (int64_t m : c.positions) moved.push_back(conv(m));
+        if (moved == c.positions) continue;
+        const Rows P = probe_rows(c, moved, c.inv_freq, model);
+        cands.push_back(rotation(c, name, std::string("the rotation at the ") + name, c.layout,
+                                 [&](size_t t, uint32_t i) { return at(P, conv(c.pair_position(t, i)), i); }));
+      }
     }
     if (token_index_differs)
       cands.push_back(rotation(c, "token index as position",

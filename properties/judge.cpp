@@ -302,7 +302,14 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           j.worst_pe = pe;
           j.worst_allowance = allow;
         }
-        const bool within = zero_ok || !(ratio > 1.0);
+        // The pair's length (docs/error-model.md, "The pair's length"): an angle error only turns the pair, so
+        // whatever the angle clause allows, |y| is within the rounding share E of |yhat|. It binds where the angle
+        // clause leaves the direction free (far-out angles under angles=f32), where the radial allowance does not.
+        const double length_err =
+            (std::hypot(y0, y1) - std::hypot(es[0], es[1])) / (std::max(norm, f.min_normal()) * u);
+        const double length_allowed = allow.rounding * (1.0 + 0x1p-20) + 0x1p-48 / u;  // + hypot's roundings
+        const bool length_ok = zero_ok || cr.flat > 0 || !(std::fabs(length_err) > length_allowed);
+        const bool within = zero_ok || (!(ratio > 1.0) && length_ok);
         if (within && allow.radial_angle <= systematic_cap) {
           // Also less what a correct f16 / bf16 cache does to this pair's radial component.
           const double scale = norm / (std::max(norm, f.min_normal()) * u);
@@ -320,7 +327,13 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (!within) {
           add_finding("accuracy", pe.e, [&] {
             char head[400];
-            if (cr.flat > 0) {
+            if (!(ratio > 1.0)) {
+              std::snprintf(head, sizeof head,
+                            "accuracy: the pair's length is off by %.4g u (allowed %.4g: the rounding share; an angle "
+                            "error turns a pair, it never changes its length); pair error %.4g u (allowed %.4g), "
+                            "|angle| %.6g rad\n",
+                            length_err, length_allowed, pe.e, allow.total, phi);
+            } else if (cr.flat > 0) {
               std::snprintf(head, sizeof head,
                             "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)\n", pe.e,
                             cr.flat, pe.radial, pe.tangential);
