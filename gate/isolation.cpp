@@ -167,7 +167,7 @@ struct HostSetup {
   ready.fp_after = read_fp_control().bits;
   if (send(kHostFd, &ready, sizeof ready, MSG_NOSIGNAL) != ssize_t(sizeof ready)) _exit(6);
   const size_t pg = page_size();
-  std::vector<uint64_t> guards;  // the previous call's guard pages
+  std::vector<uint64_t> guards, freed;  // the previous call's guard pages; those that are data now
   for (;;) {
     Command cmd;
     const ssize_t n = recv(kHostFd, &cmd, sizeof cmd, 0);
@@ -176,12 +176,27 @@ struct HostSetup {
       _exit(kLostSocket);
     // The previous guard pages that are data now become read-write; every guard page of this call is made
     // PROT_NONE again (a no-op unless the kernel changed it, which the gate has reported).
+    // Adjacent pages (one region's last guard page and the next one's first) take one mprotect each way:
+    // the same pages, the same protection, half the system calls.
     const uint64_t* now_b = cmd.guard_off;
     const uint64_t* now_e = cmd.guard_off + cmd.n_guards;
+    auto protect_runs = [&](const std::vector<uint64_t>& pages, int prot) {  // pages ascending
+      for (size_t k = 0; k < pages.size();) {
+        size_t n = 1;
+        while (k + n < pages.size() && pages[k + n] == pages[k] + n * pg) ++n;
+        if (mprotect(s.arena + pages[k], n * pg, prot) != 0)  // (a page the kernel unmapped): one at a time
+          for (size_t j = 0; j < n; ++j) mprotect(s.arena + pages[k + j], pg, prot);
+        k += n;
+      }
+    };
+    freed.clear();
     for (uint64_t g : guards)
-      if (std::find(now_b, now_e, g) == now_e) mprotect(s.arena + g, pg, PROT_READ | PROT_WRITE);
+      if (std::find(now_b, now_e, g) == now_e) freed.push_back(g);
+    std::sort(freed.begin(), freed.end());
+    protect_runs(freed, PROT_READ | PROT_WRITE);
     guards.assign(now_b, now_e);
-    for (uint64_t g : guards) mprotect(s.arena + g, pg, PROT_NONE);
+    std::sort(guards.begin(), guards.end());
+    protect_runs(guards, PROT_NONE);
     write_fp_control(pristine);
     Reply r;
     r.kind = kDone;
