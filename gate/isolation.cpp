@@ -18,7 +18,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -278,6 +280,35 @@ size_t count_changed(const unsigned char* p, size_t from, size_t to, unsigned ch
   return k;
 }
 
+// On-CPU plus run-queue nanoseconds of a thread from its schedstat file ("cpu_ns wait_ns slices"), or
+// UINT64_MAX when it cannot be read (no CONFIG_SCHED_INFO, the process gone).
+uint64_t sched_ns(int fd) {
+  if (fd < 0) return UINT64_MAX;
+  char buf[96];
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return UINT64_MAX;
+  buf[n] = 0;
+  char* end = nullptr;
+  const unsigned long long cpu = std::strtoull(buf, &end, 10);
+  if (end == buf) return UINT64_MAX;
+  char* end2 = nullptr;
+  const unsigned long long wait = std::strtoull(end, &end2, 10);
+  if (end2 == end) return UINT64_MAX;
+  return uint64_t(cpu + wait);
+}
+
+// The gate's own calling thread.
+int self_schedstat_fd() {
+  thread_local const int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  return fd;
+}
+
+double cpu_clock_seconds(clockid_t clk) {
+  timespec ts{};
+  if (clock_gettime(clk, &ts) != 0) return 0;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 }  // namespace
 
 uint32_t poison_bits(Dtype d) {
@@ -315,8 +346,14 @@ void KernelHost::stop() {
   }
   if (sock_ >= 0) close(sock_);
   if (pidfd_ >= 0) close(pidfd_);
+  if (schedstat_fd_ >= 0) close(schedstat_fd_);
   pid_ = -1;
-  sock_ = pidfd_ = -1;
+  sock_ = pidfd_ = schedstat_fd_ = -1;
+  have_cpu_clock_ = false;
+}
+
+double KernelHost::live_cpu_seconds() const {
+  return pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0;
 }
 
 void KernelHost::ensure_arena(size_t bytes) {
@@ -397,6 +434,8 @@ void KernelHost::start() {
   pid_ = pid;
   sock_ = sv[0];
   pidfd_ = open_pidfd(pid);
+  schedstat_fd_ = open(fmt::format("/proc/{}/schedstat", pid).c_str(), O_RDONLY | O_CLOEXEC);
+  have_cpu_clock_ = clock_getcpuclockid(pid, &cpu_clock_) == 0;
   ++starts_;
   seq_ = 0;
   Reply r;
@@ -405,6 +444,7 @@ void KernelHost::start() {
                                               std::chrono::duration<double>(opt_.load_timeout_seconds)));
   const std::string what = src_.library.empty() ? "the kernel" : "the kernel library '" + src_.library + "'";
   if (w == 1 && r.kind == kReady) {
+    host_sched_ns_ = sched_ns(schedstat_fd_);
     seccomp_error_ = r.text;
     const FpControl before{r.fp_before}, after{r.fp_after};
     if (!(before == after) && load_fp_change_.empty())
@@ -515,6 +555,8 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
     cmd.guard_off[cmd.n_guards++] = g.guard_lo;
     cmd.guard_off[cmd.n_guards++] = g.guard_hi;
   }
+  const uint64_t self0 = sched_ns(self_schedstat_fd());
+  const double host_cpu0 = schedstat_fd_ < 0 ? live_cpu_seconds() : 0.0;
   const auto t0 = Clock::now();
   Reply rep;
   int w = send(sock_, &cmd, sizeof cmd, MSG_NOSIGNAL) == ssize_t(sizeof cmd) ? 2 : 0;
@@ -523,6 +565,22 @@ CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_sec
                    t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds)));
   if (w == 1 && (rep.kind != kDone || rep.seq != cmd.seq)) w = -2;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // The call's wall time less what the host's calling thread spent on a CPU or waiting for one (since the
+  // last call: between calls it only sleeps in recv) and what the gate's thread did (on a CPU, or waiting
+  // for one to take the reply): what is left, the kernel was blocked. A busy machine stretches only the
+  // parts subtracted. (Without schedstat: the wall time less the host's CPU time.)
+  {
+    const uint64_t self1 = sched_ns(self_schedstat_fd()), host1 = sched_ns(schedstat_fd_);
+    double busy;
+    if (self0 != UINT64_MAX && self1 != UINT64_MAX && host1 != UINT64_MAX && host_sched_ns_ != UINT64_MAX &&
+        self1 >= self0 && host1 >= host_sched_ns_) {
+      busy = double(host1 - host_sched_ns_) * 1e-9 + double(self1 - self0) * 1e-9;
+      host_sched_ns_ = host1;
+    } else {
+      busy = live_cpu_seconds() - host_cpu0;
+    }
+    r.blocked_seconds = std::max(0.0, r.seconds - busy);
+  }
 
   // The guard pages must still be PROT_NONE in the host (read from outside: a PROT_NONE page gives EFAULT).
   // Only a live host can be asked.
