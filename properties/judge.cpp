@@ -194,6 +194,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.position(t));  // axis 0
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
+    ErrorStats* bucket_stats = nullptr;  // likewise (a map lookup per pair cost more than the pair's statistics)
     if (have_angles && cr.flat <= 0)
       for (uint32_t i = 0; i < npairs; ++i) {
         const double phi_i = ref.angle[t * npairs + i];
@@ -301,7 +302,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
         }
         j.stats.add(pe, opt.keep_values);
-        j.by_bucket[bucket].add(pe, opt.keep_values);
+        if (!bucket_stats) bucket_stats = &j.by_bucket[bucket];
+        bucket_stats->add(pe, opt.keep_values);
         const bool zero_ok = zero_angle && cr.flat <= 0;  // judged by the identity rule above
         const double ratio = zero_ok ? 0.0
                                      : std::max({pe.e / allow.total, std::fabs(pe.radial) / allow.radial,
