@@ -179,6 +179,7 @@ float fp32_angle_from_inv(const RopeCase& c, float inv, int64_t m) {
 struct ThetaTable {
   std::vector<Num> theta;
   std::vector<double> units;
+  std::vector<double> hi, lo;  // each theta split into two doubles (|theta - hi - lo| <= 2^-106 theta)
 };
 
 std::shared_ptr<const ThetaTable> default_thetas(double base, uint32_t rotary_dim, mpfr_prec_t P) {
@@ -208,10 +209,15 @@ std::shared_ptr<const ThetaTable> default_thetas(double base, uint32_t rotary_di
   mpfr_set_ui(cur.p(), 1, MPFR_RNDN);
   // mu / i, in units of 2^-P: ((2/R)|ln base| + 2) 2^-(W-P) (1 + 2^-50); |ln base| to double, hence 2x below.
   const double per_pair = (2.0 / double(rotary_dim) * std::fabs(std::log(base)) + 2.0) * 0x1p-64 * (1 + 0x1p-50);
+  t->hi.resize(np);
+  t->lo.resize(np);
   for (uint32_t i = 0; i < np; ++i) {
     t->theta.emplace_back(P);
     mpfr_set(t->theta.back().p(), cur.p(), MPFR_RNDN);
     t->units[i] = i == 0 ? 0.0 : 1.0 + 2.0 * double(i) * per_pair;
+    t->hi[i] = mpfr_get_d(t->theta.back().p(), MPFR_RNDN);
+    mpfr_sub_d(next.p(), t->theta.back().p(), t->hi[i], MPFR_RNDN);  // exact at W > P bits
+    t->lo[i] = mpfr_get_d(next.p(), MPFR_RNDN);
     mpfr_mul(next.p(), cur.p(), q.p(), MPFR_RNDN);
     mpfr_swap(cur.p(), next.p());
   }
@@ -571,12 +577,18 @@ constexpr double kDdTrigErr = 0x1p-92;     // cos r, sin r in double-double (< 2
 // The constants of the double-double path, computed once with MPFR at 256 bits.
 struct DdTrigConstants {
   Num half_pi{kPiBits};
+  double half_pi_d[3];          // pi/2 as C1 + C2 + C3, each the nearest double to what is left
   DD sin_coef[6], cos_coef[7];  // (-1)^k / (2k+1)!, (-1)^k / (2k)!
   DD cos_j[65], sin_j[65];      // cos, sin(j/64)
   DdTrigConstants() {
     Num t(kPiBits), u(kPiBits), tmp(kPiBits);
     mpfr_const_pi(half_pi.p(), MPFR_RNDN);
     mpfr_div_2ui(half_pi.p(), half_pi.p(), 1, MPFR_RNDN);  // exact
+    mpfr_set(t.p(), half_pi.p(), MPFR_RNDN);
+    for (double& c : half_pi_d) {
+      c = mpfr_get_d(t.p(), MPFR_RNDN);
+      mpfr_sub_d(t.p(), t.p(), c, MPFR_RNDN);  // exact at 256 bits
+    }
     mpfr_set_ui(t.p(), 1, MPFR_RNDN);                       // t = 1/n!
     for (unsigned n = 0; n <= 13; ++n) {
       if (n > 0) mpfr_div_ui(t.p(), t.p(), n, MPFR_RNDN);
@@ -609,20 +621,12 @@ struct ReduceScratch {
 // double-double path does not apply (|A| outside [2^-800, 2^40), af outside [2^-512, 2^512], a non-finite
 // product) and MPFR computes them. The bound's last term covers underflow in the products by af (each
 // operation's error term is then at most 2^-1075 absolute).
-bool dd_cos_sin(mpfr_srcptr A, double angle_err, double af, ReduceScratch& rs, FastTrig& out) {
+constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1, kShift = 0x1.8p52;
+
+// cos and sin of A = k pi/2 + r, r = rh + rl (|rh| <= 1, normalized) within red_err of A - k pi/2, times af:
+// steps 2-4 above. False when r is out of the table's range or a product is not finite.
+bool dd_eval(double k, DD r, double angle_err, double red_err, double af, FastTrig& out) {
   const DdTrigConstants& K = dd_trig_constants();
-  if (!(af >= 0x1p-512 && af <= 0x1p512)) return false;
-  const double ah = mpfr_get_d(A, MPFR_RNDN);
-  if (!(std::fabs(ah) >= 0x1p-800 && std::fabs(ah) < 0x1p40)) return false;
-  constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1, kShift = 0x1.8p52;
-  const double k = (ah * kTwoOverPi + kShift) - kShift;  // nearest integer (|ah 2/pi| < 2^51)
-  if (k == 0) {
-    mpfr_set(rs.r.p(), A, MPFR_RNDN);
-  } else {
-    mpfr_mul_si(rs.t.p(), K.half_pi.p(), long(k), MPFR_RNDN);  // exact: 256 + 41 bits
-    mpfr_sub(rs.r.p(), A, rs.t.p(), MPFR_RNDN);
-  }
-  const DD r = dd_of(rs.r.p(), rs.tmp);
   if (!(std::fabs(r.hi) >= 0x1p-800 && std::fabs(r.hi) <= 1.0)) return false;
   const double sign = r.hi < 0 ? -1.0 : 1.0;
   const double uh = std::fabs(r.hi), ul = sign * r.lo;
@@ -651,9 +655,59 @@ bool dd_cos_sin(mpfr_srcptr A, double angle_err, double af, ReduceScratch& rs, F
   }
   if (!(std::isfinite(cs.hi) && std::isfinite(cs.lo) && std::isfinite(sn.hi) && std::isfinite(sn.lo))) return false;
   out = {cs.hi, cs.lo, sn.hi, sn.lo,
-         af * (angle_err + std::fabs(k) * 0x1p-256 + 0x1p-105 + kDdTrigErr) * (1 + 0x1p-40) + af * 0x1p-103 +
-             0x1p-1060};
+         af * (angle_err + red_err + kDdTrigErr) * (1 + 0x1p-40) + af * 0x1p-103 + 0x1p-1060};
   return true;
+}
+
+// Step 1 in MPFR, from the working angle A (|A - angle| <= angle_err).
+bool dd_cos_sin(mpfr_srcptr A, double angle_err, double af, ReduceScratch& rs, FastTrig& out) {
+  const DdTrigConstants& K = dd_trig_constants();
+  if (!(af >= 0x1p-512 && af <= 0x1p512)) return false;
+  const double ah = mpfr_get_d(A, MPFR_RNDN);
+  if (!(std::fabs(ah) >= 0x1p-800 && std::fabs(ah) < 0x1p40)) return false;
+  const double k = (ah * kTwoOverPi + kShift) - kShift;  // nearest integer (|ah 2/pi| < 2^51)
+  if (k == 0) {
+    mpfr_set(rs.r.p(), A, MPFR_RNDN);
+  } else {
+    mpfr_mul_si(rs.t.p(), K.half_pi.p(), long(k), MPFR_RNDN);  // exact: 256 + 41 bits
+    mpfr_sub(rs.r.p(), A, rs.t.p(), MPFR_RNDN);
+  }
+  return dd_eval(k, dd_of(rs.r.p(), rs.tmp), angle_err, std::fabs(k) * 0x1p-256 + 0x1p-105, af, out);
+}
+
+// a + b as a double-double, AccurateDWPlusFP (JMP17 Algorithm 4: relative error <= 2u^2).
+inline DD dd_add_d(DD x, double y) {
+  const DD s = dd_two_sum(x.hi, y);
+  return dd_fast_two_sum(s.hi, x.lo + s.lo);
+}
+
+// The whole first pass in double arithmetic, from an angle given as a double-double A = ah + al (normalized)
+// with |A - angle| <= angle_err:
+//  1'. k = the integer nearest fl(ah fl(2/pi)) (|ah| < 2^40); pi/2 = C1 + C2 + C3 + d (each C the next 53 bits,
+//      |d| < 2^-158); k C1 = P1 + E1 and k C2 = P2 + E2 exactly (TwoProduct by fma, |k| < 2^41), ah - P1 =
+//      T + Te exactly (TwoSum); r = (T + al) - E1 - P2 - E2 - Te - fl(k C3) summed by TwoSum and DWPlusFP
+//      (relative 2u^2 each, on partial sums below 2): |r - (A - k pi/2)| <= |k| 2^-158 + 2^-120 (fl(k C3)) +
+//      2^-101 (the five additions) + angle_err, taken as |k| 2^-158 + 2^-100.
+//  2-4. dd_eval.
+bool dd_cos_sin_of_dd(DD A, double angle_err, double af, FastTrig& out) {
+  const DdTrigConstants& K = dd_trig_constants();
+  if (!(af >= 0x1p-512 && af <= 0x1p512)) return false;
+  if (!(std::fabs(A.hi) >= 0x1p-800 && std::fabs(A.hi) < 0x1p40)) return false;
+  const double k = (A.hi * kTwoOverPi + kShift) - kShift;
+  DD r;
+  if (k == 0) {
+    r = A;
+  } else {
+    const DD p1 = dd_two_prod(k, K.half_pi_d[0]), p2 = dd_two_prod(k, K.half_pi_d[1]);
+    const DD t = dd_two_sum(A.hi, -p1.hi);
+    r = dd_two_sum(t.hi, A.lo);
+    r = dd_add_d(r, -p1.lo);
+    r = dd_add_d(r, -p2.hi);
+    r = dd_add_d(r, -p2.lo);
+    r = dd_add_d(r, t.lo);
+    r = dd_add_d(r, -(k * K.half_pi_d[2]));
+  }
+  return dd_eval(k, r, angle_err, std::fabs(k) * 0x1p-158 + 0x1p-100, af, out);
 }
 
 // ---- per-call driver ---------------------------------------------------------
@@ -785,12 +839,16 @@ ThetaProbe theta_probe(const RopeCase& c, uint32_t pair, unsigned bits) {
   return p;
 }
 
-bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out) {
-  Num a(53);
-  mpfr_set_d(a.p(), angle, MPFR_RNDN);  // exact
-  ReduceScratch rs;
+bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out, bool mpfr_reduction) {
   FastTrig f;
-  if (!dd_cos_sin(a.p(), 0.0, attention_factor, rs, f)) return false;
+  if (mpfr_reduction) {
+    Num a(53);
+    mpfr_set_d(a.p(), angle, MPFR_RNDN);  // exact
+    ReduceScratch rs;
+    if (!dd_cos_sin(a.p(), 0.0, attention_factor, rs, f)) return false;
+  } else if (!dd_cos_sin_of_dd({angle, 0.0}, 0.0, attention_factor, f)) {
+    return false;
+  }
   out = {f.ch, f.cl, f.sh, f.sl, f.err};
   return true;
 }
@@ -815,23 +873,37 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   std::shared_ptr<const ThetaTable> table;
   std::vector<Num> own;  // rules and tables: this call's values
   std::vector<AngleInputs> inputs(npairs);
+  // For the double-double first pass: theta as hi + lo, and its relative error bound (theta's own, in
+  // units of 2^-P, plus the split's 2^-106, taken as 2^-105).
+  std::vector<DD> theta_dd(opt.angle_model == AngleModel::exact ? npairs : 0);
+  std::vector<double> theta_rel(theta_dd.size());
+  const double ulp_p = std::ldexp(1.0, -int(P));
   if (opt.angle_model == AngleModel::exact) {
     if (c.inv_freq.empty() && !c.freq_rule) {
       table = default_thetas(c.base, c.rotary_dim, P);
-      for (uint32_t i = 0; i < npairs; ++i) inputs[i] = {&table->theta[i], table->units[i], 0};
+      for (uint32_t i = 0; i < npairs; ++i) {
+        inputs[i] = {&table->theta[i], table->units[i], 0};
+        theta_dd[i] = {table->hi[i], table->lo[i]};
+        theta_rel[i] = table->units[i] * ulp_p + 0x1p-105;
+      }
     } else {
       own.reserve(npairs);
       const FrequencyTable* rule =
           c.freq_rule ? &rule_table(c, std::max<unsigned>(kDefaultRuleBits, unsigned(P) + 64)) : nullptr;
+      Num split_tmp(std::max<mpfr_prec_t>(P, kExactBits));
       for (uint32_t i = 0; i < npairs; ++i) {
         if (rule) {  // as theta(): the rule's value 64 bits beyond P, rounded once
           own.emplace_back(P);
           mpfr_set(own.back().p(), rule->theta[i].backend().data(), MPFR_RNDN);
           inputs[i] = {&own.back(), 2.0, 0};
+          theta_dd[i] = dd_of(own.back().p(), split_tmp);
+          theta_rel[i] = 2.0 * ulp_p + 0x1p-105;
         } else {
           own.emplace_back(kExactBits);
           mpfr_set_d(own.back().p(), c.inv_freq[i], MPFR_RNDN);  // exact
           inputs[i] = {&own.back(), 0.0, 0};
+          theta_dd[i] = {c.inv_freq[i], 0.0};
+          theta_rel[i] = 0;
         }
       }
     }
@@ -896,11 +968,57 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
     }
     return *pt.mp;
   };
+  // The first pass without MPFR: the angle in double-double (m exactly as hi + lo, times the scale and
+  // theta_i by DWTimesFP3 and DWTimesDW3: relative 2u^2 + 5u^2 < 2^-102 on top of theta's own error), its
+  // rounding to double decided as the MPFR angle's would be (else the MPFR angle is made), then
+  // dd_cos_sin_of_dd. Position 0, scale 0 or a zero theta: the exact zero angle. False: not applicable here.
+  auto first_pass_dd = [&](PairTrig& pt, uint32_t i) -> bool {
+    DD A;
+    double angle_err = 0;
+    if (opt.angle_model == AngleModel::fp32) {
+      const float a = fp32_angle_from_inv(c, inputs[i].inv_f32, pt.m);
+      if (!std::isfinite(a)) return false;
+      A = {double(a), 0.0};
+    } else {
+      if (pt.m <= -(int64_t(1) << 62) || pt.m >= (int64_t(1) << 62)) return false;
+      const double mh = double(pt.m);
+      DD M{mh, double(pt.m - int64_t(mh))};  // exact
+      double rel = theta_rel[i];
+      if (c.position_scale != 1.0) {
+        M = dd_mul_d(M, c.position_scale);
+        rel += 0x1p-105;
+      }
+      const DD th = theta_dd[i];
+      if (M.hi == 0 || th.hi == 0) {
+        A = {0.0, 0.0};
+      } else {
+        const double am = std::fabs(M.hi), at = std::fabs(th.hi);
+        if (!(am >= 0x1p-500 && am <= 0x1p500 && at >= 0x1p-500 && at <= 0x1p500)) return false;
+        A = dd_mul(M, th);
+        angle_err = std::fabs(A.hi) * (rel + 0x1p-102) * (1 + 0x1p-50);
+      }
+    }
+    if (A.hi == 0) {  // cos = af, sin = +0 exactly
+      pt.abs_angle = 0;
+      pt.zero_angle = af == 1.0;
+      pt.exact_trig = true;
+      pt.f = {af, 0, 0, 0, 0};
+      return true;
+    }
+    // |angle| to double as the MPFR angle (within |angle| (units + 1) 2^-P of it) rounds.
+    double rounded;
+    if (!decide_dd(kDouble, A.hi, A.lo, 2 * angle_err + std::fabs(A.hi) * 4 * ulp_p, rounded)) return false;
+    if (!dd_cos_sin_of_dd(A, angle_err, af, pt.f)) return false;
+    pt.abs_angle = std::fabs(rounded);
+    ++out.dd_trig;
+    return true;
+  };
   for (size_t row = 0; row < n_rows; ++row) {
     const size_t t = first_of_row[row];
     for (uint32_t i = 0; i < npairs; ++i) {
       PairTrig& pt = trig[row * npairs + i];
       pt.m = c.pair_position(t, i);
+      if (opt.fast_path && first_pass_dd(pt, i)) continue;
       if (opt.fast_path) {
         const double angle_err = working_angle(c, opt, pt.m, inputs[i], P, angle, ms);
         pt.abs_angle = std::fabs(mpfr_get_d(angle.p(), MPFR_RNDN));

@@ -92,11 +92,12 @@ double theta_value(const RopeCase& c, uint32_t pair);
 
 // The first pass's double-double cos and sin (reference.cpp, "cos and sin in double-double") of an angle
 // given exactly as a double, times an attention factor: |af cos(angle) - (ch + cl)| <= err and the same for
-// sin. False where that path does not apply (MPFR computes those). Exposed for tests.
+// sin. False where that path does not apply (MPFR computes those). The reduction by k pi/2 in double
+// arithmetic (the angle as a double-double), or in MPFR (the angle as an MPFR number). Exposed for tests.
 struct DdCosSin {
   double ch, cl, sh, sl, err;
 };
-bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out);
+bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out, bool mpfr_reduction = false);
 // theta_i of the case at `bits` bits as the reference uses it, as an exact sum of doubles, and its relative
 // error bound in units of 2^-bits. Exposed for tests.
 struct ThetaProbe {

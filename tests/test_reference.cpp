@@ -458,6 +458,7 @@ TEST(Reference, FastPathAndMpfrPathsAgree) {
     low.working_bits = 32;
     const ReferenceOutput a = reference_rope(c, fast), b = reference_rope(c, slow), l = reference_rope(c, low);
     ASSERT_EQ(a.rounded, b.rounded) << c.summary();
+    ASSERT_EQ(a.angle, b.angle) << c.summary();  // |angle| to double: decided as MPFR's rounds
     ASSERT_EQ(a.rounded, l.rounded) << c.summary();
     for (size_t k = 0; k < c.n_elements(); ++k) {
       ASSERT_TRUE((std::isnan(a.exact[k]) && std::isnan(b.exact[k])) ||
@@ -493,6 +494,7 @@ TEST(Reference, FastPathAgreesWithMpfrOnManyPairs) {
     slow.fast_path = false;
     const ReferenceOutput a = reference_rope(c), b = reference_rope(c, slow);
     ASSERT_EQ(a.rounded, b.rounded) << to_string(d);
+    ASSERT_EQ(a.angle, b.angle) << to_string(d);
     for (size_t k = 0; k < c.n_elements(); ++k)
       ASSERT_EQ(std::bit_cast<uint64_t>(a.exact[k]), std::bit_cast<uint64_t>(b.exact[k])) << to_string(d) << " " << k;
     EXPECT_LT(a.mpfr_pairs, b.mpfr_pairs / 10) << "the fast path should decide almost every pair";
@@ -678,8 +680,9 @@ TEST(Reference, DoubleDoubleCosSinIsWithinItsBound) {
   uint64_t n = 0;
   for (double af : {1.0, 0.5, 1.1386294361119891, 3.0, 0x1p-500, 0x1p500}) {
     for (double a : angles) {
+      for (bool mpfr_reduction : {false, true}) {
       DdCosSin r;
-      ASSERT_TRUE(dd_cos_sin_of(a, af, r)) << hexfloat(a);
+      ASSERT_TRUE(dd_cos_sin_of(a, af, r, mpfr_reduction)) << hexfloat(a);
       ASSERT_TRUE(std::fabs(r.cl) <= std::fabs(r.ch) * 0x1p-52 && std::fabs(r.sl) <= std::fabs(r.sh) * 0x1p-52);
       const HP c = hp_cos_red(HP(a), false) * HP(af), s = hp_cos_red(HP(a), true) * HP(af);
       const double ec = static_cast<double>(abs(c - HP(r.ch) - HP(r.cl)));
@@ -689,6 +692,7 @@ TEST(Reference, DoubleDoubleCosSinIsWithinItsBound) {
       worst_ratio = std::max({worst_ratio, ec / r.err, es / r.err});
       worst_err = std::max({worst_err, ec / af, es / af});
       ++n;
+      }
     }
   }
   // The derivation beside dd_cos_sin: < 2^-100 for cos and sin (the bound takes 2^-92), plus af's product.
@@ -697,10 +701,12 @@ TEST(Reference, DoubleDoubleCosSinIsWithinItsBound) {
             << worst_ratio << " of the bound\n";
   // Outside its range the path declines (MPFR computes those).
   DdCosSin r;
-  for (double a : {0.0, 0x1p-801, 0x1p40, -0x1p40, 0x1p60, double(NAN), double(INFINITY)})
-    EXPECT_FALSE(dd_cos_sin_of(a, 1.0, r)) << a;
-  EXPECT_FALSE(dd_cos_sin_of(1.0, 0x1p-513, r));
-  EXPECT_FALSE(dd_cos_sin_of(1.0, 0x1p513, r));
+  for (bool mpfr_reduction : {false, true}) {
+    for (double a : {0.0, 0x1p-801, 0x1p40, -0x1p40, 0x1p60, double(NAN), double(INFINITY)})
+      EXPECT_FALSE(dd_cos_sin_of(a, 1.0, r, mpfr_reduction)) << a;
+    EXPECT_FALSE(dd_cos_sin_of(1.0, 0x1p-513, r, mpfr_reduction));
+    EXPECT_FALSE(dd_cos_sin_of(1.0, 0x1p513, r, mpfr_reduction));
+  }
 }
 
 // theta_i from one pow and products (default_thetas) against base^(-2i/R) at 400 bits, within the bound it
@@ -766,6 +772,7 @@ TEST(Reference, FastCosSinAgreesWithMpfrOnHardAngles) {
       slow.fast_path = false;
       const ReferenceOutput a = reference_rope(c), b = reference_rope(c, slow);
       ASSERT_EQ(a.rounded, b.rounded) << c.summary();
+      ASSERT_EQ(a.angle, b.angle) << c.summary();
       for (size_t k = 0; k < c.n_elements(); ++k)
         ASSERT_TRUE((std::isnan(a.exact[k]) && std::isnan(b.exact[k])) ||
                     std::bit_cast<uint64_t>(a.exact[k]) == std::bit_cast<uint64_t>(b.exact[k]))
