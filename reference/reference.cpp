@@ -512,20 +512,21 @@ bool fast_rotate(const Fmt& f, double x0, double x1, const FastTrig& t, PairOut&
 //     |A - k pi/2| <= pi/4 + 2^-10); r = A - k Hpi rounded to 160 bits, Hpi = pi/2 rounded to 256 bits:
 //     k Hpi is exact at 320 bits, |Hpi - pi/2| <= 2^-256, so |r - (A - k pi/2)| <= |k| 2^-256 + 2^-160 |r|.
 //     r = rh + rl + d, rh = RN(r), rl = RN(r - rh) (r - rh exact at 160 bits): |d| <= 2^-106 |r|.
-//  2. u = |r| = j/64 + s with j the integer nearest 64|rh| (j <= 64): |rh| - j/64 is exact (Sterbenz: for
-//     j >= 1, j/128 <= |rh| <= j/32), and s = that + sign*rl exactly by TwoSum; |s| <= 2^-7 (1 + 2^-40).
-//  3. sin s = s (1 - z/3! + ... - z^5/11!), cos s = 1 - z/2! + ... + z^6/12!, z = s^2, by Horner in
+//  2. u = |r| = j/512 + s with j the integer nearest 512|rh| (j <= 512): |rh| - j/512 is exact (Sterbenz: for
+//     j >= 1, j/1024 <= |rh| <= j/256), and s = that + sign*rl exactly by TwoSum; |s| <= 2^-10 (1 + 2^-40).
+//  3. sin s = s (1 - z/3! + z^2/5! - z^3/7!), cos s = 1 - z/2! + ... + z^4/8!, z = s^2, by Horner in
 //     double-double with the 1/k! correctly rounded to double-double (relative 2^-106). Truncation:
-//     |s|^13/13! < 2^-123, |s|^14/14! < 2^-134.
-//  4. cos u = C_j cos s - S_j sin s, sin u = S_j cos s + C_j sin s with C_j, S_j = cos, sin(j/64) to
+//     |s|^9/9! < 2^-108, |s|^10/10! < 2^-121.
+//  4. cos u = C_j cos s - S_j sin s, sin u = S_j cos s + C_j sin s with C_j, S_j = cos, sin(j/512) to
 //     double-double (2^-106); sin r = sign sin u; then the quadrant k mod 4, and the attention factor.
 // Double-double operations (Joldes, Muller, Popescu, "Tight and rigorous error bounds for basic building
 // blocks of double-word arithmetic", ACM TOMS 2017): dd_add is AccurateDWPlusDW (relative error
 // <= 3u^2/(1 - 4u), u = 2^-53), dd_mul DWTimesDW3 (<= 5u^2; 4u^2 by Muller and Rideau 2022), dd_mul_d
 // DWTimesFP3 (<= 2u^2); every operand here is <= 1 in magnitude except the attention factor's product. Each
 // operation thus errs by <= 5u^2 < 2^-103 times its result's magnitude; in Horner the earlier errors shrink by
-// |z| <= 2^-14 per step, so each polynomial is within 2^-102 (coefficients and roundings), sin s within
-// 2^-108, and each of the two products and the sum in step 4 adds <= 2^-103 + 2^-106: |error| < 2^-100 for
+// |z| <= 2^-20 per step, so each polynomial is within 2^-102 (coefficients and roundings), sin s within
+// 2^-108 (plus its truncation), and each of the two products and the sum in step 4 adds <= 2^-103 + 2^-106:
+// |error| < 2^-100 for
 // cos r and sin r. The bound used is 2^-92 (256x that), plus the reduction's and the angle's errors (cos and
 // sin are 1-Lipschitz), times the attention factor af, plus af 2^-103 for the product by af:
 //   err = af (angle_err + |k| 2^-256 + 2^-105 + 2^-92)(1 + 2^-40) + af 2^-103 + 2^-1060.
@@ -578,8 +579,8 @@ constexpr double kDdTrigErr = 0x1p-92;     // cos r, sin r in double-double (< 2
 struct DdTrigConstants {
   Num half_pi{kPiBits};
   double half_pi_d[3];          // pi/2 as C1 + C2 + C3, each the nearest double to what is left
-  DD sin_coef[6], cos_coef[7];  // (-1)^k / (2k+1)!, (-1)^k / (2k)!
-  DD cos_j[65], sin_j[65];      // cos, sin(j/64)
+  DD sin_coef[4], cos_coef[5];  // (-1)^k / (2k+1)!, (-1)^k / (2k)!
+  DD cos_j[513], sin_j[513];    // cos, sin(j/512)
   DdTrigConstants() {
     Num t(kPiBits), u(kPiBits), tmp(kPiBits);
     mpfr_const_pi(half_pi.p(), MPFR_RNDN);
@@ -590,16 +591,16 @@ struct DdTrigConstants {
       mpfr_sub_d(t.p(), t.p(), c, MPFR_RNDN);  // exact at 256 bits
     }
     mpfr_set_ui(t.p(), 1, MPFR_RNDN);                       // t = 1/n!
-    for (unsigned n = 0; n <= 13; ++n) {
+    for (unsigned n = 0; n <= 8; ++n) {
       if (n > 0) mpfr_div_ui(t.p(), t.p(), n, MPFR_RNDN);
       mpfr_set(u.p(), t.p(), MPFR_RNDN);
       if ((n / 2) % 2 == 1) mpfr_neg(u.p(), u.p(), MPFR_RNDN);
-      if (n % 2 == 0 && n / 2 < 7) cos_coef[n / 2] = dd_of(u.p(), tmp);
-      if (n % 2 == 1 && n / 2 < 6) sin_coef[n / 2] = dd_of(u.p(), tmp);
+      if (n % 2 == 0 && n / 2 < 5) cos_coef[n / 2] = dd_of(u.p(), tmp);
+      if (n % 2 == 1 && n / 2 < 4) sin_coef[n / 2] = dd_of(u.p(), tmp);
     }
-    for (int j = 0; j <= 64; ++j) {
+    for (int j = 0; j <= 512; ++j) {
       mpfr_set_si(t.p(), j, MPFR_RNDN);
-      mpfr_div_2ui(t.p(), t.p(), 6, MPFR_RNDN);  // j/64, exact
+      mpfr_div_2ui(t.p(), t.p(), 9, MPFR_RNDN);  // j/512, exact
       mpfr_sin_cos(u.p(), tmp.p(), t.p(), MPFR_RNDN);
       cos_j[j] = dd_of(tmp.p(), t);
       sin_j[j] = dd_of(u.p(), t);
@@ -630,14 +631,14 @@ bool dd_eval(double k, DD r, double angle_err, double red_err, double af, FastTr
   if (!(std::fabs(r.hi) >= 0x1p-800 && std::fabs(r.hi) <= 1.0)) return false;
   const double sign = r.hi < 0 ? -1.0 : 1.0;
   const double uh = std::fabs(r.hi), ul = sign * r.lo;
-  const double j = (uh * 64 + kShift) - kShift;  // nearest integer
+  const double j = (uh * 512 + kShift) - kShift;  // nearest integer
   const int ji = int(j);
-  const DD sv = dd_two_sum(uh - j * 0x1p-6, ul);  // uh - j/64 exact (Sterbenz)
+  const DD sv = dd_two_sum(uh - j * 0x1p-9, ul);  // uh - j/512 exact (Sterbenz)
   const DD z = dd_mul(sv, sv);
-  DD ps = K.sin_coef[5];
-  for (int n = 4; n >= 0; --n) ps = dd_add(dd_mul(ps, z), K.sin_coef[n]);
-  DD pc = K.cos_coef[6];
-  for (int n = 5; n >= 0; --n) pc = dd_add(dd_mul(pc, z), K.cos_coef[n]);
+  DD ps = K.sin_coef[3];
+  for (int n = 2; n >= 0; --n) ps = dd_add(dd_mul(ps, z), K.sin_coef[n]);
+  DD pc = K.cos_coef[4];
+  for (int n = 3; n >= 0; --n) pc = dd_add(dd_mul(pc, z), K.cos_coef[n]);
   const DD sin_s = dd_mul(sv, ps), cos_s = pc;
   const DD cu = dd_add(dd_mul(K.cos_j[ji], cos_s), dd_neg(dd_mul(K.sin_j[ji], sin_s)));
   DD su = dd_add(dd_mul(K.sin_j[ji], cos_s), dd_mul(K.cos_j[ji], sin_s));

@@ -648,7 +648,7 @@ HP hp_cos_red(const HP& a, bool sine) {
 }
 
 // Angles where the double-double path is weakest: next to multiples of pi/2 (tiny reduced angles, quadrant
-// changes), next to the table's j/64 and its midpoints, the ends of its range, and log-uniform ones.
+// changes), next to the table's j/512 and its midpoints, the ends of its range, and log-uniform ones.
 // (min_angle: 2^-800, the smallest the path takes; cases fed to the whole reference use 2^-400: at 2^-800 a
 // pair can sit 2^-1600 from a rounding tie, beyond the reference's 1064 bits.)
 std::vector<double> hard_angles(std::mt19937_64& rng, double min_angle = 0x1p-800) {
@@ -661,9 +661,9 @@ std::vector<double> hard_angles(std::mt19937_64& rng, double min_angle = 0x1p-80
       if (std::fabs(w) < 0x1p40) a.push_back(w), a.push_back(-w);
     }
   }
-  for (int j = 0; j <= 64; ++j)
-    for (double off : {-0x1p-7, 0.0, 0x1p-7}) {
-      const double v = j / 64.0 + off;
+  for (int j = 0; j <= 512; ++j)  // the table's points j/512 and the midpoints between them
+    for (double off : {-0x1p-10, 0.0, 0x1p-10}) {
+      const double v = j / 512.0 + off;
       if (v > 0) a.push_back(v), a.push_back(std::nextafter(v, 0.0)), a.push_back(std::nextafter(v, 2.0));
     }
   for (double v : {min_angle, 2 * min_angle, 0x1p-30, 0.7853981633974483, 0.7853981633974484, 0x1p40 - 0x1p-12, 1.0})
