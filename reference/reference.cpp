@@ -177,6 +177,7 @@ float fp32_angle_from_inv(const RopeCase& c, float inv, int64_t m) {
 //       (the factor 2 covers the second-order terms and the double arithmetic of the bound).
 // A table is the same numbers in every call with this (base, rotary_dim, P): the last few are kept.
 struct ThetaTable {
+  mpfr_prec_t P = 0;
   std::vector<Num> theta;
   std::vector<double> units;
   std::vector<double> hi, lo;  // each theta split into two doubles (|theta - hi - lo| <= 2^-106 theta)
@@ -198,7 +199,18 @@ std::shared_ptr<const ThetaTable> default_thetas(double base, uint32_t rotary_di
     }
   const uint32_t np = rotary_dim / 2;
   const mpfr_prec_t W = P + 64;
-  auto t = std::make_shared<ThetaTable>();
+  // The table evicted last, when nothing else holds it, lends its MPFR numbers (a call with a new base
+  // otherwise allocated and freed one per pair).
+  thread_local std::shared_ptr<ThetaTable> spare;
+  std::shared_ptr<ThetaTable> t;
+  if (spare && spare.use_count() == 1 && spare->P == P) {
+    t = std::move(spare);
+    if (t->theta.size() > np) t->theta.erase(t->theta.begin() + np, t->theta.end());
+  } else {
+    t = std::make_shared<ThetaTable>();
+    t->P = P;
+  }
+  spare.reset();
   t->theta.reserve(np);
   t->units.assign(np, 0.0);
   Num e(W), b(kExactBits), q(W), cur(W), next(W);
@@ -212,17 +224,20 @@ std::shared_ptr<const ThetaTable> default_thetas(double base, uint32_t rotary_di
   t->hi.resize(np);
   t->lo.resize(np);
   for (uint32_t i = 0; i < np; ++i) {
-    t->theta.emplace_back(P);
-    mpfr_set(t->theta.back().p(), cur.p(), MPFR_RNDN);
+    if (i == t->theta.size()) t->theta.emplace_back(P);
+    mpfr_set(t->theta[i].p(), cur.p(), MPFR_RNDN);
     t->units[i] = i == 0 ? 0.0 : 1.0 + 2.0 * double(i) * per_pair;
-    t->hi[i] = mpfr_get_d(t->theta.back().p(), MPFR_RNDN);
-    mpfr_sub_d(next.p(), t->theta.back().p(), t->hi[i], MPFR_RNDN);  // exact at W > P bits
+    t->hi[i] = mpfr_get_d(t->theta[i].p(), MPFR_RNDN);
+    mpfr_sub_d(next.p(), t->theta[i].p(), t->hi[i], MPFR_RNDN);  // exact at W > P bits
     t->lo[i] = mpfr_get_d(next.p(), MPFR_RNDN);
     mpfr_mul(next.p(), cur.p(), q.p(), MPFR_RNDN);
     mpfr_swap(cur.p(), next.p());
   }
   memo.insert(memo.begin(), Entry{bb, rotary_dim, P, t});
-  if (memo.size() > 8) memo.pop_back();
+  if (memo.size() > 8) {
+    spare = std::const_pointer_cast<ThetaTable>(std::move(memo.back().table));
+    memo.pop_back();
+  }
   return t;
 }
 
