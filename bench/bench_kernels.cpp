@@ -15,7 +15,9 @@
 //
 // Besides the usual Google Benchmark flags, `--report_md=FILE` writes a
 // Markdown table of the medians (or the single runs) with ratios to memcpy
-// and to scalar, the CPU model and the date (scripts/bench.sh uses it).
+// and to scalar, the CPU model and the date (scripts/bench.sh uses it);
+// `--reference_json`, `--gate_json` and `--gate_calls_json` add the sections of
+// bench_reference, bench_gate and bench_gate_calls from their JSON output.
 #include <benchmark/benchmark.h>
 
 #include <nlohmann/json.hpp>
@@ -289,8 +291,9 @@ std::string reference_section(const std::string& json_path) {
   const nlohmann::json j = nlohmann::json::parse(f);
   std::ostringstream md;
   md << "## Reference (bench/bench_reference.cpp)\n\nCorrectly rounded output elements per CPU second, one core, "
-        "4096 x 32 x 128 interleaved, base 10000 (the exact reference: MPFR at 134 bits behind a rigorous "
-        "double-double filter; `mpfr_only` sends every pair through MPFR).\n\n"
+        "4096 x 32 x 128 interleaved, base 10000 (the exact reference: MPFR at 134 bits behind rigorous "
+        "double-double evaluations of cos/sin and of the rotation; `mpfr_only` sends every cos/sin and pair "
+        "through MPFR).\n\n"
         "| benchmark | M elements/s | ms/call | Ziv retries/call | MPFR pairs/call |\n|---|---:|---:|---:|---:|\n";
   for (const auto& b : j.at("benchmarks")) {
     if (b.value("run_type", "") == "aggregate" && b.value("aggregate_name", "") != "median") continue;
@@ -300,6 +303,60 @@ std::string reference_section(const std::string& json_path) {
        << " | " << fmt(b.value("mpfr_pairs_per_call", 0.0), 0) << " |\n";
   }
   return md.str() + "\n";
+}
+
+// The gate's cost per row family from bench_gate's JSON (--gate_json) and the per-call CPU figures from
+// bench_gate_calls' (--gate_calls_json).
+std::string gate_section(const std::string& gate_json, const std::string& calls_json) {
+  if (gate_json.empty() && calls_json.empty()) return "";
+  std::ostringstream md;
+  md << "## Gate (bench/bench_gate.cpp, bench/bench_gate_calls.cpp)\n\n";
+  auto load = [](const std::string& p) {
+    std::ifstream f(p);
+    if (!f) throw std::runtime_error("cannot read " + p);
+    return nlohmann::json::parse(f);
+  };
+  if (!gate_json.empty()) {
+    const nlohmann::json j = load(gate_json);
+    md << "What the default gate of the built-in scalar kernel (`ropecheck gate --impl scalar`: every row, 4000 "
+          "random cases) counts against `--budget-seconds`: CPU seconds of the gate and its kernel host process "
+          "(blocked call time is ~0 here), per part of the run, in run order (docs/gate.md, \"The budget\"). "
+          "One run per repetition; a busy machine stretches the wall time, not these.\n\n";
+    // The median of the repetitions when there are several, else the one run.
+    const auto& all = j.at("benchmarks");
+    const bool aggregated = std::any_of(all.begin(), all.end(), [](const nlohmann::json& x) {
+      return x.value("run_type", "") == "aggregate" && x.value("aggregate_name", "") == "median";
+    });
+    for (const auto& b : all) {
+      if (aggregated != (b.value("aggregate_name", "") == "median")) continue;
+      const double unit = b.at("time_unit") == "ms" ? 1e-3 : b.at("time_unit") == "us" ? 1e-6 : 1.0;
+      md << "| part | CPU s |\n|---|---:|\n";
+      const char* order[] = {"start", "matrix", "special_values", "v2", "property", "sequence", "repeat", "large",
+                             "random", "verdict"};
+      for (const char* k : order)
+        if (b.contains(k)) md << "| " << k << " | " << fmt(b.at(k).get<double>(), 3) << " |\n";
+      md << "| **whole gate** | **" << fmt(b.at("real_time").get<double>() * unit, 3) << "** |\n\n";
+      md << "The property rows one by one:\n\n| row | CPU s |\n|---|---:|\n";
+      for (const auto& [k, v] : b.items())
+        if (k.rfind("p_", 0) == 0) md << "| " << k.substr(2) << " | " << fmt(v.get<double>(), 3) << " |\n";
+      md << "\n" << fmt(b.value("calls", 0.0), 0) << " kernel calls.\n\n";
+      break;
+    }
+  }
+  if (!calls_json.empty()) {
+    const nlohmann::json j = load(calls_json);
+    md << "One 1 x 2 x 64 f32 call (a decode step, positions < 100000), per call:\n\n| benchmark | us |\n|---|---:|\n";
+    for (const auto& b : j.at("benchmarks")) {
+      if (b.value("run_type", "") == "aggregate" && b.value("aggregate_name", "") != "median") continue;
+      const std::string name = b.at("name").get<std::string>();
+      const double unit = b.at("time_unit") == "ms" ? 1e3 : b.at("time_unit") == "us" ? 1.0 : 1e-3;
+      const bool cpu = name.find("JudgeOnly") != std::string::npos;
+      md << "| " << name << (cpu ? " (CPU)" : name.find("Cpu") != std::string::npos ? " (CPU, both processes)" : " (wall)")
+         << " | " << fmt(b.at(cpu ? "cpu_time" : "real_time").get<double>() * unit, 1) << " |\n";
+    }
+    md << "\n";
+  }
+  return md.str();
 }
 
 bool write_markdown(const std::string& path, const Collector& col, int repetitions, const std::string& cmdline,
@@ -432,7 +489,7 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string report_md, reference_json;
+  std::string report_md, reference_json, gate_json, gate_calls_json;
   std::string cmdline = "bench_kernels";
   int repetitions = 1;
   std::vector<char*> args;
@@ -444,6 +501,14 @@ int main(int argc, char** argv) {
     }
     if (a.rfind("--reference_json=", 0) == 0) {
       reference_json = a.substr(17);
+      continue;
+    }
+    if (a.rfind("--gate_json=", 0) == 0) {
+      gate_json = a.substr(12);
+      continue;
+    }
+    if (a.rfind("--gate_calls_json=", 0) == 0) {
+      gate_calls_json = a.substr(18);
       continue;
     }
     if (a.rfind("--benchmark_repetitions=", 0) == 0) repetitions = std::max(1, std::atoi(a.c_str() + 24));
@@ -463,6 +528,12 @@ int main(int argc, char** argv) {
       reference_md = reference_section(reference_json);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_kernels: --reference_json: %s\n", e.what());
+      return 2;
+    }
+    try {
+      reference_md += gate_section(gate_json, gate_calls_json);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_kernels: --gate_json/--gate_calls_json: %s\n", e.what());
       return 2;
     }
     if (!write_markdown(report_md, col, repetitions, cmdline, reference_md)) {

@@ -1,6 +1,8 @@
 #include "gate/gate.hpp"
 
 #include <csignal>
+#include <sys/resource.h>
+#include <time.h>
 
 #include <fstream>
 #include <iostream>
@@ -29,6 +31,33 @@ using Clock = std::chrono::steady_clock;
 using Rng = std::mt19937_64;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// What the budget counts (docs/gate.md, "The budget"): the CPU seconds of the gate process and of its kernel
+// hosts (the live host's CPU clock; hosts that ended were reaped by the gate and are in RUSAGE_CHILDREN), plus
+// the seconds kernel calls were blocked (CallResult::blocked_seconds: sleeping, waiting on I/O or a device).
+// Time spent waiting for a CPU counts nowhere, so a busy machine does not reach the budget sooner.
+class BudgetMeter {
+ public:
+  BudgetMeter() : self0_(self_cpu()), children0_(children_cpu()) {}
+  double used(const KernelHost& host) const {
+    return (self_cpu() - self0_) + (children_cpu() - children0_) + host.live_cpu_seconds() + blocked_;
+  }
+  void add(const CallResult& r) { blocked_ += r.blocked_seconds; }
+
+ private:
+  static double self_cpu() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  }
+  static double children_cpu() {
+    rusage ru{};
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  }
+  double self0_, children0_;
+  double blocked_ = 0;
+};
 
 }  // namespace
 
@@ -73,13 +102,37 @@ class Gate {
   }
 
   void progress(const std::string& s) {
-    if (!opt_.quiet) std::fprintf(stderr, "[gate %6.1fs] %s\n", seconds_since(t0_), s.c_str());
+    if (!opt_.quiet)
+      std::fprintf(stderr, "[gate %6.1fs, budget %6.1fs] %s\n", seconds_since(t0_), budget_used(), s.c_str());
+  }
+
+  // The budget's count so far (BudgetMeter): CPU seconds of the gate and its hosts plus blocked call time.
+  double budget_used() const { return meter_.used(host_); }
+  // What the part of the run since the last charge counted, under its name (GateResult::cost).
+  void charge(const std::string& part) {
+    const double now = budget_used();
+    res_.cost.push_back({part, now - charged_});
+    charged_ = now;
   }
 
   // The budget caps the whole run: once reached, no further kernel call starts (a call already running
   // ends within its --call-timeout).
+  // Whether the budget's count has reached `limit`. Asked before every call, so the count (three system
+  // calls) is read at most every millisecond of wall time; in between it is estimated from above as the last
+  // reading plus 4 x the wall time since (the gate's thread, the host's and blocked time each advance at
+  // most as fast as the clock; a kernel running more threads gets at most a millisecond of them ahead).
+  bool count_reached(double limit) {
+    const Clock::time_point now = Clock::now();
+    const double since = std::chrono::duration<double>(now - last_reading_at_).count();
+    if (since < 1e-3 && last_reading_ + 4 * since < limit) return false;
+    last_reading_ = budget_used();
+    last_reading_at_ = now;
+    return last_reading_ >= limit;
+  }
+
   bool over_budget() {
-    if (!budget_reached_ && seconds_since(t0_) >= opt_.budget_seconds) {
+    if (budget_reached_) return true;
+    if (count_reached(opt_.budget_seconds)) {
       budget_reached_ = true;
       progress(fmt::format("the budget ({:g} s) was reached: the remaining calls are not made", opt_.budget_seconds));
     }
@@ -89,7 +142,9 @@ class Gate {
   // One call in the kernel host. A host that cannot be started again after a crash makes the call a crash.
   CallResult call(const RopeCase& c, bool in_place) {
     try {
-      return host_.call(c, in_place, opt_.call_timeout_seconds);
+      CallResult r = host_.call(c, in_place, opt_.call_timeout_seconds);
+      meter_.add(r);
+      return r;
     } catch (const LoadError& e) {
       CallResult r;
       r.status = CallStatus::crashed;
@@ -120,7 +175,9 @@ class Gate {
     try {
       KernelHost fresh(KernelSource{impl_.library, impl_.fn}, host_options(opt_));
       fresh.set_abi(host_.abi(), host_.features_declared());
-      return fresh.call(c, in_place, opt_.call_timeout_seconds);
+      CallResult r = fresh.call(c, in_place, opt_.call_timeout_seconds);
+      meter_.add(r);
+      return r;  // (its CPU: RUSAGE_CHILDREN once `fresh` has reaped it)
     } catch (const LoadError& e) {
       CallResult r;
       r.status = CallStatus::crashed;
@@ -251,6 +308,10 @@ class Gate {
   const Implementation& impl_;
   const GateOptions& opt_;
   Clock::time_point t0_;
+  BudgetMeter meter_;
+  double charged_ = 0;  // the budget's count at the last charge()
+  double last_reading_ = 0;  // over_budget's last reading of the count, and when
+  Clock::time_point last_reading_at_{};
   GateResult res_;
   std::map<Dtype, BiasSums> bias_;
   bool aborted_ = false;
@@ -554,6 +615,7 @@ void Gate::run_properties() {
       r.note = budget_reached_ ? "not run: the budget was reached"
                : combos.empty() ? (p.both_layouts ? "no dtype with both layouts accepted" : "no accepted dtype/layout")
                                 : "every execution discarded (the kernel declined its cases)";
+    charge(p.row);
   }
 }
 
@@ -697,7 +759,7 @@ void Gate::run_random() {
   const double stop_at = opt_.budget_seconds * 0.85;
   uint64_t n = 0;
   for (uint64_t k = 0; k < opt_.random_cases && !aborted_ && !budget_reached_; ++k) {
-    if (seconds_since(t0_) >= stop_at) {
+    if (count_reached(stop_at)) {
       progress(fmt::format("85 % of the budget ({:g} s) used: the random phase stops", opt_.budget_seconds));
       break;
     }
@@ -772,6 +834,7 @@ void Gate::save_files() {
 
 GateResult Gate::run() {
   host_.start();  // a load error (LoadError) ends the run before anything is judged
+  charge("start");
   // Which ABI versions the kernel speaks (core/abi_versions.hpp): no call goes at a version it refused.
   progress("kernel " + impl_.name + ": ABI versions");
   res_.abi = host_.negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, [this] { return over_budget(); })
@@ -782,6 +845,7 @@ GateResult Gate::run() {
     host_.set_abi(host_.abi(), /*features_declared=*/true);
     res_.abi += "; --supports declares its features";
   }
+  charge("abi");
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
@@ -803,6 +867,7 @@ GateResult Gate::run() {
   progress("kernel " + impl_.name + ": systematic matrix");
   res_.model_name = opt_.model_name;
   run_matrix();
+  charge("matrix");
   // A kernel that refused every probe and returned RC_OK on no matrix call either: every further row would
   // only repeat the refusal. The verdict says it once (AbiVersions::refusal).
   if (rejected_everything()) {
@@ -811,19 +876,26 @@ GateResult Gate::run() {
   } else if (!accepted_combos_.empty()) {
     progress("special values");
     run_specials();
+    charge("special values");
     progress("long positions");
     run_long_positions();
+    charge("long positions");
     progress("ABI v2 features");
     run_v2_features();
+    charge("v2");
     progress("properties");
     run_properties();
     progress("sequences of calls in one process");
     run_sequences();
+    charge("sequence");
     run_repeat();
+    charge("repeat");
     progress("large shapes");
     run_large();
+    charge("large");
     progress(fmt::format("{} random cases", opt_.random_cases));
     run_random();
+    charge("random");
   }
   finish_sandbox();
   finish_bias();
@@ -846,6 +918,9 @@ GateResult Gate::run() {
       diagnose_row(r);
     }
   save_files();
+  charge("verdict");
+  res_.budget_used = charged_;
+  progress("done");
   // What the budget cut: calls of the systematic rows (a FAIL: a gate that did not run its systematic part
   // has not checked the kernel), then the random phase, shrinking and diagnosis (said, not failed).
   bool systematic_cut = false;
@@ -896,7 +971,7 @@ GateResult Gate::run() {
       res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds,
                                          fmt::join(res_.budget_cuts, "; "));
   }
-  return res_;
+  return std::move(res_);  // the Gate ends here: its error statistics (megabytes of values) are moved out
 }
 
 }  // namespace

@@ -137,6 +137,12 @@ struct GateResult {
   std::optional<FeatureSet> supports;    // --supports (gate) or the export's (cases check)
   FeatureSet require;                    // --require
   double seconds = 0;
+  // What the run counted against --budget-seconds ("The budget": CPU seconds of the gate and its kernel hosts
+  // plus blocked call time), in all and per part in run order ("start", "matrix", "special values", "v2",
+  // each property row, "sequence", "repeat", "large", "random", "verdict": shrinking, diagnosis, files).
+  // bench/bench_gate.cpp reports them.
+  double budget_used = 0;
+  std::vector<std::pair<std::string, double>> cost;
   // What the budget cut, one line each ("random: 812 of 4000 cases ran", "matrix bf16 half-split: 12 of 60
   // cases not run", "shrinking", ...); empty when the run completed.
   std::vector<std::string> budget_cuts;

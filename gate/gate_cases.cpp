@@ -24,9 +24,9 @@ float random_value(Rng& rng, Dtype d) {
   std::uniform_real_distribution<double> mant(1.0, 2.0);
   std::uniform_int_distribution<int> ex(-6, 6);
   const double v = std::ldexp(mant(rng), ex(rng)) * ((rng() & 1) ? -1.0 : 1.0);
-  Bytes b(4);
-  store_f32(d, b.data(), 0, float(v));
-  return load_f32(d, b.data(), 0);
+  unsigned char b[4];  // (on the stack: one value of each random case's input at a time)
+  store_f32(d, b, 0, float(v));
+  return load_f32(d, b, 0);
 }
 
 // The model's shape on a generated case, before its input is drawn.

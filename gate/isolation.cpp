@@ -18,7 +18,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -167,7 +169,7 @@ struct HostSetup {
   ready.fp_after = read_fp_control().bits;
   if (send(kHostFd, &ready, sizeof ready, MSG_NOSIGNAL) != ssize_t(sizeof ready)) _exit(6);
   const size_t pg = page_size();
-  std::vector<uint64_t> guards;  // the previous call's guard pages
+  std::vector<uint64_t> guards, freed;  // the previous call's guard pages; those that are data now
   for (;;) {
     Command cmd;
     const ssize_t n = recv(kHostFd, &cmd, sizeof cmd, 0);
@@ -176,12 +178,27 @@ struct HostSetup {
       _exit(kLostSocket);
     // The previous guard pages that are data now become read-write; every guard page of this call is made
     // PROT_NONE again (a no-op unless the kernel changed it, which the gate has reported).
+    // Adjacent pages (one region's last guard page and the next one's first) take one mprotect each way:
+    // the same pages, the same protection, half the system calls.
     const uint64_t* now_b = cmd.guard_off;
     const uint64_t* now_e = cmd.guard_off + cmd.n_guards;
+    auto protect_runs = [&](const std::vector<uint64_t>& pages, int prot) {  // pages ascending
+      for (size_t k = 0; k < pages.size();) {
+        size_t n = 1;
+        while (k + n < pages.size() && pages[k + n] == pages[k] + n * pg) ++n;
+        if (mprotect(s.arena + pages[k], n * pg, prot) != 0)  // (a page the kernel unmapped): one at a time
+          for (size_t j = 0; j < n; ++j) mprotect(s.arena + pages[k + j], pg, prot);
+        k += n;
+      }
+    };
+    freed.clear();
     for (uint64_t g : guards)
-      if (std::find(now_b, now_e, g) == now_e) mprotect(s.arena + g, pg, PROT_READ | PROT_WRITE);
+      if (std::find(now_b, now_e, g) == now_e) freed.push_back(g);
+    std::sort(freed.begin(), freed.end());
+    protect_runs(freed, PROT_READ | PROT_WRITE);
     guards.assign(now_b, now_e);
-    for (uint64_t g : guards) mprotect(s.arena + g, pg, PROT_NONE);
+    std::sort(guards.begin(), guards.end());
+    protect_runs(guards, PROT_NONE);
     write_fp_control(pristine);
     Reply r;
     r.kind = kDone;
@@ -263,6 +280,35 @@ size_t count_changed(const unsigned char* p, size_t from, size_t to, unsigned ch
   return k;
 }
 
+// On-CPU plus run-queue nanoseconds of a thread from its schedstat file ("cpu_ns wait_ns slices"), or
+// UINT64_MAX when it cannot be read (no CONFIG_SCHED_INFO, the process gone).
+uint64_t sched_ns(int fd) {
+  if (fd < 0) return UINT64_MAX;
+  char buf[96];
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return UINT64_MAX;
+  buf[n] = 0;
+  char* end = nullptr;
+  const unsigned long long cpu = std::strtoull(buf, &end, 10);
+  if (end == buf) return UINT64_MAX;
+  char* end2 = nullptr;
+  const unsigned long long wait = std::strtoull(end, &end2, 10);
+  if (end2 == end) return UINT64_MAX;
+  return uint64_t(cpu + wait);
+}
+
+// The gate's own calling thread.
+int self_schedstat_fd() {
+  thread_local const int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  return fd;
+}
+
+double cpu_clock_seconds(clockid_t clk) {
+  timespec ts{};
+  if (clock_gettime(clk, &ts) != 0) return 0;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 }  // namespace
 
 uint32_t poison_bits(Dtype d) {
@@ -300,8 +346,14 @@ void KernelHost::stop() {
   }
   if (sock_ >= 0) close(sock_);
   if (pidfd_ >= 0) close(pidfd_);
+  if (schedstat_fd_ >= 0) close(schedstat_fd_);
   pid_ = -1;
-  sock_ = pidfd_ = -1;
+  sock_ = pidfd_ = schedstat_fd_ = -1;
+  have_cpu_clock_ = false;
+}
+
+double KernelHost::live_cpu_seconds() const {
+  return pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0;
 }
 
 void KernelHost::ensure_arena(size_t bytes) {
@@ -382,6 +434,8 @@ void KernelHost::start() {
   pid_ = pid;
   sock_ = sv[0];
   pidfd_ = open_pidfd(pid);
+  schedstat_fd_ = open(fmt::format("/proc/{}/schedstat", pid).c_str(), O_RDONLY | O_CLOEXEC);
+  have_cpu_clock_ = clock_getcpuclockid(pid, &cpu_clock_) == 0;
   ++starts_;
   seq_ = 0;
   Reply r;
@@ -390,6 +444,7 @@ void KernelHost::start() {
                                               std::chrono::duration<double>(opt_.load_timeout_seconds)));
   const std::string what = src_.library.empty() ? "the kernel" : "the kernel library '" + src_.library + "'";
   if (w == 1 && r.kind == kReady) {
+    host_sched_ns_ = sched_ns(schedstat_fd_);
     seccomp_error_ = r.text;
     const FpControl before{r.fp_before}, after{r.fp_after};
     if (!(before == after) && load_fp_change_.empty())
@@ -546,6 +601,8 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     cmd.guard_off[cmd.n_guards++] = g.guard_lo;
     cmd.guard_off[cmd.n_guards++] = g.guard_hi;
   }
+  const uint64_t self0 = sched_ns(self_schedstat_fd());
+  const double host_cpu0 = schedstat_fd_ < 0 ? live_cpu_seconds() : 0.0;
   const auto t0 = Clock::now();
   Reply rep;
   int w = send(sock_, &cmd, sizeof cmd, MSG_NOSIGNAL) == ssize_t(sizeof cmd) ? 2 : 0;
@@ -554,6 +611,22 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
                    t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds)));
   if (w == 1 && (rep.kind != kDone || rep.seq != cmd.seq)) w = -2;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // The call's wall time less what the host's calling thread spent on a CPU or waiting for one (since the
+  // last call: between calls it only sleeps in recv) and what the gate's thread did (on a CPU, or waiting
+  // for one to take the reply): what is left, the kernel was blocked. A busy machine stretches only the
+  // parts subtracted. (Without schedstat: the wall time less the host's CPU time.)
+  {
+    const uint64_t self1 = sched_ns(self_schedstat_fd()), host1 = sched_ns(schedstat_fd_);
+    double busy;
+    if (self0 != UINT64_MAX && self1 != UINT64_MAX && host1 != UINT64_MAX && host_sched_ns_ != UINT64_MAX &&
+        self1 >= self0 && host1 >= host_sched_ns_) {
+      busy = double(host1 - host_sched_ns_) * 1e-9 + double(self1 - self0) * 1e-9;
+      host_sched_ns_ = host1;
+    } else {
+      busy = live_cpu_seconds() - host_cpu0;
+    }
+    r.blocked_seconds = std::max(0.0, r.seconds - busy);
+  }
 
   // The guard pages must still be PROT_NONE in the host (read from outside: a PROT_NONE page gives EFAULT).
   // Only a live host can be asked.

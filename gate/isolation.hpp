@@ -47,6 +47,9 @@ struct CallResult {
   int signal = 0;       // crashed: the signal (0: the process exited with exit_code)
   int exit_code = 0;
   double seconds = 0;   // wall time of the call, as the gate saw it
+  // Of that, the time the kernel's calling thread was blocked (sleeping, waiting on I/O, a lock or a device):
+  // neither on a CPU nor waiting for one, while the gate waited for it (docs/gate.md, "The budget").
+  double blocked_seconds = 0;
   Bytes out;            // the output buffer after the call (in place: the buffer)
   // Memory checks (made after every call, whatever its status):
   size_t unwritten = 0;              // output elements still holding the poison (ok calls)
@@ -126,6 +129,9 @@ class KernelHost {
   // One line: the host's isolation as it ran ("seccomp filter in force", or why not).
   std::string sandbox_summary() const;
   uint64_t starts() const { return starts_; }
+  // CPU seconds the live host process (all its threads) has used so far; 0 when none is running. Hosts that
+  // ended were reaped by this process: getrusage(RUSAGE_CHILDREN) counts them.
+  double live_cpu_seconds() const;
   // The kernel's captured stdout/stderr, quoted for a verdict: each line
   // prefixed "  kernel stdout | "; at most max_lines per stream; empty when the
   // kernel printed nothing.
@@ -146,6 +152,10 @@ class KernelHost {
   pid_t pid_ = -1;
   int sock_ = -1;
   int pidfd_ = -1;
+  int schedstat_fd_ = -1;         // /proc/<host>/schedstat: its calling thread's CPU and run-queue time
+  uint64_t host_sched_ns_ = 0;    // their sum at the end of the last call (or the start)
+  clockid_t cpu_clock_ = 0;       // the host process's CPU clock
+  bool have_cpu_clock_ = false;
   uint64_t seq_ = 0, starts_ = 0;
   std::string load_fp_change_;
   std::string seccomp_error_;

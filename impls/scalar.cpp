@@ -71,7 +71,7 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
   if (int rc = normalize_kernel_args(call, n); rc != RC_OK) return rc;
   const rc_rope_args* a = &n;
   const uint32_t npairs = a->rotary_dim / 2;
-  const ThetaTable theta = make_theta_table(a);
+  const ThetaTable& theta = theta_table_cached(a);  // the SIMD kernels' per-thread table (same values)
   const bool v2 = a->abi_version >= 2;
   const uint32_t axes = v2 ? a->n_pos_axes : 1;
   const double af = v2 ? a->attention_factor : 1.0;

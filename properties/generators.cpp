@@ -5,6 +5,8 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <array>
+#include <memory>
 #include <numbers>
 #include <ostream>
 
@@ -134,73 +136,222 @@ rc::Gen<int> scale_exponent(Dtype d) {
   });
 }
 
-rc::Gen<uint32_t> element_bits(Dtype d, Values v, int scale_exp) {
-  const Bits b = bits_of(d);
-  const uint32_t top = max_biased_exp(d, v);
-  const uint32_t man_range = 1u << b.man_bits;
-  // Normal draw (Box-Muller on two 32-bit integers).
-  auto normal = rc::gen::apply(
-      [=](int64_t a, int64_t c) {
-        const double u1 = (double(a) + 0.5) / 0x1p32, u2 = double(c) / 0x1p32;
-        const double g = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-        return round_to_bits(d, std::ldexp(g, scale_exp));
-      },
-      uniform_int(0, int64_t(1) << 32), uniform_int(0, int64_t(1) << 32));
-  auto uniform = rc::gen::map(uniform_int(-(int64_t(1) << 24), int64_t(1) << 24), [=](int64_t k) {
-    return round_to_bits(d, std::ldexp(double(k), scale_exp - 24));
-  });
-  std::vector<uint32_t> chosen_v = {
-      make_bits(d, 0, 0, 0),                          // +0
-      make_bits(d, 1, 0, 0),                          // -0
-      round_to_bits(d, 1.0),           round_to_bits(d, -1.0), round_to_bits(d, 0.5), round_to_bits(d, -2.0),
-      make_bits(d, 0, 1, 0),                          // smallest normal
-      make_bits(d, 1, 0, man_range - 1),              // largest subnormal
-      make_bits(d, 0, 0, 1),                          // smallest subnormal
-      make_bits(d, 0, top, man_range - 1),            // the largest value allowed
-      make_bits(d, 1, top, 0),
-  };
-  auto chosen = rc::gen::elementOf(chosen_v);
-  auto with_exp = [=](uint32_t lo, uint32_t hi) {  // biased exponent in [lo, hi], random mantissa and sign
-    return rc::gen::apply(
-        [=](uint32_t s, int64_t e, int64_t m) { return make_bits(d, s, uint32_t(e), uint32_t(m)); }, sign_bit(),
-        uniform_int(lo, int64_t(hi) + 1), uniform_int(0, man_range));
-  };
-  auto large = with_exp(top - 6, top);
-  auto tiny = with_exp(1, 7);
-  auto subnormal = rc::gen::apply([=](uint32_t s, int64_t m) { return make_bits(d, s, 0, uint32_t(m)); },
-                                  sign_bit(), uniform_int(1, man_range));
-  auto any_finite = with_exp(0, top);
-  if (v != Values::specials) {
-    return rc::gen::weightedOneOf<uint32_t>({{30, normal},
-                                             {12, uniform},
-                                             {8, chosen},
-                                             {6, large},
-                                             {6, tiny},
-                                             {6, subnormal},
-                                             {10, any_finite}});
+namespace {
+
+// What element_bits draws, one function per kind of value: the combinators below and the direct replay
+// (elements_value) call the same functions, so their arithmetic cannot differ.
+struct ElementKinds {
+  Dtype d;
+  int scale_exp;
+  uint32_t top, man_range, inf_exp;
+  std::vector<uint32_t> chosen;
+
+  ElementKinds(Dtype dt, Values v, int s) : d(dt), scale_exp(s) {
+    const Bits b = bits_of(d);
+    top = max_biased_exp(d, v);
+    man_range = 1u << b.man_bits;
+    inf_exp = (1u << b.exp_bits) - 1;
+    chosen = {
+        make_bits(d, 0, 0, 0),                          // +0
+        make_bits(d, 1, 0, 0),                          // -0
+        round_to_bits(d, 1.0),           round_to_bits(d, -1.0), round_to_bits(d, 0.5), round_to_bits(d, -2.0),
+        make_bits(d, 0, 1, 0),                          // smallest normal
+        make_bits(d, 1, 0, man_range - 1),              // largest subnormal
+        make_bits(d, 0, 0, 1),                          // smallest subnormal
+        make_bits(d, 0, top, man_range - 1),            // the largest value allowed
+        make_bits(d, 1, top, 0),
+    };
   }
-  const uint32_t inf_exp = (1u << b.exp_bits) - 1;
-  auto nan = rc::gen::apply([=](uint32_t s, int64_t m) { return make_bits(d, s, inf_exp, uint32_t(m)); },
-                            sign_bit(), uniform_int(1, man_range));  // quiet and signalling payloads
-  auto inf = rc::gen::map(sign_bit(), [=](uint32_t s) { return make_bits(d, s, inf_exp, 0); });
-  return rc::gen::weightedOneOf<uint32_t>({{30, normal},
-                                           {8, uniform},
-                                           {6, chosen},
-                                           {6, large},
-                                           {4, tiny},
-                                           {4, subnormal},
-                                           {6, any_finite},
-                                           {12, nan},
-                                           {12, inf}});
+  // Normal draw (Box-Muller on two 32-bit integers).
+  uint32_t normal(int64_t a, int64_t c) const {
+    const double u1 = (double(a) + 0.5) / 0x1p32, u2 = double(c) / 0x1p32;
+    const double g = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    return round_to_bits(d, std::ldexp(g, scale_exp));
+  }
+  uint32_t uniform(int64_t k) const { return round_to_bits(d, std::ldexp(double(k), scale_exp - 24)); }
+  uint32_t with_exp(uint32_t s, int64_t e, int64_t m) const { return make_bits(d, s, uint32_t(e), uint32_t(m)); }
+  uint32_t subnormal(uint32_t s, int64_t m) const { return make_bits(d, s, 0, uint32_t(m)); }
+  uint32_t nan(uint32_t s, int64_t m) const { return make_bits(d, s, inf_exp, uint32_t(m)); }
+  uint32_t inf(uint32_t s) const { return make_bits(d, s, inf_exp, 0); }
+};
+
+// The weights of element_bits' kinds, in the order of its weightedOneOf.
+constexpr size_t kFiniteWeights[] = {30, 12, 8, 6, 6, 6, 10};          // normal uniform chosen large tiny subnormal any
+constexpr size_t kSpecialWeights[] = {30, 8, 6, 6, 4, 4, 6, 12, 12};  // ... nan inf
+constexpr size_t kScaleWeights[] = {6, 3, 2};                          // 0, [-4, 5), [-lim, lim]
+
+}  // namespace
+
+rc::Gen<uint32_t> element_bits(Dtype d, Values v, int scale_exp) {
+  const auto k = std::make_shared<const ElementKinds>(d, v, scale_exp);
+  auto normal = rc::gen::apply([k](int64_t a, int64_t c) { return k->normal(a, c); }, uniform_int(0, int64_t(1) << 32),
+                               uniform_int(0, int64_t(1) << 32));
+  auto uniform = rc::gen::map(uniform_int(-(int64_t(1) << 24), int64_t(1) << 24), [k](int64_t x) { return k->uniform(x); });
+  auto chosen = rc::gen::elementOf(k->chosen);
+  auto with_exp = [k](uint32_t lo, uint32_t hi) {  // biased exponent in [lo, hi], random mantissa and sign
+    return rc::gen::apply([k](uint32_t s, int64_t e, int64_t m) { return k->with_exp(s, e, m); }, sign_bit(),
+                          uniform_int(lo, int64_t(hi) + 1), uniform_int(0, k->man_range));
+  };
+  auto large = with_exp(k->top - 6, k->top);
+  auto tiny = with_exp(1, 7);
+  auto subnormal = rc::gen::apply([k](uint32_t s, int64_t m) { return k->subnormal(s, m); }, sign_bit(),
+                                  uniform_int(1, k->man_range));
+  auto any_finite = with_exp(0, k->top);
+  const size_t* w = kFiniteWeights;
+  if (v != Values::specials) {
+    return rc::gen::weightedOneOf<uint32_t>({{w[0], normal},
+                                             {w[1], uniform},
+                                             {w[2], chosen},
+                                             {w[3], large},
+                                             {w[4], tiny},
+                                             {w[5], subnormal},
+                                             {w[6], any_finite}});
+  }
+  auto nan = rc::gen::apply([k](uint32_t s, int64_t m) { return k->nan(s, m); }, sign_bit(),
+                            uniform_int(1, k->man_range));  // quiet and signalling payloads
+  auto inf = rc::gen::map(sign_bit(), [k](uint32_t s) { return k->inf(s); });
+  w = kSpecialWeights;
+  return rc::gen::weightedOneOf<uint32_t>({{w[0], normal},
+                                           {w[1], uniform},
+                                           {w[2], chosen},
+                                           {w[3], large},
+                                           {w[4], tiny},
+                                           {w[5], subnormal},
+                                           {w[6], any_finite},
+                                           {w[7], nan},
+                                           {w[8], inf}});
 }
 
-rc::Gen<Bytes> elements(Dtype d, Values v, size_t n) {
+rc::Gen<Bytes> elements_by_combinators(Dtype d, Values v, size_t n) {
   return rc::gen::exec([=] {
     const int s = *scale_exponent(d);
     const auto bits = *rc::gen::container<std::vector<uint32_t>>(n, element_bits(d, v, s));
     Bytes out(n * dtype_size(d));
     for (size_t i = 0; i < n; ++i) store_bits(d, out.data(), i, bits[i]);
     return out;
+  });
+}
+
+namespace {
+
+// ---- elements() without the combinators -----------------------------------------------------------------
+// elements_by_combinators draws each of a case's (up to thousands of) values through a weightedOneOf of
+// maps, tuples and inRange: RapidCheck builds a tree of shrinkables for every element and rebuilds it each
+// time the value is asked for, which made value generation the largest cost of the gate's property rows.
+// The values are a function of (Random, size), and elements_value computes that function directly: the
+// same rc::Random splits and draws in the same order as RapidCheck's generators do (08b5058: exec's handler
+// splits one Random per `*gen`; container(n, g) one per element; JoinGen splits the inner Random off before
+// WeightedElementGen draws `next() % sum` and looks it up by upper_bound in the running sums; TupleGen
+// splits one per component; MapGen passes its Random on; ElementOfGen draws `next() % size`; inRange draws
+// `next() % range + min`, range = scaleInteger(max - min - 1, size) + 1, at the size 100 uniform_int
+// fixes). Shrinking still goes through elements_by_combinators (its shrinks are RapidCheck's own), so a
+// replayed shrink path gives the same case. tests: properties/property_engine.cpp compares the two.
+
+uint64_t next_of(const rc::Random& r) { return rc::Random(r).next(); }
+
+int64_t uniform_value(const rc::Random& r, int64_t lo, int64_t hi) {
+  const uint64_t range =
+      rc::gen::detail::scaleInteger(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) - 1, 100) + 1;
+  return static_cast<int64_t>((next_of(r) % range) + static_cast<uint64_t>(lo));
+}
+
+uint32_t sign_value(const rc::Random& r) { return uint32_t(uniform_value(r, 0, 2)); }
+
+// weightedOneOf: which generator, and the Random it generates with.
+template <size_t N>
+size_t weighted_pick(const rc::Random& random, const size_t (&weights)[N], rc::Random& inner) {
+  rc::Random r1 = random;
+  inner = r1.split();
+  size_t sum = 0;
+  for (size_t w : weights) sum += w;
+  const size_t x = size_t(next_of(r1) % sum);
+  size_t acc = 0;
+  for (size_t i = 0; i < N; ++i)
+    if (x < (acc += weights[i])) return i;
+  return N;  // not reached: x < sum
+}
+
+// TupleGen's Randoms: one split each, in order.
+template <size_t N>
+std::array<rc::Random, N> tuple_randoms(const rc::Random& random) {
+  rc::Random r = random;
+  std::array<rc::Random, N> out;
+  for (size_t i = 0; i < N; ++i) out[i] = r.split();
+  return out;
+}
+
+int scale_value(Dtype d, const rc::Random& random) {
+  const int lim = d == Dtype::f16 ? 8 : 60;  // scale_exponent's
+  rc::Random inner;
+  switch (weighted_pick(random, kScaleWeights, inner)) {
+    case 0: return 0;
+    case 1: return int(uniform_value(inner, -4, 5));
+    default: return int(uniform_value(inner, -lim, lim + 1));
+  }
+}
+
+uint32_t element_value(const ElementKinds& k, bool specials, const rc::Random& random) {
+  rc::Random inner;
+  const size_t kind = specials ? weighted_pick(random, kSpecialWeights, inner) : weighted_pick(random, kFiniteWeights, inner);
+  auto with_exp = [&](uint32_t lo, uint32_t hi) {
+    const auto r = tuple_randoms<3>(inner);
+    return k.with_exp(sign_value(r[0]), uniform_value(r[1], lo, int64_t(hi) + 1), uniform_value(r[2], 0, k.man_range));
+  };
+  switch (kind) {
+    case 0: {
+      const auto r = tuple_randoms<2>(inner);
+      return k.normal(uniform_value(r[0], 0, int64_t(1) << 32), uniform_value(r[1], 0, int64_t(1) << 32));
+    }
+    case 1: return k.uniform(uniform_value(inner, -(int64_t(1) << 24), int64_t(1) << 24));
+    case 2: return k.chosen[size_t(next_of(inner) % k.chosen.size())];
+    case 3: return with_exp(k.top - 6, k.top);
+    case 4: return with_exp(1, 7);
+    case 5: {
+      const auto r = tuple_randoms<2>(inner);
+      return k.subnormal(sign_value(r[0]), uniform_value(r[1], 1, k.man_range));
+    }
+    case 6: return with_exp(0, k.top);
+    case 7: {
+      const auto r = tuple_randoms<2>(inner);
+      return k.nan(sign_value(r[0]), uniform_value(r[1], 1, k.man_range));
+    }
+    default: return k.inf(sign_value(inner));
+  }
+}
+
+Bytes elements_value(Dtype d, Values v, size_t n, const rc::Random& random) {
+  rc::Random handler = random;  // exec: one split per `*gen`
+  const rc::Random r_scale = handler.split();
+  rc::Random r_elements = handler.split();
+  const ElementKinds k(d, v, scale_value(d, r_scale));
+  Bytes out(n * dtype_size(d));
+  for (size_t i = 0; i < n; ++i) store_bits(d, out.data(), i, element_value(k, v == Values::specials, r_elements.split()));
+  return out;
+}
+
+// The shrinkable of elements(): its value computed directly, its shrinks RapidCheck's.
+class ElementsShrinkable {
+ public:
+  ElementsShrinkable(rc::Gen<Bytes> combinators, const rc::Random& random, int size, Dtype d, Values v, size_t n)
+      : combinators_(std::move(combinators)), random_(random), size_(size), d_(d), v_(v), n_(n) {}
+  Bytes value() const { return elements_value(d_, v_, n_, random_); }
+  rc::Seq<rc::Shrinkable<Bytes>> shrinks() const { return combinators_(random_, size_).shrinks(); }
+
+ private:
+  rc::Gen<Bytes> combinators_;
+  rc::Random random_;
+  int size_;
+  Dtype d_;
+  Values v_;
+  size_t n_;
+};
+
+}  // namespace
+
+rc::Gen<Bytes> elements(Dtype d, Values v, size_t n) {
+  rc::Gen<Bytes> combinators = elements_by_combinators(d, v, n);
+  return rc::Gen<Bytes>([=](const rc::Random& random, int size) {
+    return rc::makeShrinkable<ElementsShrinkable>(combinators, random, size, d, v, n);
   });
 }
 

@@ -55,6 +55,10 @@ rc::Gen<uint32_t> element_bits(Dtype d, Values v, int scale_exp);
 rc::Gen<int> scale_exponent(Dtype d);
 // n elements of dtype d as raw bytes.
 rc::Gen<Bytes> elements(Dtype d, Values v, size_t n);
+// The same generator written with RapidCheck's combinators (a scale_exponent, then a container of n
+// element_bits): elements() computes its values directly (the same draws from the same rc::Random, without
+// a tree of shrinkables per element) and shrinks through it. Tests compare the two.
+rc::Gen<Bytes> elements_by_combinators(Dtype d, Values v, size_t n);
 
 struct CaseShape {
   uint32_t max_rotary = 512;

@@ -190,12 +190,32 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     uint64_t n = 0;
     double sum[3] = {0, 0, 0};  // by cache hypothesis (BiasSums::by_cache)
   };
-  std::map<std::pair<int64_t, uint32_t>, Cluster> clusters;
+  // Kept in a flat table, slot = pair * ranks + the rank of the token's position on the pair's axis among
+  // that axis's distinct positions (a std::map node per pair cost more than judging it); folded below in
+  // (position, pair) order, as a map iterates.
+  const size_t n_tok = c.n_tokens();
+  std::vector<uint32_t> rank(size_t(c.n_pos_axes) * n_tok);  // [axis][token]
+  size_t ranks = 1;
+  {
+    std::vector<int64_t> distinct;
+    for (uint32_t ax = 0; ax < c.n_pos_axes; ++ax) {
+      distinct.clear();
+      for (size_t t = 0; t < n_tok; ++t) distinct.push_back(c.position(t, ax));
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      ranks = std::max(ranks, distinct.size());
+      for (size_t t = 0; t < n_tok; ++t)
+        rank[ax * n_tok + t] =
+            uint32_t(std::lower_bound(distinct.begin(), distinct.end(), c.position(t, ax)) - distinct.begin());
+    }
+  }
+  std::vector<Cluster> clusters;  // sized at the first pair that joins the bias
   std::vector<double> cache_share(3 * npairs);  // per token: each pair's radial factor - 1 of an f32, f16, bf16 cache
   const double systematic_cap = 1.0 / 16;  // pairs whose angle clause allows more radial drift stay out of the bias
   for (size_t t = 0; t < c.n_tokens(); ++t) {
     const int bucket = position_bucket(c.position(t));  // axis 0
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
+    ErrorStats* bucket_stats = nullptr;  // likewise (a map lookup per pair cost more than the pair's statistics)
     if (have_angles && cr.flat <= 0)
       for (uint32_t i = 0; i < npairs; ++i) {
         const double phi_i = ref.angle[t * npairs + i];
@@ -292,7 +312,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           if (pe.e > worst->e) record_worst(*worst, c, ref, got, s, base, pe, es);
         }
         j.stats.add(pe, opt.keep_values);
-        j.by_bucket[bucket].add(pe, opt.keep_values);
+        if (!bucket_stats) bucket_stats = &j.by_bucket[bucket];
+        bucket_stats->add(pe, opt.keep_values);
         const bool zero_ok = zero_angle && cr.flat <= 0;  // judged by the identity rule above
         const double ratio = zero_ok ? 0.0
                                      : std::max({pe.e / allow.total, std::fabs(pe.radial) / allow.radial,
@@ -315,7 +336,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           const double scale = norm / (std::max(norm, f.min_normal()) * u);
           const double rs[3] = {pe.radial - cache_share[3 * i] * scale, pe.radial - cache_share[3 * i + 1] * scale,
                                 pe.radial - cache_share[3 * i + 2] * scale};
-          Cluster& cl = clusters[{c.pair_position(t, i), i}];
+          if (clusters.empty()) clusters.resize(size_t(npairs) * ranks);
+          Cluster& cl = clusters[size_t(i) * ranks + rank[c.axis_of(i) * n_tok + t]];
           ++cl.n;
           ++j.bias.n;
           for (int k = 0; k < 3; ++k) {
@@ -364,7 +386,21 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
       }
     }
   }
-  for (const auto& [key, cl] : clusters) {
+  // The clusters that were used, in (position, pair) order.
+  std::vector<std::pair<std::pair<int64_t, uint32_t>, const Cluster*>> used;
+  if (!clusters.empty())
+    for (uint32_t i = 0; i < npairs; ++i) {
+      const uint32_t ax = c.axis_of(i);
+      for (size_t t = 0; t < n_tok; ++t) {
+        const Cluster& cl = clusters[size_t(i) * ranks + rank[ax * n_tok + t]];
+        if (cl.n > 0 && (used.empty() || used.back().second != &cl)) used.push_back({{c.position(t, ax), i}, &cl});
+      }
+    }
+  std::sort(used.begin(), used.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  used.erase(std::unique(used.begin(), used.end(), [](const auto& a, const auto& b) { return a.second == b.second; }),
+             used.end());
+  for (const auto& [key, clp] : used) {
+    const Cluster& cl = *clp;
     ++j.bias.clusters;
     for (int k = 0; k < 3; ++k) {
       j.bias.by_cache[k].sum_s2 += cl.sum[k] * cl.sum[k];

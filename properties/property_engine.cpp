@@ -1,9 +1,11 @@
 // The property engine's driver (properties/engine.hpp): executions are a pure function of the seed, a failure
 // is shrunk by RapidCheck and reproduced by (seed, case, shrink path), and every property of the set catches a
 // kernel that breaks it through the same definitions the suite runs.
+#include <cmath>
 #include <cstring>
 #include <set>
 
+#include "properties/generators.hpp"
 #include "properties/property_support.hpp"
 
 namespace ropecheck::props {
@@ -111,6 +113,37 @@ TEST(Engine, TheSetHasEveryPropertyOnceWithItsRow) {
   // Not exportable: composition (an input is an output) and input-untouched (needs the input buffer).
   EXPECT_FALSE(find_property("composition")->exportable);
   EXPECT_FALSE(find_property("input-untouched")->exportable);
+}
+
+// gen::elements computes its values without RapidCheck's combinators; they must be exactly the values the
+// combinators draw (elements_by_combinators) from the same Random at any size, for every dtype and value
+// class, and its shrinks must be the combinators' own (replay files name shrink paths through them).
+TEST(Engine, ElementsAreTheCombinatorsValuesAndShrinks) {
+  uint64_t compared = 0, specials = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed)
+    for (Dtype d : kAllDtypes)
+      for (gen::Values v : {gen::Values::safe, gen::Values::finite, gen::Values::specials}) {
+        const size_t n = size_t(seed % 7 == 0 ? 0 : (seed * 37) % 300);
+        const int size = int((seed * 13) % 120);
+        const rc::Random r(seed * 0x9e3779b97f4a7c15ull + uint64_t(d) * 3 + uint64_t(v));
+        const rc::Shrinkable<Bytes> fast = gen::elements(d, v, n)(r, size);
+        const rc::Shrinkable<Bytes> slow = gen::elements_by_combinators(d, v, n)(r, size);
+        const Bytes fv = fast.value();
+        ASSERT_EQ(fv, slow.value()) << "seed " << seed << " " << to_string(d) << " n " << n;
+        for (size_t k = 0; k < n; ++k) specials += std::isnan(load_f32(d, fv.data(), k)) || std::isinf(load_f32(d, fv.data(), k));
+        compared += n;
+        if (seed % 50 == 0 && n > 0) {  // the first shrinks, one level down
+          auto a = fast.shrinks(), b = slow.shrinks();
+          for (int k = 0; k < 8; ++k) {
+            const auto sa = a.next(), sb = b.next();
+            ASSERT_EQ(bool(sa), bool(sb));
+            if (!sa) break;
+            ASSERT_EQ(sa->value(), sb->value()) << "shrink " << k << " of seed " << seed;
+          }
+        }
+      }
+  EXPECT_GT(compared, 300000u);
+  EXPECT_GT(specials, 1000u);  // the special-value draws were compared too
 }
 
 }  // namespace

@@ -49,19 +49,40 @@ Property property_OrthogonalityBasisMatrix(KernelHandle& ker, Dtype d, Layout l,
     const Bytes out = run_or_discard(ker, c);
     const double bound = ker.bound(c);
     const double eps = pair_error_allowance(c, bound, scale) / scale;  // error of a column, relative
-    // M[r][j] = out[j][r] / scale (exact: a power of two).
+    // M[r][j] = out[j][r] / scale (exact: a power of two), kept by column: col(j)[r] = M[r][j].
     std::vector<double> M(size_t(n) * n);
     for (uint32_t j = 0; j < n; ++j)
-      for (uint32_t r = 0; r < n; ++r) M[size_t(r) * n + j] = value(c, out.data(), size_t(j) * n + r) / scale;
+      for (uint32_t r = 0; r < n; ++r) M[size_t(j) * n + r] = value(c, out.data(), size_t(j) * n + r) / scale;
+    auto col = [&](uint32_t j) { return M.data() + size_t(j) * n; };
+    // A column's nonzero rows, and whether it is all finite. (M^T M)_jq sums M[r][j] M[r][q] over r in order;
+    // with both columns finite a term with a zero factor is +-0 and leaves the sum as it is (it starts at +0
+    // and is never -0), so only rows where both are nonzero are added, in the same order: the same sum.
+    std::vector<std::vector<uint32_t>> nonzero(n);
+    std::vector<char> finite(n, 1);
+    for (uint32_t j = 0; j < n; ++j)
+      for (uint32_t r = 0; r < n; ++r) {
+        if (col(j)[r] != 0) nonzero[j].push_back(r);
+        if (!std::isfinite(col(j)[r])) finite[j] = 0;
+      }
     for (uint32_t j = 0; j < n; ++j) {
       const double ej = is_rotated(c, j) ? eps : 0.0;  // pass-through columns are exact
       for (uint32_t q = j; q < n; ++q) {
         const double eq = is_rotated(c, q) ? eps : 0.0;
         double dot = 0, abs_sum = 0;
-        for (uint32_t r = 0; r < n; ++r) {
-          const double t = M[size_t(r) * n + j] * M[size_t(r) * n + q];
-          dot += t;
-          abs_sum += std::fabs(t);
+        const double *a = col(j), *b = col(q);
+        if (finite[j] && finite[q]) {
+          for (uint32_t r : nonzero[j].size() <= nonzero[q].size() ? nonzero[j] : nonzero[q])
+            if (a[r] != 0 && b[r] != 0) {
+              const double t = a[r] * b[r];
+              dot += t;
+              abs_sum += std::fabs(t);
+            }
+        } else {
+          for (uint32_t r = 0; r < n; ++r) {
+            const double t = a[r] * b[r];
+            dot += t;
+            abs_sum += std::fabs(t);
+          }
         }
         const double expected = j == q ? 1.0 : 0.0;
         // (M^T M)_jq = <R e_j + f_j, R e_q + f_q>, ||f|| <= eps, R orthogonal.

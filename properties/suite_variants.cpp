@@ -183,17 +183,20 @@ Property property_RelativeInvariancePerAxis(KernelHandle& ker, Dtype d, Layout l
           toli += eq[side] * nk + nq * ek + eq[side] * ek;
         }
         const double tol_i = toli + sum_slack(2, absi);
-        std::ostringstream ctx;
-        ctx << "axis " << a << " of " << axes << " moved by t = " << shift << "; pair " << i << " is on axis "
+        auto ctx = [&] {  // the failure's context (formatted only for a failure)
+          std::ostringstream o;
+          o << "axis " << a << " of " << axes << " moved by t = " << shift << "; pair " << i << " is on axis "
             << c.axis_of(i) << "\n  case: " << c.summary() << "\n  positions (axis-major, tokens q k q' k'):";
-        for (int64_t m : c.positions) ctx << ' ' << m;
-        ctx << "\n  pair_axis:";
-        for (uint8_t x : c.pair_axis) ctx << ' ' << int(x);
+          for (int64_t m : c.positions) o << ' ' << m;
+          o << "\n  pair_axis:";
+          for (uint8_t x : c.pair_axis) o << ' ' << int(x);
+          return o.str();
+        };
         if (!(std::fabs(ip[0] - ip[1]) <= tol_i)) {
           std::ostringstream o;
           o << "relative invariance per axis broken for pair " << i << " of head " << h << ": <q_i, k_i> = " << ip[0]
             << ", <q'_i, k'_i> = " << ip[1] << ", |difference| " << std::fabs(ip[0] - ip[1]) << " > tolerance "
-            << tol_i << " (B = " << bound << " u)\n  " << ctx.str();
+            << tol_i << " (B = " << bound << " u)\n  " << ctx();
           RC_FAIL(o.str());
         }
         if (c.axis_of(i) != a) {
@@ -205,7 +208,7 @@ Property property_RelativeInvariancePerAxis(KernelHandle& ker, Dtype d, Layout l
             std::ostringstream o;
             o << "pair " << i << " (axis " << c.axis_of(i) << ") of head " << h << " moved when only axis " << a
               << " moved: ||q'_i - q_i|| = " << dist << " > tolerance " << tol << " (B = " << bound << " u)\n  "
-              << ctx.str() << "\n  q_i: " << pair_text(c, out.data(), pq) << "\n  q'_i: " << pair_text(c, out.data(), q1);
+              << ctx() << "\n  q_i: " << pair_text(c, out.data(), pq) << "\n  q'_i: " << pair_text(c, out.data(), q1);
             RC_FAIL(o.str());
           }
         }

@@ -35,13 +35,31 @@ class PrecisionGuard {
   unsigned saved_;
 };
 
-// base^(-2i/R), the default table. engine: HF computes base ** (torch.arange(0, R, 2).float() / R) in
-// float32 (the base rounded to float32, the exponent 2i/R rounded to float32, a float32 pow) and then
-// 1.0 / that in float32.
-MpFloat default_theta(const MpFloat& base, uint32_t i, uint32_t R) {
-  if (i == 0) return MpFloat(1);
-  const MpFloat e = MpFloat(-2 * static_cast<long>(i)) / R;
-  return mp::pow(base, e);
+// base^(-2i/R) for i < R/2, the default table, at the current default precision p. engine: HF computes
+// base ** (torch.arange(0, R, 2).float() / R) in float32 (the base rounded to float32, the exponent 2i/R
+// rounded to float32, a float32 pow) and then 1.0 / that in float32.
+// One pow and products (a pow per pair dominated the gate's rule cases): at W = p + 64 bits,
+// q = base^RN(-2/R) is within ((2/R)|ln base| + 1) 2^-W (1 + 2^-50) of base^(-2/R) (the exponent's rounding
+// amplified by (2/R)|ln base|, pow's own), and t_i = RN(t_(i-1) q) within i((2/R)|ln base| + 2) 2^-W
+// (1 + 2^-40) of base^(-2i/R), below 2^-(W-42) for any i < 2^31 and |ln base| < 2^10; each is then rounded
+// once to p bits: within half an ulp plus 2^-22 ulp of the real value (a pow of the exponent rounded to p
+// bits, as before, was within half an ulp plus i(2/R)|ln base| 2^-p).
+std::vector<MpFloat> default_table(const MpFloat& base, uint32_t R) {
+  std::vector<MpFloat> out(R / 2);  // the default precision
+  const mpfr_prec_t W = mpfr_get_prec(out.front().backend().data()) + 64;
+  mpfr_t e, q, cur, next;
+  mpfr_inits2(W, e, q, cur, next, static_cast<mpfr_ptr>(nullptr));
+  mpfr_set_si(e, -2, MPFR_RNDN);
+  mpfr_div_ui(e, e, R, MPFR_RNDN);
+  mpfr_pow(q, base.backend().data(), e, MPFR_RNDN);
+  mpfr_set_ui(cur, 1, MPFR_RNDN);
+  for (MpFloat& v : out) {
+    mpfr_set(v.backend().data(), cur, MPFR_RNDN);
+    mpfr_mul(next, cur, q, MPFR_RNDN);
+    mpfr_swap(cur, next);
+  }
+  mpfr_clears(e, q, cur, next, static_cast<mpfr_ptr>(nullptr));
+  return out;
 }
 
 // YaRN's get_mscale(scale, m) = 0.1*m*ln(scale) + 1 for scale > 1, else 1. The 0.1 is the real 1/10
@@ -184,13 +202,14 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
 
   switch (r.type) {
     case FrequencyRuleType::default_:
-      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(default_theta(base, i, R));
+      t.theta = default_table(base, R);
       break;
 
     case FrequencyRuleType::linear: {
       // engine: HF divides the float32 table by factor in float32 (vLLM divides the positions instead).
       const MpFloat f(*r.factor);
-      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(default_theta(base, i, R) / f);
+      const std::vector<MpFloat> th0 = default_table(base, R);
+      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(th0[i] / f);
       break;
     }
 
@@ -203,14 +222,14 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
       const MpFloat f(*r.factor);
       const MpFloat x = f * MpFloat(s) / MpFloat(L) - (f - 1);
       t.effective_base = base * mp::pow(x, MpFloat(R) / MpFloat(R - 2));
-      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(default_theta(t.effective_base, i, R));
+      t.theta = default_table(t.effective_base, R);
       break;
     }
 
     case FrequencyRuleType::ntk: {
       // base' = base * alpha^(R/(R-2)), fixed (no sequence length). engine: double base', float32 table.
       t.effective_base = base * mp::pow(MpFloat(*r.factor), MpFloat(R) / MpFloat(R - 2));
-      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(default_theta(t.effective_base, i, R));
+      t.theta = default_table(t.effective_base, R);
       break;
     }
 
@@ -232,13 +251,14 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
       if (lo == hi) hi += MpFloat(1) / 1000;            // HF: max += 0.001 (engine: a double 0.001)
       t.yarn_low = lo;
       t.yarn_high = hi;
+      const std::vector<MpFloat> theta0 = default_table(base, R);
       for (uint32_t i = 0; i < pairs; ++i) {
         // ramp_i = clamp((i - low)/(high - low), 0, 1); theta_i = theta0_i*(1 - ramp) + theta0_i/f*ramp.
         // engine: HF's ramp is float32 (torch.arange(dim, dtype=float32)), the blend float32.
         MpFloat ramp = (MpFloat(i) - lo) / (hi - lo);
         if (ramp < 0) ramp = 0;
         if (ramp > 1) ramp = 1;
-        const MpFloat th0 = default_theta(base, i, R);
+        const MpFloat& th0 = theta0[i];
         t.theta.push_back(th0 * (1 - ramp) + th0 / f * ramp);
       }
       // Attention factor (HF): attention_factor if given; else, if mscale and mscale_all_dim are both
@@ -261,7 +281,8 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
       const MpFloat f = r.factor ? MpFloat(*r.factor) : MpFloat(r.max_position_embeddings) / MpFloat(orig);
       t.longrope_long = seq_len && *seq_len > orig;
       const std::vector<double>& lambda = t.longrope_long ? r.long_factor : r.short_factor;
-      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(default_theta(base, i, R) / MpFloat(lambda[i]));
+      const std::vector<MpFloat> th0 = default_table(base, R);
+      for (uint32_t i = 0; i < pairs; ++i) t.theta.push_back(th0[i] / MpFloat(lambda[i]));
       if (r.attention_factor)
         t.attention_factor = MpFloat(*r.attention_factor);
       else if (f <= 1)
@@ -280,8 +301,9 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
       const MpFloat low(r.low_freq_factor), high(r.high_freq_factor);
       const MpFloat low_wavelen = L / low, high_wavelen = L / high;
       const MpFloat two_pi = 2 * boost::math::constants::pi<MpFloat>();
+      const std::vector<MpFloat> theta0 = default_table(base, R);
       for (uint32_t i = 0; i < pairs; ++i) {
-        const MpFloat th0 = default_theta(base, i, R);
+        const MpFloat& th0 = theta0[i];
         const MpFloat wavelen = two_pi / th0;
         if (wavelen < high_wavelen) {
           t.theta.push_back(th0);

@@ -8,13 +8,13 @@
 #include <bit>
 #include <boost/multiprecision/mpfr.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
-#include <map>
-#include <set>
-#include <unordered_map>
+#include <cstdint>
+#include <vector>
 
 namespace ropecheck {
 namespace {
@@ -56,19 +56,78 @@ Fmt fmt_of(Dtype d) {
 
 // The exact table of the case's frequency rule at >= `bits` bits (reference/frequency_rules.hpp), kept per
 // thread for the last few (rule, rotary_dim, base, seq_len, bits): a call evaluates it once per precision.
+// The key is the fields' bit patterns, hashed and compared in place (no text: this lookup runs for every
+// theta_value() and error bound of a rule's case).
+struct RuleKey {
+  FrequencyRule rule;  // theta's fields only (the attention-factor fields are not part of the key)
+  uint32_t rotary_dim;
+  double base;
+  uint64_t seq_len;
+  unsigned bits;
+};
+
+template <class T>
+uint64_t bits_of(T v) {
+  if constexpr (sizeof(T) == 8) return std::bit_cast<uint64_t>(v);
+  else return uint64_t(v);
+}
+
+uint64_t rule_hash(const FrequencyRule& r, uint32_t rotary_dim, double base, uint64_t seq_len, unsigned bits) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v;
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  };
+  mix(uint64_t(r.type));
+  mix(r.factor.has_value());
+  mix(bits_of(r.factor.value_or(0)));
+  mix(r.max_position_embeddings);
+  mix(r.original_max_position_embeddings);
+  mix(bits_of(r.low_freq_factor));
+  mix(bits_of(r.high_freq_factor));
+  mix(bits_of(r.beta_fast));
+  mix(bits_of(r.beta_slow));
+  mix(r.truncate);
+  mix(rotary_dim);
+  mix(bits_of(base));
+  mix(seq_len);
+  mix(bits);
+  mix(r.short_factor.size());
+  for (double f : r.short_factor) mix(bits_of(f));
+  mix(r.long_factor.size());
+  for (double f : r.long_factor) mix(bits_of(f));
+  return h;
+}
+
+bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+bool same_rule_key(const RuleKey& k, const FrequencyRule& r, uint32_t rotary_dim, double base, uint64_t seq_len,
+                   unsigned bits) {
+  const FrequencyRule& a = k.rule;
+  auto same = [](double x, double y) { return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y); };
+  return a.type == r.type && a.factor.has_value() == r.factor.has_value() &&
+         same(a.factor.value_or(0), r.factor.value_or(0)) && a.max_position_embeddings == r.max_position_embeddings &&
+         a.original_max_position_embeddings == r.original_max_position_embeddings &&
+         same(a.low_freq_factor, r.low_freq_factor) && same(a.high_freq_factor, r.high_freq_factor) &&
+         same(a.beta_fast, r.beta_fast) && same(a.beta_slow, r.beta_slow) && a.truncate == r.truncate &&
+         k.rotary_dim == rotary_dim && same(k.base, base) && k.seq_len == seq_len && k.bits == bits &&
+         same_doubles(a.short_factor, r.short_factor) && same_doubles(a.long_factor, r.long_factor);
+}
+
 const FrequencyTable& rule_table(const RopeCase& c, unsigned bits) {
   const FrequencyRule& r = *c.freq_rule;
-  std::ostringstream k;
-  k << int(r.type) << ' ' << hexfloat(r.factor.value_or(0)) << ' ' << r.max_position_embeddings << ' '
-    << r.original_max_position_embeddings << ' ' << hexfloat(r.low_freq_factor) << ' ' << hexfloat(r.high_freq_factor)
-    << ' ' << hexfloat(r.beta_fast) << ' ' << hexfloat(r.beta_slow) << ' ' << r.truncate << ' ' << c.rotary_dim << ' '
-    << hexfloat(c.base) << ' ' << c.rule_seq_len << ' ' << bits;
-  for (double f : r.short_factor) k << ' ' << hexfloat(f);
-  k << " |";
-  for (double f : r.long_factor) k << ' ' << hexfloat(f);
-  thread_local std::unordered_map<std::string, std::unique_ptr<FrequencyTable>> memo;
-  const std::string key = k.str();
-  if (auto it = memo.find(key); it != memo.end()) return *it->second;
+  struct Entry {
+    uint64_t hash;
+    RuleKey key;
+    std::unique_ptr<FrequencyTable> table;
+  };
+  thread_local std::vector<Entry> memo;
+  const uint64_t h = rule_hash(r, c.rotary_dim, c.base, c.rule_seq_len, bits);
+  for (const Entry& e : memo)
+    if (e.hash == h && same_rule_key(e.key, r, c.rotary_dim, c.base, c.rule_seq_len, bits)) return *e.table;
   if (memo.size() >= 64) memo.clear();
   // Only theta matters here: the attention-factor fields are the case's own (attention_factor).
   FrequencyRule theta_only = r;
@@ -77,7 +136,8 @@ const FrequencyTable& rule_table(const RopeCase& c, unsigned bits) {
   theta_only.attention_factor.reset();
   auto t = std::make_unique<FrequencyTable>(evaluate_frequency_rule(
       theta_only, c.rotary_dim, c.base, c.rule_seq_len ? std::optional<uint64_t>(c.rule_seq_len) : std::nullopt, bits));
-  return *memo.emplace(key, std::move(t)).first->second;
+  memo.push_back({h, RuleKey{std::move(theta_only), c.rotary_dim, c.base, c.rule_seq_len, bits}, std::move(t)});
+  return *memo.back().table;
 }
 
 // ---- the fp32 angle model -------------------------------------------------
@@ -103,7 +163,83 @@ float fp32_angle_from_inv(const RopeCase& c, float inv, int64_t m) {
   return angle;
 }
 
-// ---- cos and sin of one (position, pair) at one precision -----------------
+// ---- theta_i of a call -------------------------------------------------------
+
+// theta_i = base^(-2i/R) for every pair at precision P, with each value's relative error bound in units of
+// 2^-P. One pow per table, then products: with W = P + 64,
+//   q = RN_W(base^RN_W(-2/R)):  the exponent's rounding (relative 2^-W, absolute (2/R) 2^-W) becomes a
+//       relative error x <= (2/R)|ln base| 2^-W of the power (|exp(x) - 1| <= x(1 + x)), and pow rounds once:
+//       q = q*(1 + eta), eta <= ((2/R)|ln base| + 1) 2^-W (1 + 2^-50);
+//   t_0 = 1 (exact), t_i = RN_W(t_(i-1) q):  t_i = q*^i (1 + eta)^i prod(1 + d_j), |d_j| <= 2^-W, so
+//       |t_i / theta_i - 1| <= mu (1 + mu) with mu = i ((2/R)|ln base| + 2) 2^-W (1 + 2^-50), mu < 2^-50 here
+//       (i < 2^31, |ln base| < 745, W >= 96);
+//   theta_i = RN_P(t_i):  relative error <= 2^-P + mu (1 + mu)(1 + 2^-P), i.e. 1 + 2 mu 2^P units of 2^-P
+//       (the factor 2 covers the second-order terms and the double arithmetic of the bound).
+// A table is the same numbers in every call with this (base, rotary_dim, P): the last few are kept.
+struct ThetaTable {
+  mpfr_prec_t P = 0;
+  std::vector<Num> theta;
+  std::vector<double> units;
+  std::vector<double> hi, lo;  // each theta split into two doubles (|theta - hi - lo| <= 2^-106 theta)
+};
+
+std::shared_ptr<const ThetaTable> default_thetas(double base, uint32_t rotary_dim, mpfr_prec_t P) {
+  struct Entry {
+    uint64_t base;
+    uint32_t rotary_dim;
+    mpfr_prec_t P;
+    std::shared_ptr<const ThetaTable> table;
+  };
+  thread_local std::vector<Entry> memo;  // most recently used first
+  const uint64_t bb = std::bit_cast<uint64_t>(base);
+  for (size_t k = 0; k < memo.size(); ++k)
+    if (memo[k].base == bb && memo[k].rotary_dim == rotary_dim && memo[k].P == P) {
+      std::rotate(memo.begin(), memo.begin() + long(k), memo.begin() + long(k) + 1);
+      return memo.front().table;
+    }
+  const uint32_t np = rotary_dim / 2;
+  const mpfr_prec_t W = P + 64;
+  // The table evicted last, when nothing else holds it, lends its MPFR numbers (a call with a new base
+  // otherwise allocated and freed one per pair).
+  thread_local std::shared_ptr<ThetaTable> spare;
+  std::shared_ptr<ThetaTable> t;
+  if (spare && spare.use_count() == 1 && spare->P == P) {
+    t = std::move(spare);
+    if (t->theta.size() > np) t->theta.erase(t->theta.begin() + np, t->theta.end());
+  } else {
+    t = std::make_shared<ThetaTable>();
+    t->P = P;
+  }
+  spare.reset();
+  t->theta.reserve(np);
+  t->units.assign(np, 0.0);
+  Num e(W), b(kExactBits), q(W), cur(W), next(W);
+  mpfr_set_si(e.p(), -2, MPFR_RNDN);
+  mpfr_div_ui(e.p(), e.p(), rotary_dim, MPFR_RNDN);
+  mpfr_set_d(b.p(), base, MPFR_RNDN);  // exact
+  mpfr_pow(q.p(), b.p(), e.p(), MPFR_RNDN);
+  mpfr_set_ui(cur.p(), 1, MPFR_RNDN);
+  // mu / i, in units of 2^-P: ((2/R)|ln base| + 2) 2^-(W-P) (1 + 2^-50); |ln base| to double, hence 2x below.
+  const double per_pair = (2.0 / double(rotary_dim) * std::fabs(std::log(base)) + 2.0) * 0x1p-64 * (1 + 0x1p-50);
+  t->hi.resize(np);
+  t->lo.resize(np);
+  for (uint32_t i = 0; i < np; ++i) {
+    if (i == t->theta.size()) t->theta.emplace_back(P);
+    mpfr_set(t->theta[i].p(), cur.p(), MPFR_RNDN);
+    t->units[i] = i == 0 ? 0.0 : 1.0 + 2.0 * double(i) * per_pair;
+    t->hi[i] = mpfr_get_d(t->theta[i].p(), MPFR_RNDN);
+    mpfr_sub_d(next.p(), t->theta[i].p(), t->hi[i], MPFR_RNDN);  // exact at W > P bits
+    t->lo[i] = mpfr_get_d(next.p(), MPFR_RNDN);
+    mpfr_mul(next.p(), cur.p(), q.p(), MPFR_RNDN);
+    mpfr_swap(cur.p(), next.p());
+  }
+  memo.insert(memo.begin(), Entry{bb, rotary_dim, P, t});
+  if (memo.size() > 8) {
+    spare = std::const_pointer_cast<ThetaTable>(std::move(memo.back().table));
+    memo.pop_back();
+  }
+  return t;
+}
 
 // The value of theta_i at precision P into `out`; returns its relative error
 // bound in units of 2^-P.
@@ -120,43 +256,9 @@ double theta(const RopeCase& c, uint32_t i, Num& out, mpfr_prec_t P) {
     mpfr_set(out.p(), t.theta[i].backend().data(), MPFR_RNDN);
     return 2.0;
   }
-  if (i == 0) {  // base^0 = 1 exactly
-    mpfr_set_ui(out.p(), 1, MPFR_RNDN);
-    return 0;
-  }
-  // e = -2i/d rounds once (relative 2^-P); pow rounds once (2^-P) and turns
-  // the exponent's absolute error |e| 2^-P <= 2^-P into a relative error of
-  // |ln base| 2^-P (to first order; the +1 covers the rest).
-  Num e(P), b(kExactBits);
-  mpfr_set_si(e.p(), -2 * long(i), MPFR_RNDN);
-  mpfr_div_ui(e.p(), e.p(), c.rotary_dim, MPFR_RNDN);
-  mpfr_set_d(b.p(), c.base, MPFR_RNDN);
-  // base^(-2i/d) is the same number in every call with this base and rotary_dim: it is kept (a pure
-  // memo, at most kThetaMemo values per thread; a call with many pairs or new bases just computes).
-  struct Key {
-    uint64_t base;
-    uint32_t rotary_dim, i;
-    mpfr_prec_t P;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.base ^ (uint64_t(k.rotary_dim) << 40) ^ (uint64_t(k.i) << 20) ^ uint64_t(k.P));
-    }
-  };
-  constexpr size_t kThetaMemo = 1 << 14;
-  thread_local std::unordered_map<Key, std::unique_ptr<Num>, KeyHash> memo;
-  const Key key{std::bit_cast<uint64_t>(c.base), c.rotary_dim, i, P};
-  if (auto it = memo.find(key); it != memo.end()) {
-    mpfr_set(out.p(), it->second->p(), MPFR_RNDN);  // same precision: exact
-  } else {
-    mpfr_pow(out.p(), b.p(), e.p(), MPFR_RNDN);
-    if (memo.size() >= kThetaMemo) memo.clear();
-    auto v = std::make_unique<Num>(P);
-    mpfr_set(v->p(), out.p(), MPFR_RNDN);
-    memo.emplace(key, std::move(v));
-  }
-  return 1.0 + std::fabs(std::log(c.base)) + 1.0;
+  const std::shared_ptr<const ThetaTable> t = default_thetas(c.base, c.rotary_dim, P);
+  mpfr_set(out.p(), t->theta[i].p(), MPFR_RNDN);  // same precision: exact
+  return t->units[i];
 }
 
 struct Trig {
@@ -178,21 +280,27 @@ struct AngleInputs {
   float inv_f32 = 0;
 };
 
-void compute_trig(const RopeCase& c, const ReferenceOptions& opt, int64_t m, const AngleInputs& in, mpfr_prec_t P,
-                  Trig& r) {
-  Num angle(P);
-  double angle_err = 0;
-  const double ulp = std::ldexp(1.0, -int(P));
+// The working angle of a pair at position m into `angle` (precision P; the fp32 model's f32 angle exactly),
+// with |angle - exact angle| <= the returned bound. `ms` is scratch (kExactBits).
+double working_angle(const RopeCase& c, const ReferenceOptions& opt, int64_t m, const AngleInputs& in, mpfr_prec_t P,
+                     Num& angle, Num& ms) {
   if (opt.angle_model == AngleModel::fp32) {
     mpfr_set_prec(angle.p(), kExactBits);
     mpfr_set_flt(angle.p(), fp32_angle_from_inv(c, in.inv_f32, m), MPFR_RNDN);  // exact, no error
-  } else {
-    Num ms(kExactBits);
-    mpfr_set_si(ms.p(), long(m), MPFR_RNDN);  // exact
-    if (c.position_scale != 1.0) mpfr_mul_d(ms.p(), ms.p(), c.position_scale, MPFR_RNDN);  // exact: 64+53 bits
-    mpfr_mul(angle.p(), ms.p(), in.theta->p(), MPFR_RNDN);
-    angle_err = std::fabs(mpfr_get_d(angle.p(), MPFR_RNDA)) * (in.theta_units + 1.0) * ulp;
+    return 0;
   }
+  mpfr_set_prec(angle.p(), P);
+  mpfr_set_si(ms.p(), long(m), MPFR_RNDN);  // exact
+  if (c.position_scale != 1.0) mpfr_mul_d(ms.p(), ms.p(), c.position_scale, MPFR_RNDN);  // exact: 64+53 bits
+  mpfr_mul(angle.p(), ms.p(), in.theta->p(), MPFR_RNDN);
+  return std::fabs(mpfr_get_d(angle.p(), MPFR_RNDA)) * (in.theta_units + 1.0) * std::ldexp(1.0, -int(P));
+}
+
+void compute_trig(const RopeCase& c, const ReferenceOptions& opt, int64_t m, const AngleInputs& in, mpfr_prec_t P,
+                  Trig& r) {
+  Num angle(P), ms(kExactBits);
+  const double angle_err = working_angle(c, opt, m, in, P, angle, ms);
+  const double ulp = std::ldexp(1.0, -int(P));
   r.zero_angle = mpfr_zero_p(angle.p());
   r.nonfinite_angle = !mpfr_number_p(angle.p());
   r.abs_angle = std::fabs(mpfr_get_d(angle.p(), MPFR_RNDN));
@@ -315,8 +423,8 @@ Rounded rotate_mpfr(const Fmt& f, double x0, double x1, const Trig& tr, Scratch&
 // ---- the double-double fast path -------------------------------------------
 //
 // cos = ch + cl + dc and sin = sh + sl + ds with |dc|, |ds| <= err (the MPFR
-// error of cos/sin plus the <= 2^-106 left after splitting them into two
-// doubles). For f32/f16/bf16 inputs x0, x1 (exact doubles), fast_rotate forms
+// error of cos/sin plus the <= 2^-106 relative left after splitting them into
+// two doubles, or the bound of the double-double evaluation, dd_cos_sin). For f32/f16/bf16 inputs x0, x1 (exact doubles), fast_rotate forms
 //   x0*ch - x1*sh = s + t + e1 - e2   exactly (TwoProduct by fma, TwoSum),
 //   tail = (t + (e1 - e2)) + (x0*cl - x1*sl)   in double,
 //   (hi, lo) = TwoSum(s, tail)        exactly,
@@ -325,8 +433,10 @@ Rounded rotate_mpfr(const Fmt& f, double x0, double x1, const Trig& tr, Scratch&
 // tail (two products, three sums) err by at most ~10 * 2^-106 ax < 2^-100 ax.
 // (fma makes e1, e2 exact unless they underflow.) Underflow adds at most
 // 2^-1075 to any of these operations, nothing against E >= ax 2^-100 >= 2^-249.
-// Same for y1 = x0 sin + x1 cos. The bound E = ax*(err + 2^-100)*(1 + 2^-40)
-// then decides the rounding in decide_dd, or the pair goes to MPFR.
+// Same for y1 = x0 sin + x1 cos. With an attention factor |cos|, |sin| may
+// exceed 1 and those roundings scale with g = max(1, |ch|, |sh|): the bound
+// E = ax*(err + g 2^-100)*(1 + 2^-40) then decides the rounding in decide_dd,
+// or the pair goes to MPFR.
 struct FastTrig {
   double ch, cl, sh, sl, err;
 };
@@ -339,7 +449,7 @@ FastTrig split(const Trig& tr, Num& tmp) {
   f.sh = mpfr_get_d(tr.s.p(), MPFR_RNDN);
   mpfr_sub_d(tmp.p(), tr.s.p(), f.sh, MPFR_RNDN);
   f.sl = mpfr_get_d(tmp.p(), MPFR_RNDN);
-  f.err = tr.err + 0x1p-105;
+  f.err = tr.err + 0x1p-105 * std::max({1.0, std::fabs(f.ch), std::fabs(f.sh)});  // |c| > 1: an attention factor
   return f;
 }
 
@@ -398,9 +508,222 @@ bool fast_rotate(const Fmt& f, double x0, double x1, const FastTrig& t, PairOut&
   double h0, l0, h1, l1;
   dd_dot(x0, t.ch, t.cl, -x1, t.sh, t.sl, h0, l0);
   dd_dot(x0, t.sh, t.sl, x1, t.ch, t.cl, h1, l1);
-  const double E = (std::fabs(x0) + std::fabs(x1)) * (t.err + 0x1p-100) * (1 + 0x1p-40);
+  // The tail's roundings scale with |cos|, |sin| (up to the attention factor).
+  const double E =
+      (std::fabs(x0) + std::fabs(x1)) * (t.err + 0x1p-100 * std::max({1.0, std::fabs(t.ch), std::fabs(t.sh)})) *
+      (1 + 0x1p-40);
   return decide_dd(f, h0, l0, E, o.y0) && decide_dd(f, h1, l1, E, o.y1) && decide_dd(kDouble, h0, l0, E, o.e0) &&
          decide_dd(kDouble, h1, l1, E, o.e1);
+}
+
+// ---- cos and sin in double-double -------------------------------------------
+//
+// The first pass's cos/sin of a pair: the working angle A (MPFR, |A - angle| <= angle_err) reduced in MPFR
+// and evaluated in double-double with a rigorous bound, so mpfr_sin_cos runs only for the pairs whose
+// rounding this cannot decide (then the MPFR Trig is made and the pair goes through MPFR as before). The
+// result is a FastTrig: fast_rotate and its bound above take it as they take MPFR's split cos/sin.
+//
+//  1. Reduction: k = the integer nearest fl(fl(A) fl(2/pi)) (|A| < 2^40, so |k| < 2^40 and
+//     |A - k pi/2| <= pi/4 + 2^-10); r = A - k Hpi rounded to 160 bits, Hpi = pi/2 rounded to 256 bits:
+//     k Hpi is exact at 320 bits, |Hpi - pi/2| <= 2^-256, so |r - (A - k pi/2)| <= |k| 2^-256 + 2^-160 |r|.
+//     r = rh + rl + d, rh = RN(r), rl = RN(r - rh) (r - rh exact at 160 bits): |d| <= 2^-106 |r|.
+//  2. u = |r| = j/512 + s with j the integer nearest 512|rh| (j <= 512): |rh| - j/512 is exact (Sterbenz: for
+//     j >= 1, j/1024 <= |rh| <= j/256), and s = that + sign*rl exactly by TwoSum; |s| <= 2^-10 (1 + 2^-40).
+//  3. sin s = s (1 - z/3! + z^2/5! - z^3/7!), cos s = 1 - z/2! + ... + z^4/8!, z = s^2, by Horner in
+//     double-double with the 1/k! correctly rounded to double-double (relative 2^-106). Truncation:
+//     |s|^9/9! < 2^-108, |s|^10/10! < 2^-121.
+//  4. cos u = C_j cos s - S_j sin s, sin u = S_j cos s + C_j sin s with C_j, S_j = cos, sin(j/512) to
+//     double-double (2^-106); sin r = sign sin u; then the quadrant k mod 4, and the attention factor.
+// Double-double operations (Joldes, Muller, Popescu, "Tight and rigorous error bounds for basic building
+// blocks of double-word arithmetic", ACM TOMS 2017): dd_add is AccurateDWPlusDW (relative error
+// <= 3u^2/(1 - 4u), u = 2^-53), dd_mul DWTimesDW3 (<= 5u^2; 4u^2 by Muller and Rideau 2022), dd_mul_d
+// DWTimesFP3 (<= 2u^2); every operand here is <= 1 in magnitude except the attention factor's product. Each
+// operation thus errs by <= 5u^2 < 2^-103 times its result's magnitude; in Horner the earlier errors shrink by
+// |z| <= 2^-20 per step, so each polynomial is within 2^-102 (coefficients and roundings), sin s within
+// 2^-108 (plus its truncation), and each of the two products and the sum in step 4 adds <= 2^-103 + 2^-106:
+// |error| < 2^-100 for
+// cos r and sin r. The bound used is 2^-92 (256x that), plus the reduction's and the angle's errors (cos and
+// sin are 1-Lipschitz), times the attention factor af, plus af 2^-103 for the product by af:
+//   err = af (angle_err + |k| 2^-256 + 2^-105 + 2^-92)(1 + 2^-40) + af 2^-103 + 2^-1060.
+// tests/test_reference.cpp (FastTrigAgreesWithMpfr...) checks it against MPFR on hard angles.
+struct DD {
+  double hi, lo;
+};
+inline DD dd_two_sum(double a, double b) {
+  const double s = a + b, bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+inline DD dd_fast_two_sum(double a, double b) {  // |a| >= |b| (or a == 0)
+  const double s = a + b;
+  return {s, b - (s - a)};
+}
+inline DD dd_two_prod(double a, double b) {
+  const double p = a * b;
+  return {p, std::fma(a, b, -p)};
+}
+inline DD dd_add(DD x, DD y) {
+  const DD s = dd_two_sum(x.hi, y.hi), t = dd_two_sum(x.lo, y.lo);
+  const DD v = dd_fast_two_sum(s.hi, s.lo + t.hi);
+  return dd_fast_two_sum(v.hi, t.lo + v.lo);
+}
+inline DD dd_mul(DD x, DD y) {
+  const DD c = dd_two_prod(x.hi, y.hi);
+  const double tl1 = std::fma(x.hi, y.lo, x.lo * y.lo);
+  const double cl2 = std::fma(x.lo, y.hi, tl1);
+  return dd_fast_two_sum(c.hi, c.lo + cl2);
+}
+inline DD dd_mul_d(DD x, double y) {
+  const DD c = dd_two_prod(x.hi, y);
+  return dd_fast_two_sum(c.hi, std::fma(x.lo, y, c.lo));
+}
+inline DD dd_neg(DD x) { return {-x.hi, -x.lo}; }
+
+DD dd_of(mpfr_srcptr v, Num& tmp) {
+  DD d;
+  d.hi = mpfr_get_d(v, MPFR_RNDN);
+  mpfr_sub_d(tmp.p(), v, d.hi, MPFR_RNDN);  // exact at tmp's precision (>= v's)
+  d.lo = mpfr_get_d(tmp.p(), MPFR_RNDN);
+  return d;
+}
+
+constexpr mpfr_prec_t kPiBits = 256;     // pi/2 for the reduction
+constexpr mpfr_prec_t kReducedBits = 160;  // the reduced angle r
+constexpr double kDdTrigErr = 0x1p-92;     // cos r, sin r in double-double (< 2^-100 derived above)
+
+// The constants of the double-double path, computed once with MPFR at 256 bits.
+struct DdTrigConstants {
+  Num half_pi{kPiBits};
+  double half_pi_d[3];          // pi/2 as C1 + C2 + C3, each the nearest double to what is left
+  DD sin_coef[4], cos_coef[5];  // (-1)^k / (2k+1)!, (-1)^k / (2k)!
+  DD cos_j[513], sin_j[513];    // cos, sin(j/512)
+  DdTrigConstants() {
+    Num t(kPiBits), u(kPiBits), tmp(kPiBits);
+    mpfr_const_pi(half_pi.p(), MPFR_RNDN);
+    mpfr_div_2ui(half_pi.p(), half_pi.p(), 1, MPFR_RNDN);  // exact
+    mpfr_set(t.p(), half_pi.p(), MPFR_RNDN);
+    for (double& c : half_pi_d) {
+      c = mpfr_get_d(t.p(), MPFR_RNDN);
+      mpfr_sub_d(t.p(), t.p(), c, MPFR_RNDN);  // exact at 256 bits
+    }
+    mpfr_set_ui(t.p(), 1, MPFR_RNDN);                       // t = 1/n!
+    for (unsigned n = 0; n <= 8; ++n) {
+      if (n > 0) mpfr_div_ui(t.p(), t.p(), n, MPFR_RNDN);
+      mpfr_set(u.p(), t.p(), MPFR_RNDN);
+      if ((n / 2) % 2 == 1) mpfr_neg(u.p(), u.p(), MPFR_RNDN);
+      if (n % 2 == 0 && n / 2 < 5) cos_coef[n / 2] = dd_of(u.p(), tmp);
+      if (n % 2 == 1 && n / 2 < 4) sin_coef[n / 2] = dd_of(u.p(), tmp);
+    }
+    for (int j = 0; j <= 512; ++j) {
+      mpfr_set_si(t.p(), j, MPFR_RNDN);
+      mpfr_div_2ui(t.p(), t.p(), 9, MPFR_RNDN);  // j/512, exact
+      mpfr_sin_cos(u.p(), tmp.p(), t.p(), MPFR_RNDN);
+      cos_j[j] = dd_of(tmp.p(), t);
+      sin_j[j] = dd_of(u.p(), t);
+    }
+  }
+};
+
+const DdTrigConstants& dd_trig_constants() {
+  thread_local const DdTrigConstants k;  // MPFR numbers are per thread like the rest of the reference
+  return k;
+}
+
+// Scratch MPFR numbers of the reduction, reused for every pair of a call.
+struct ReduceScratch {
+  Num t{kPiBits + 64}, r{kReducedBits}, tmp{kReducedBits};
+};
+
+// cos and sin of the working angle A (|A - angle| <= angle_err) times af, as a FastTrig; false when the
+// double-double path does not apply (|A| outside [2^-800, 2^40), af outside [2^-512, 2^512], a non-finite
+// product) and MPFR computes them. The bound's last term covers underflow in the products by af (each
+// operation's error term is then at most 2^-1075 absolute).
+constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1, kShift = 0x1.8p52;
+
+// cos and sin of A = k pi/2 + r, r = rh + rl (|rh| <= 1, normalized) within red_err of A - k pi/2, times af:
+// steps 2-4 above. False when r is out of the table's range or a product is not finite.
+bool dd_eval(double k, DD r, double angle_err, double red_err, double af, FastTrig& out) {
+  const DdTrigConstants& K = dd_trig_constants();
+  if (!(std::fabs(r.hi) >= 0x1p-800 && std::fabs(r.hi) <= 1.0)) return false;
+  const double sign = r.hi < 0 ? -1.0 : 1.0;
+  const double uh = std::fabs(r.hi), ul = sign * r.lo;
+  const double j = (uh * 512 + kShift) - kShift;  // nearest integer
+  const int ji = int(j);
+  const DD sv = dd_two_sum(uh - j * 0x1p-9, ul);  // uh - j/512 exact (Sterbenz)
+  const DD z = dd_mul(sv, sv);
+  DD ps = K.sin_coef[3];
+  for (int n = 2; n >= 0; --n) ps = dd_add(dd_mul(ps, z), K.sin_coef[n]);
+  DD pc = K.cos_coef[4];
+  for (int n = 3; n >= 0; --n) pc = dd_add(dd_mul(pc, z), K.cos_coef[n]);
+  const DD sin_s = dd_mul(sv, ps), cos_s = pc;
+  const DD cu = dd_add(dd_mul(K.cos_j[ji], cos_s), dd_neg(dd_mul(K.sin_j[ji], sin_s)));
+  DD su = dd_add(dd_mul(K.sin_j[ji], cos_s), dd_mul(K.cos_j[ji], sin_s));
+  if (sign < 0) su = dd_neg(su);
+  DD cs, sn;
+  switch (int64_t(k) & 3) {
+    case 0: cs = cu, sn = su; break;
+    case 1: cs = dd_neg(su), sn = cu; break;
+    case 2: cs = dd_neg(cu), sn = dd_neg(su); break;
+    default: cs = su, sn = dd_neg(cu); break;
+  }
+  if (af != 1.0) {
+    cs = dd_mul_d(cs, af);
+    sn = dd_mul_d(sn, af);
+  }
+  if (!(std::isfinite(cs.hi) && std::isfinite(cs.lo) && std::isfinite(sn.hi) && std::isfinite(sn.lo))) return false;
+  out = {cs.hi, cs.lo, sn.hi, sn.lo,
+         af * (angle_err + red_err + kDdTrigErr) * (1 + 0x1p-40) + af * 0x1p-103 + 0x1p-1060};
+  return true;
+}
+
+// Step 1 in MPFR, from the working angle A (|A - angle| <= angle_err).
+bool dd_cos_sin(mpfr_srcptr A, double angle_err, double af, ReduceScratch& rs, FastTrig& out) {
+  const DdTrigConstants& K = dd_trig_constants();
+  if (!(af >= 0x1p-512 && af <= 0x1p512)) return false;
+  const double ah = mpfr_get_d(A, MPFR_RNDN);
+  if (!(std::fabs(ah) >= 0x1p-800 && std::fabs(ah) < 0x1p40)) return false;
+  const double k = (ah * kTwoOverPi + kShift) - kShift;  // nearest integer (|ah 2/pi| < 2^51)
+  if (k == 0) {
+    mpfr_set(rs.r.p(), A, MPFR_RNDN);
+  } else {
+    mpfr_mul_si(rs.t.p(), K.half_pi.p(), long(k), MPFR_RNDN);  // exact: 256 + 41 bits
+    mpfr_sub(rs.r.p(), A, rs.t.p(), MPFR_RNDN);
+  }
+  return dd_eval(k, dd_of(rs.r.p(), rs.tmp), angle_err, std::fabs(k) * 0x1p-256 + 0x1p-105, af, out);
+}
+
+// a + b as a double-double, AccurateDWPlusFP (JMP17 Algorithm 4: relative error <= 2u^2).
+inline DD dd_add_d(DD x, double y) {
+  const DD s = dd_two_sum(x.hi, y);
+  return dd_fast_two_sum(s.hi, x.lo + s.lo);
+}
+
+// The whole first pass in double arithmetic, from an angle given as a double-double A = ah + al (normalized)
+// with |A - angle| <= angle_err:
+//  1'. k = the integer nearest fl(ah fl(2/pi)) (|ah| < 2^40); pi/2 = C1 + C2 + C3 + d (each C the next 53 bits,
+//      |d| < 2^-158); k C1 = P1 + E1 and k C2 = P2 + E2 exactly (TwoProduct by fma, |k| < 2^41), ah - P1 =
+//      T + Te exactly (TwoSum); r = (T + al) - E1 - P2 - E2 - Te - fl(k C3) summed by TwoSum and DWPlusFP
+//      (relative 2u^2 each, on partial sums below 2): |r - (A - k pi/2)| <= |k| 2^-158 + 2^-120 (fl(k C3)) +
+//      2^-101 (the five additions) + angle_err, taken as |k| 2^-158 + 2^-100.
+//  2-4. dd_eval.
+bool dd_cos_sin_of_dd(DD A, double angle_err, double af, FastTrig& out) {
+  const DdTrigConstants& K = dd_trig_constants();
+  if (!(af >= 0x1p-512 && af <= 0x1p512)) return false;
+  if (!(std::fabs(A.hi) >= 0x1p-800 && std::fabs(A.hi) < 0x1p40)) return false;
+  const double k = (A.hi * kTwoOverPi + kShift) - kShift;
+  DD r;
+  if (k == 0) {
+    r = A;
+  } else {
+    const DD p1 = dd_two_prod(k, K.half_pi_d[0]), p2 = dd_two_prod(k, K.half_pi_d[1]);
+    const DD t = dd_two_sum(A.hi, -p1.hi);
+    r = dd_two_sum(t.hi, A.lo);
+    r = dd_add_d(r, -p1.lo);
+    r = dd_add_d(r, -p2.hi);
+    r = dd_add_d(r, -p2.lo);
+    r = dd_add_d(r, t.lo);
+    r = dd_add_d(r, -(k * K.half_pi_d[2]));
+  }
+  return dd_eval(k, r, angle_err, std::fabs(k) * 0x1p-158 + 0x1p-100, af, out);
 }
 
 // ---- per-call driver ---------------------------------------------------------
@@ -519,6 +842,33 @@ double theta_value(const RopeCase& c, uint32_t pair) {
   return mpfr_get_d(th.p(), MPFR_RNDN);
 }
 
+ThetaProbe theta_probe(const RopeCase& c, uint32_t pair, unsigned bits) {
+  ThetaProbe p;
+  Num th{mpfr_prec_t(bits)}, rest{mpfr_prec_t(bits) + 64};
+  p.units = theta(c, pair, th, mpfr_prec_t(bits));
+  p.exponent = mpfr_zero_p(th.p()) ? 0 : int(mpfr_get_exp(th.p()));
+  mpfr_mul_2si(rest.p(), th.p(), -p.exponent, MPFR_RNDN);  // exact: in [1/2, 1)
+  while (!mpfr_zero_p(rest.p())) {
+    p.parts.push_back(mpfr_get_d(rest.p(), MPFR_RNDN));
+    mpfr_sub_d(rest.p(), rest.p(), p.parts.back(), MPFR_RNDN);  // exact
+  }
+  return p;
+}
+
+bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out, bool mpfr_reduction) {
+  FastTrig f;
+  if (mpfr_reduction) {
+    Num a(53);
+    mpfr_set_d(a.p(), angle, MPFR_RNDN);  // exact
+    ReduceScratch rs;
+    if (!dd_cos_sin(a.p(), 0.0, attention_factor, rs, f)) return false;
+  } else if (!dd_cos_sin_of_dd({angle, 0.0}, 0.0, attention_factor, f)) {
+    return false;
+  }
+  out = {f.ch, f.cl, f.sh, f.sl, f.err};
+  return true;
+}
+
 ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   if (std::string why = c.validate(); !why.empty()) throw std::invalid_argument("reference: " + why);
   if (opt.working_bits < 32 || opt.working_bits > kMaxBits)
@@ -534,56 +884,196 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   out.angle.assign(c.n_tokens() * npairs, 0.0);
   for (size_t k = 0; k < c.n_elements(); ++k) out.exact[k] = load_f32(d, c.input.data(), k);
 
-  // theta_i (or the f32 inv_freq) once per call.
-  std::vector<Num> thetas;
+  // theta_i (or the f32 inv_freq) once per call: a default table from default_thetas (kept across calls),
+  // a rule's table looked up once, a table's entries exact.
+  std::shared_ptr<const ThetaTable> table;
+  std::vector<Num> own;  // rules and tables: this call's values
   std::vector<AngleInputs> inputs(npairs);
-  thetas.reserve(npairs);
-  for (uint32_t i = 0; i < npairs; ++i) {
-    thetas.emplace_back(P);
-    if (opt.angle_model == AngleModel::exact) {
-      inputs[i].theta_units = theta(c, i, thetas[i], P);
-      inputs[i].theta = &thetas[i];
+  // For the double-double first pass: theta as hi + lo, and its relative error bound (theta's own, in
+  // units of 2^-P, plus the split's 2^-106, taken as 2^-105).
+  std::vector<DD> theta_dd(opt.angle_model == AngleModel::exact ? npairs : 0);
+  std::vector<double> theta_rel(theta_dd.size());
+  const double ulp_p = std::ldexp(1.0, -int(P));
+  if (opt.angle_model == AngleModel::exact) {
+    if (c.inv_freq.empty() && !c.freq_rule) {
+      table = default_thetas(c.base, c.rotary_dim, P);
+      for (uint32_t i = 0; i < npairs; ++i) {
+        inputs[i] = {&table->theta[i], table->units[i], 0};
+        theta_dd[i] = {table->hi[i], table->lo[i]};
+        theta_rel[i] = table->units[i] * ulp_p + 0x1p-105;
+      }
     } else {
-      inputs[i].inv_f32 = fp32_inv_freq(c, i);
+      own.reserve(npairs);
+      const FrequencyTable* rule =
+          c.freq_rule ? &rule_table(c, std::max<unsigned>(kDefaultRuleBits, unsigned(P) + 64)) : nullptr;
+      Num split_tmp(std::max<mpfr_prec_t>(P, kExactBits));
+      for (uint32_t i = 0; i < npairs; ++i) {
+        if (rule) {  // as theta(): the rule's value 64 bits beyond P, rounded once
+          own.emplace_back(P);
+          mpfr_set(own.back().p(), rule->theta[i].backend().data(), MPFR_RNDN);
+          inputs[i] = {&own.back(), 2.0, 0};
+          theta_dd[i] = dd_of(own.back().p(), split_tmp);
+          theta_rel[i] = 2.0 * ulp_p + 0x1p-105;
+        } else {
+          own.emplace_back(kExactBits);
+          mpfr_set_d(own.back().p(), c.inv_freq[i], MPFR_RNDN);  // exact
+          inputs[i] = {&own.back(), 0.0, 0};
+          theta_dd[i] = {c.inv_freq[i], 0.0};
+          theta_rel[i] = 0;
+        }
+      }
     }
+  } else {
+    for (uint32_t i = 0; i < npairs; ++i) inputs[i].inv_f32 = fp32_inv_freq(c, i);
   }
 
   // cos/sin once per (distinct positions of the token, pair), shared by all heads. A token's key is its
-  // position on every axis.
-  std::map<std::vector<int64_t>, size_t> seen;  // positions -> row start
-  std::vector<Trig> trigs;
-  std::vector<FastTrig> fast;
+  // position on every axis: row_of[t] is its row of pair values.
   const size_t n_tok = c.n_tokens();
-  auto key_of = [&](size_t t) {
-    std::vector<int64_t> k(c.n_pos_axes);
-    for (uint32_t a = 0; a < c.n_pos_axes; ++a) k[a] = c.position(t, a);
-    return k;
+  std::vector<size_t> row_of(n_tok), order(n_tok);
+  for (size_t t = 0; t < n_tok; ++t) order[t] = t;
+  auto key_less = [&](size_t a, size_t b) {
+    for (uint32_t ax = 0; ax < c.n_pos_axes; ++ax)
+      if (c.position(a, ax) != c.position(b, ax)) return c.position(a, ax) < c.position(b, ax);
+    return a < b;
   };
+  auto same_key = [&](size_t a, size_t b) {
+    for (uint32_t ax = 0; ax < c.n_pos_axes; ++ax)
+      if (c.position(a, ax) != c.position(b, ax)) return false;
+    return true;
+  };
+  std::sort(order.begin(), order.end(), key_less);
+  size_t n_rows = 0;
+  std::vector<size_t> first_of_row;  // the first token of each row (rows numbered in token order below)
   {
-    std::set<std::vector<int64_t>> distinct;
-    for (size_t t = 0; t < n_tok; ++t) distinct.insert(key_of(t));
-    trigs.reserve(distinct.size() * npairs);  // no reallocation: the MPFR numbers are never moved
-    fast.reserve(distinct.size() * npairs);
+    std::vector<size_t> group(n_tok);  // sorted position -> group id
+    for (size_t k = 0; k < n_tok; ++k) group[k] = k > 0 && same_key(order[k - 1], order[k]) ? group[k - 1] : k;
+    std::vector<size_t> row_of_group(n_tok, SIZE_MAX);
+    std::vector<size_t> group_of(n_tok);
+    for (size_t k = 0; k < n_tok; ++k) group_of[order[k]] = group[k];
+    for (size_t t = 0; t < n_tok; ++t) {
+      size_t& r = row_of_group[group_of[t]];
+      if (r == SIZE_MAX) {
+        r = n_rows++;
+        first_of_row.push_back(t);
+      }
+      row_of[t] = r;
+    }
   }
-  Num tmp(P);
+
+  // Per (row, pair): the double-double cos/sin (FastTrig; for the pairs MPFR computed, their split), and the
+  // stage-0 MPFR Trig when it was needed (made on demand: fast_path decides most pairs without it).
+  struct PairTrig {
+    FastTrig f{};
+    double abs_angle = 0;
+    bool zero_angle = false;       // the identity: bits copied
+    bool nonfinite_angle = false;  // fp32 model: an f32 angle of +-Inf
+    bool exact_trig = false;       // cos, sin exact (a zero angle times the attention factor)
+    int64_t m = 0;
+    std::unique_ptr<Trig> mp;
+  };
+  std::vector<PairTrig> trig(n_rows * npairs);
+  Num tmp(P), angle(P), ms(kExactBits);
+  ReduceScratch rs;
+  const double af = c.attention_factor;
+  auto make_mpfr = [&](PairTrig& pt, uint32_t i) -> const Trig& {
+    if (!pt.mp) {
+      pt.mp = std::make_unique<Trig>(P);
+      compute_trig(c, opt, pt.m, inputs[i], P, *pt.mp);
+      ++out.mpfr_trig;
+    }
+    return *pt.mp;
+  };
+  // The first pass without MPFR: the angle in double-double (m exactly as hi + lo, times the scale and
+  // theta_i by DWTimesFP3 and DWTimesDW3: relative 2u^2 + 5u^2 < 2^-102 on top of theta's own error), its
+  // rounding to double decided as the MPFR angle's would be (else the MPFR angle is made), then
+  // dd_cos_sin_of_dd. Position 0, scale 0 or a zero theta: the exact zero angle. False: not applicable here.
+  auto first_pass_dd = [&](PairTrig& pt, uint32_t i) -> bool {
+    DD A;
+    double angle_err = 0;
+    if (opt.angle_model == AngleModel::fp32) {
+      const float a = fp32_angle_from_inv(c, inputs[i].inv_f32, pt.m);
+      if (!std::isfinite(a)) return false;
+      A = {double(a), 0.0};
+    } else {
+      if (pt.m <= -(int64_t(1) << 62) || pt.m >= (int64_t(1) << 62)) return false;
+      const double mh = double(pt.m);
+      DD M{mh, double(pt.m - int64_t(mh))};  // exact
+      double rel = theta_rel[i];
+      if (c.position_scale != 1.0) {
+        M = dd_mul_d(M, c.position_scale);
+        rel += 0x1p-105;
+      }
+      const DD th = theta_dd[i];
+      if (M.hi == 0 || th.hi == 0) {
+        A = {0.0, 0.0};
+      } else {
+        const double am = std::fabs(M.hi), at = std::fabs(th.hi);
+        if (!(am >= 0x1p-500 && am <= 0x1p500 && at >= 0x1p-500 && at <= 0x1p500)) return false;
+        A = dd_mul(M, th);
+        angle_err = std::fabs(A.hi) * (rel + 0x1p-102) * (1 + 0x1p-50);
+      }
+    }
+    if (A.hi == 0) {  // cos = af, sin = +0 exactly
+      pt.abs_angle = 0;
+      pt.zero_angle = af == 1.0;
+      pt.exact_trig = true;
+      pt.f = {af, 0, 0, 0, 0};
+      return true;
+    }
+    // |angle| to double as the MPFR angle (within |angle| (units + 1) 2^-P of it) rounds.
+    double rounded;
+    if (!decide_dd(kDouble, A.hi, A.lo, 2 * angle_err + std::fabs(A.hi) * 4 * ulp_p, rounded)) return false;
+    if (!dd_cos_sin_of_dd(A, angle_err, af, pt.f)) return false;
+    pt.abs_angle = std::fabs(rounded);
+    ++out.dd_trig;
+    return true;
+  };
+  for (size_t row = 0; row < n_rows; ++row) {
+    const size_t t = first_of_row[row];
+    for (uint32_t i = 0; i < npairs; ++i) {
+      PairTrig& pt = trig[row * npairs + i];
+      pt.m = c.pair_position(t, i);
+      if (opt.fast_path && first_pass_dd(pt, i)) continue;
+      if (opt.fast_path) {
+        const double angle_err = working_angle(c, opt, pt.m, inputs[i], P, angle, ms);
+        pt.abs_angle = std::fabs(mpfr_get_d(angle.p(), MPFR_RNDN));
+        if (!mpfr_number_p(angle.p())) {  // cos(+-Inf), sin(+-Inf) are NaN
+          pt.nonfinite_angle = true;
+          const double nan = std::numeric_limits<double>::quiet_NaN();
+          pt.f = {nan, nan, nan, nan, 0};
+          continue;
+        }
+        if (mpfr_zero_p(angle.p())) {  // cos = af, sin = +0 exactly
+          pt.zero_angle = af == 1.0;
+          pt.exact_trig = true;
+          pt.f = {af, 0, 0, 0, 0};
+          continue;
+        }
+        if (dd_cos_sin(angle.p(), angle_err, af, rs, pt.f)) {
+          ++out.dd_trig;
+          continue;
+        }
+      }
+      const Trig& tr = make_mpfr(pt, i);
+      pt.abs_angle = tr.abs_angle;
+      pt.zero_angle = tr.zero_angle;
+      pt.nonfinite_angle = tr.nonfinite_angle;
+      pt.exact_trig = tr.err_c == 0 && tr.err_s == 0;
+      pt.f = split(tr, tmp);
+    }
+  }
+
   Scratch& s0 = drv.scratch(0);
   for (size_t t = 0; t < n_tok; ++t) {
-    auto [it, fresh] = seen.emplace(key_of(t), trigs.size());
-    if (fresh)
-      for (uint32_t i = 0; i < npairs; ++i) {
-        trigs.emplace_back(P);
-        compute_trig(c, opt, c.pair_position(t, i), inputs[i], P, trigs.back());
-        fast.push_back(split(trigs.back(), tmp));
-      }
-    const Trig* row = &trigs[it->second];
-    const FastTrig* frow = &fast[it->second];
+    PairTrig* row = &trig[row_of[t] * npairs];
     for (uint32_t i = 0; i < npairs; ++i) out.angle[t * npairs + i] = row[i].abs_angle;
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
       for (uint32_t i = 0; i < npairs; ++i) {
-        const Trig& tr = row[i];
-        if (tr.zero_angle) continue;  // identity: bits already copied
-        const int64_t m = c.pair_position(t, i);
+        PairTrig& pt = row[i];
+        if (pt.zero_angle) continue;  // identity: bits already copied
+        const int64_t m = pt.m;
         const auto [d0, d1] = pair_elements(c, i);
         const size_t k0 = base + d0, k1 = base + d1;
         const double x0 = out.exact[k0], x1 = out.exact[k1];
@@ -594,17 +1084,20 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
           out.exact[k0] = out.exact[k1] = std::numeric_limits<double>::quiet_NaN();
           continue;
         }
-        if (tr.nonfinite_angle || std::isinf(x0) || std::isinf(x1) || (x0 == 0 && x1 == 0)) {
+        if (pt.nonfinite_angle || std::isinf(x0) || std::isinf(x1) || (x0 == 0 && x1 == 0)) {
           // Only the signs (and nonzero-ness) of cos and sin matter here; make sure they are certain
           // (they are when cos and sin are exact: a zero angle scaled by the attention factor).
-          double cd = frow[i].ch, sd = frow[i].sh;
-          const bool exact_trig = tr.err_c == 0 && tr.err_s == 0;
-          if (!tr.nonfinite_angle && !exact_trig && !(std::fabs(cd) > 2 * tr.err_c && std::fabs(sd) > 2 * tr.err_s))
-            drv.signs(i, m, cd, sd);
+          double cd = pt.f.ch, sd = pt.f.sh;
+          if (!pt.nonfinite_angle && !pt.exact_trig && !(std::fabs(cd) > 2 * pt.f.err && std::fabs(sd) > 2 * pt.f.err)) {
+            const Trig& tr = make_mpfr(pt, i);
+            cd = mpfr_get_d(tr.c.p(), MPFR_RNDN);
+            sd = mpfr_get_d(tr.s.p(), MPFR_RNDN);
+            if (!(std::fabs(cd) > 2 * tr.err_c && std::fabs(sd) > 2 * tr.err_s)) drv.signs(i, m, cd, sd);
+          }
           rotate_ieee(x0, x1, cd, sd, o);
-        } else if (!(opt.fast_path && fast_rotate(drv.fmt(), x0, x1, frow[i], o))) {
+        } else if (!(opt.fast_path && fast_rotate(drv.fmt(), x0, x1, pt.f, o))) {
           ++out.mpfr_pairs;
-          const Rounded r = rotate_mpfr(drv.fmt(), x0, x1, tr, s0, o);
+          const Rounded r = rotate_mpfr(drv.fmt(), x0, x1, make_mpfr(pt, i), s0, o);
           if (r != Rounded::ok) {
             ++(r == Rounded::undecided ? out.ziv_retries : out.exact_retries);
             drv.retry(i, m, x0, x1, o);

@@ -8,11 +8,13 @@
 // working-precision value is too close to a rounding boundary to decide, the
 // pair is recomputed at twice the precision (Ziv), up to >= 1064 bits.
 //
-// Speed: theta_i is computed once per call, cos/sin once per (position, pair)
-// and shared by all heads. Each pair is first rounded from a double-double
-// evaluation of the rotation whose error is rigorously bounded (see
-// reference.cpp); only when that bound cannot decide the rounding (of the
-// storage type or of the double in `exact`) does the pair go through MPFR.
+// Speed: theta_i is computed once per call (a default table by one pow and
+// products, kept across calls), cos/sin once per (position, pair) and shared
+// by all heads. cos/sin are first evaluated in double-double from the MPFR
+// angle, and each pair is first rounded from a double-double evaluation of
+// the rotation, both with rigorous error bounds (see reference.cpp); only when
+// those bounds cannot decide the rounding (of the storage type or of the
+// double in `exact`) do the pair's cos/sin and rotation go through MPFR.
 //
 // Special values (docs/error-model.md, "Special values"):
 //  - an angle of exactly 0 (position 0, scale 0, a zero table entry) is the
@@ -55,6 +57,9 @@ struct ReferenceOutput {
                                // first MPFR precision (Ziv retries)
   uint64_t exact_retries = 0;  // pairs recomputed at more precision only to round `exact` to double
   uint64_t mpfr_pairs = 0;     // pairs the double-double fast path left to MPFR
+  uint64_t dd_trig = 0;        // (position, pair) cos/sin evaluated in double-double (fast_path)
+  uint64_t mpfr_trig = 0;      // (position, pair) cos/sin computed by MPFR: where the double-double
+                               // evaluation does not apply, or a pair of the row needed MPFR after all
 };
 
 struct ReferenceOptions {
@@ -63,8 +68,9 @@ struct ReferenceOptions {
   // default (>= 128) for real use: smaller values (>= 32) exist so that tests
   // can drive the retry path on inputs that are merely near a rounding boundary.
   unsigned working_bits = 134;
-  // Round from the rigorously bounded double-double evaluation when it decides
-  // (false: every pair goes through MPFR; tests compare the two).
+  // Evaluate cos/sin and round from the rigorously bounded double-double
+  // evaluations when they decide (false: every cos/sin and pair goes through
+  // MPFR; tests compare the two).
   bool fast_path = true;
 };
 
@@ -83,5 +89,22 @@ double exact_angle(const RopeCase& c, uint32_t pair, int64_t position);
 // theta_i of the case (base^(-2i/R), the table's entry or the frequency rule's exact value) rounded to
 // double.
 double theta_value(const RopeCase& c, uint32_t pair);
+
+// The first pass's double-double cos and sin (reference.cpp, "cos and sin in double-double") of an angle
+// given exactly as a double, times an attention factor: |af cos(angle) - (ch + cl)| <= err and the same for
+// sin. False where that path does not apply (MPFR computes those). The reduction by k pi/2 in double
+// arithmetic (the angle as a double-double), or in MPFR (the angle as an MPFR number). Exposed for tests.
+struct DdCosSin {
+  double ch, cl, sh, sl, err;
+};
+bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out, bool mpfr_reduction = false);
+// theta_i of the case at `bits` bits as the reference uses it, as an exact sum of doubles, and its relative
+// error bound in units of 2^-bits. Exposed for tests.
+struct ThetaProbe {
+  std::vector<double> parts;  // theta = (the exact sum of these) * 2^exponent
+  int exponent = 0;
+  double units = 0;
+};
+ThetaProbe theta_probe(const RopeCase& c, uint32_t pair, unsigned bits);
 
 }  // namespace ropecheck

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -88,9 +89,18 @@ BucketStats bucket_stats(int bucket, const ErrorStats& s, const WorstPair* w, Dt
 
 std::vector<uint64_t> histogram(const std::vector<float>& values, const std::vector<double>& edges) {
   std::vector<uint64_t> h(edges.size(), 0);
+  if (edges.empty()) return h;
+  // Bin i: the largest i >= 1 with v >= edges[i], else 0 (NaN included). With ascending edges that is a
+  // binary search (a gate's report bins millions of values); otherwise the scan from the top.
+  const bool ascending = std::is_sorted(edges.begin(), edges.end());
   for (float v : values) {
-    size_t i = edges.size() - 1;
-    while (i > 0 && !(double(v) >= edges[i])) --i;
+    size_t i;
+    if (ascending && !std::isnan(v)) {
+      i = size_t(std::upper_bound(edges.begin() + 1, edges.end(), double(v)) - edges.begin()) - 1;
+    } else {
+      i = edges.size() - 1;
+      while (i > 0 && !(double(v) >= edges[i])) --i;
+    }
     ++h[i];
   }
   return h;

@@ -6,6 +6,7 @@
 // the fp32 angle model, and invalid cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <boost/math/constants/constants.hpp>
 #include <boost/multiprecision/cpp_bin_float.hpp>
@@ -457,6 +458,7 @@ TEST(Reference, FastPathAndMpfrPathsAgree) {
     low.working_bits = 32;
     const ReferenceOutput a = reference_rope(c, fast), b = reference_rope(c, slow), l = reference_rope(c, low);
     ASSERT_EQ(a.rounded, b.rounded) << c.summary();
+    ASSERT_EQ(a.angle, b.angle) << c.summary();  // |angle| to double: decided as MPFR's rounds
     ASSERT_EQ(a.rounded, l.rounded) << c.summary();
     for (size_t k = 0; k < c.n_elements(); ++k) {
       ASSERT_TRUE((std::isnan(a.exact[k]) && std::isnan(b.exact[k])) ||
@@ -492,6 +494,7 @@ TEST(Reference, FastPathAgreesWithMpfrOnManyPairs) {
     slow.fast_path = false;
     const ReferenceOutput a = reference_rope(c), b = reference_rope(c, slow);
     ASSERT_EQ(a.rounded, b.rounded) << to_string(d);
+    ASSERT_EQ(a.angle, b.angle) << to_string(d);
     for (size_t k = 0; k < c.n_elements(); ++k)
       ASSERT_EQ(std::bit_cast<uint64_t>(a.exact[k]), std::bit_cast<uint64_t>(b.exact[k])) << to_string(d) << " " << k;
     EXPECT_LT(a.mpfr_pairs, b.mpfr_pairs / 10) << "the fast path should decide almost every pair";
@@ -637,6 +640,164 @@ double in_dtype(Dtype d, double v) {
 // Midpoints between neighbours of each format: ties in the middle of a binade,
 // below a power of two, in the subnormal range, between 0 and the smallest
 // subnormal, and the overflow threshold; with both signs.
+// ---- the double-double cos/sin and the theta tables against 400-bit values -------------------
+
+HP hp_cos_red(const HP& a, bool sine) {
+  const HP red = a - round(a / two_pi()) * two_pi();
+  return sine ? HP(sin(red)) : HP(cos(red));
+}
+
+// Angles where the double-double path is weakest: next to multiples of pi/2 (tiny reduced angles, quadrant
+// changes), next to the table's j/512 and its midpoints, the ends of its range, and log-uniform ones.
+// (min_angle: 2^-800, the smallest the path takes; cases fed to the whole reference use 2^-400: at 2^-800 a
+// pair can sit 2^-1600 from a rounding tie, beyond the reference's 1064 bits.)
+std::vector<double> hard_angles(std::mt19937_64& rng, double min_angle = 0x1p-800) {
+  std::vector<double> a;
+  for (double k : {1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 100.0, 12345.0, 1048577.0, 1073741823.0, 0x1p39 + 1, 0x1.45f306dc9c882p39}) {
+    const double v = static_cast<double>(HP(k) * two_pi() / 4);
+    for (int s = -3; s <= 3; ++s) {
+      double w = v;
+      for (int n = 0; n < std::abs(s); ++n) w = std::nextafter(w, s > 0 ? INFINITY : -INFINITY);
+      if (std::fabs(w) < 0x1p40) a.push_back(w), a.push_back(-w);
+    }
+  }
+  for (int j = 0; j <= 512; ++j)  // the table's points j/512 and the midpoints between them
+    for (double off : {-0x1p-10, 0.0, 0x1p-10}) {
+      const double v = j / 512.0 + off;
+      if (v > 0) a.push_back(v), a.push_back(std::nextafter(v, 0.0)), a.push_back(std::nextafter(v, 2.0));
+    }
+  for (double v : {min_angle, 2 * min_angle, 0x1p-30, 0.7853981633974483, 0.7853981633974484, 0x1p40 - 0x1p-12, 1.0})
+    a.push_back(v), a.push_back(-v);
+  std::uniform_real_distribution<double> lg(std::log2(min_angle), 40);
+  for (int n = 0; n < 4000; ++n) a.push_back(std::ldexp(1.0 + double(rng() >> 12) * 0x1p-52, int(lg(rng))) * ((rng() & 1) ? 1 : -1));
+  return a;
+}
+
+TEST(Reference, DoubleDoubleCosSinIsWithinItsBound) {
+  std::mt19937_64 rng(777);
+  const std::vector<double> angles = hard_angles(rng);
+  double worst_ratio = 0, worst_err = 0;  // |error| / bound, |error| / af
+  uint64_t n = 0;
+  for (double af : {1.0, 0.5, 1.1386294361119891, 3.0, 0x1p-500, 0x1p500}) {
+    for (double a : angles) {
+      for (bool mpfr_reduction : {false, true}) {
+      DdCosSin r;
+      ASSERT_TRUE(dd_cos_sin_of(a, af, r, mpfr_reduction)) << hexfloat(a);
+      ASSERT_TRUE(std::fabs(r.cl) <= std::fabs(r.ch) * 0x1p-52 && std::fabs(r.sl) <= std::fabs(r.sh) * 0x1p-52);
+      const HP c = hp_cos_red(HP(a), false) * HP(af), s = hp_cos_red(HP(a), true) * HP(af);
+      const double ec = static_cast<double>(abs(c - HP(r.ch) - HP(r.cl)));
+      const double es = static_cast<double>(abs(s - HP(r.sh) - HP(r.sl)));
+      ASSERT_LE(ec, r.err) << "cos of " << hexfloat(a) << " times " << af;
+      ASSERT_LE(es, r.err) << "sin of " << hexfloat(a) << " times " << af;
+      worst_ratio = std::max({worst_ratio, ec / r.err, es / r.err});
+      worst_err = std::max({worst_err, ec / af, es / af});
+      ++n;
+      }
+    }
+  }
+  // The derivation beside dd_cos_sin: < 2^-100 for cos and sin (the bound takes 2^-92), plus af's product.
+  EXPECT_LT(worst_err, 0x1p-100 + 0x1p-102);
+  std::cout << n << " angles; largest error " << worst_err << " (2^" << std::log2(worst_err) << ") x af, "
+            << worst_ratio << " of the bound\n";
+  // Outside its range the path declines (MPFR computes those).
+  DdCosSin r;
+  for (bool mpfr_reduction : {false, true}) {
+    for (double a : {0.0, 0x1p-801, 0x1p40, -0x1p40, 0x1p60, double(NAN), double(INFINITY)})
+      EXPECT_FALSE(dd_cos_sin_of(a, 1.0, r, mpfr_reduction)) << a;
+    EXPECT_FALSE(dd_cos_sin_of(1.0, 0x1p-513, r, mpfr_reduction));
+    EXPECT_FALSE(dd_cos_sin_of(1.0, 0x1p513, r, mpfr_reduction));
+  }
+}
+
+// theta_i from one pow and products (default_thetas) against base^(-2i/R) at 400 bits, within the bound it
+// states, on wide heads (the bound grows with i), bases far from 10000 and low precisions.
+TEST(Reference, ThetaTableIsWithinItsBound) {
+  double worst = 0;  // |error| / bound
+  for (double base : {10000.0, 2.0, 1.0000001, 1e300, 0.5, 1e-300, 499999.99999999994})
+    for (uint32_t rd : {2u, 6u, 128u, 4096u, 1u << 16})
+      for (unsigned bits : {32u, 64u, 134u, 268u}) {
+        if (rd > 4096 && bits > 134) continue;  // 32768 products per table: enough at two precisions
+        RopeCase c;
+        c.head_dim = c.rotary_dim = rd;
+        c.base = base;
+        for (uint32_t i : {0u, 1u, 2u, rd / 4, rd / 2 - 1}) {
+          if (i >= rd / 2) continue;
+          const ThetaProbe p = theta_probe(c, i, bits);
+          HP got = 0;
+          for (double v : p.parts) got += HP(v);
+          got = ldexp(got, p.exponent);
+          const HP want = pow(HP(base), HP(-2 * int64_t(i)) / HP(rd));
+          const double rel = static_cast<double>(abs(got / want - 1));
+          const double bound = p.units * std::ldexp(1.0, -int(bits));
+          ASSERT_LE(rel, bound) << "base " << base << " R " << rd << " i " << i << " bits " << bits;
+          if (i == 0) {
+            EXPECT_EQ(rel, 0.0);
+          }
+          if (bound > 0) worst = std::max(worst, rel / bound);
+        }
+      }
+  std::cout << "theta: largest error " << worst << " of its bound\n";
+}
+
+// Cases whose angles are the hard ones above (position 1 and a table: the angle is the entry itself; or
+// positions times a table): the double-double first pass, MPFR alone, and the independent 400-bit computation
+// give the same bits; out-of-range angles (huge positions, tiny entries) go to MPFR.
+TEST(Reference, FastCosSinAgreesWithMpfrOnHardAngles) {
+  std::mt19937_64 rng(4242);
+  std::vector<double> angles = hard_angles(rng, 0x1p-400);
+  std::shuffle(angles.begin(), angles.end(), rng);
+  angles.resize(600);
+  uint64_t fast_trig = 0, mpfr_trig = 0, cases = 0;
+  for (size_t start = 0; start < angles.size(); start += 24) {
+    for (double af : {1.0, 1.1386294361119891, 0.75}) {
+      RopeCase c;
+      c.dtype = kAllDtypes[cases % 3];
+      c.layout = kAllLayouts[(cases / 3) % 2];
+      c.rotary_dim = 48;
+      c.head_dim = 50;
+      c.n_heads = 2;
+      c.attention_factor = af;
+      // (With af != 1 a tiny angle puts x af cos within 2^-2|angle|^2 of x af, which can be a rounding tie of
+      // the storage type: too close for the independent computation's margin; such angles are moved up.)
+      for (size_t i = 0; i < 24; ++i) {
+        const double e = angles[(start + i) % angles.size()];
+        c.inv_freq.push_back(af != 1.0 && std::fabs(e) < 0x1p-40 ? std::ldexp(e, -40 - std::ilogb(e)) : e);
+      }
+      // position 1 (the angle itself), a large one (past 2^40 for the large entries: MPFR) and a negative one
+      c.positions = {1, int64_t(1) << (20 + cases % 30), -3};
+      c.input.resize(c.n_bytes());
+      for (size_t k = 0; k < c.n_elements(); ++k)
+        store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype, cases % 4 == 3));
+      ReferenceOptions slow;
+      slow.fast_path = false;
+      const ReferenceOutput a = reference_rope(c), b = reference_rope(c, slow);
+      ASSERT_EQ(a.rounded, b.rounded) << c.summary();
+      ASSERT_EQ(a.angle, b.angle) << c.summary();
+      for (size_t k = 0; k < c.n_elements(); ++k)
+        ASSERT_TRUE((std::isnan(a.exact[k]) && std::isnan(b.exact[k])) ||
+                    std::bit_cast<uint64_t>(a.exact[k]) == std::bit_cast<uint64_t>(b.exact[k]))
+            << k << " " << c.summary();
+      if (cases % 8 == 0) {
+        const std::string diff = compare(c, a, independent(c, AngleModel::exact));
+        ASSERT_TRUE(diff.empty()) << diff;
+      }
+      EXPECT_EQ(b.mpfr_trig, c.n_tokens() * 24);  // MPFR alone: every (position, pair)
+      uint64_t out_of_range = 0;  // the double-double path's range: 2^-800 <= |angle| < 2^40
+      for (int64_t m : c.positions)
+        for (double th : c.inv_freq) out_of_range += !(std::fabs(double(m) * th) >= 0x1p-800 && std::fabs(double(m) * th) < 0x1p40);
+      EXPECT_EQ(a.dd_trig, c.n_tokens() * 24 - out_of_range) << c.summary();
+      EXPECT_GE(a.mpfr_trig, out_of_range) << c.summary();
+      EXPECT_EQ(b.dd_trig, 0u);
+      mpfr_trig += out_of_range;
+      fast_trig += a.dd_trig;
+      ++cases;
+    }
+  }
+  EXPECT_GT(mpfr_trig, 50u);  // huge angles
+  EXPECT_GT(fast_trig, 1000u);
+  std::cout << cases << " cases: cos/sin by double-double " << fast_trig << ", by MPFR " << mpfr_trig << "\n";
+}
+
 std::vector<double> midpoints(Dtype d) {
   const Format f = format_of(d);
   const int p = f.precision;

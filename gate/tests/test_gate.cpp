@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cfenv>
+#include <ctime>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -350,6 +352,48 @@ TEST(Isolation, PoisonCatchesUnwrittenOutput) {
   const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::flat_bound(8), r);
   EXPECT_FALSE(v.pass);
   EXPECT_NE(v.message.find("never written"), std::string::npos) << v.message;
+}
+
+// The budget counts a call's blocked time (docs/gate.md, "The budget"): a kernel that sleeps is charged its
+// sleep, one that computes is charged its CPU time only (its call's blocked time stays near 0 however long
+// the call waits for a CPU on a busy machine).
+TEST(KernelHost, BlockedTimeIsTheCallsTimeOffTheCpu) {
+  const RopeCase c = small_case(Dtype::f32, Layout::interleaved, 8, 8);
+  auto sleepy = [](const rc_rope_args* a) {
+    timespec t{0, 200'000'000};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+    return find_implementation("scalar")->fn(a);
+  };
+  auto spinning = [](const rc_rope_args* a) {
+    timespec t0{}, t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1e9 + double(t.tv_nsec - t0.tv_nsec) < 50e6);  // 50 ms of CPU
+    return find_implementation("scalar")->fn(a);
+  };
+  gate::KernelHost slow(gate::KernelSource{"", +sleepy}, gate::HostOptions{});
+  gate::KernelHost busy(gate::KernelSource{"", +spinning}, gate::HostOptions{});
+  gate::KernelHost fast(gate::KernelSource{"", find_implementation("scalar")->fn}, gate::HostOptions{});
+  double slept = 0, spun = 0, spun_wall = 0, quick = 0, quick_wall = 0;
+  for (int k = 0; k < 3; ++k) {
+    const gate::CallResult a = slow.call(c, false, 10), b = busy.call(c, false, 10);
+    ASSERT_EQ(a.status, gate::CallStatus::ok);
+    ASSERT_EQ(b.status, gate::CallStatus::ok);
+    slept += a.blocked_seconds;
+    spun += b.blocked_seconds;
+    spun_wall += b.seconds;
+  }
+  for (int k = 0; k < 300; ++k) {
+    const gate::CallResult r = fast.call(c, false, 10);
+    quick += r.blocked_seconds;
+    quick_wall += r.seconds;
+  }
+  EXPECT_GE(slept, 3 * 0.2 * 0.9);
+  EXPECT_LT(spun, 0.25 * spun_wall + 0.02) << "of " << spun_wall << " s";
+  EXPECT_LT(quick, 0.25 * quick_wall + 0.02) << "of " << quick_wall << " s";
+  EXPECT_GT(busy.live_cpu_seconds(), 3 * 0.05);
+  EXPECT_EQ(gate::KernelHost(gate::KernelSource{"", find_implementation("scalar")->fn}, {}).live_cpu_seconds(), 0.0);
 }
 
 TEST(CaseJson, RoundTripsExactlyAndRejectsMalformed) {
