@@ -169,22 +169,33 @@ inline ThetaTable make_theta_table(const rc_rope_args* a) {
   return t;
 }
 
-// The same table, cached per thread for the last (base, rotary_dim) when no
-// frequency table is given: 64 powl cost ~25 us, which dominated a decode call.
+// The same table, cached per thread for the last 8 (base, rotary_dim) when no
+// frequency table is given: 64 powl cost ~25 us, which dominated a decode call,
+// and a caller alternating a few bases (a model's q and k, a test's cases)
+// would otherwise rebuild it on every call. Entries are replaced in turn; the
+// reference returned stays valid until this thread's next call.
 inline const ThetaTable& theta_table_cached(const rc_rope_args* a) {
-  thread_local double base = 0;
-  thread_local uint32_t rotary_dim = 0;
-  thread_local ThetaTable cached, table;
+  struct Entry {
+    double base = 0;
+    uint32_t rotary_dim = 0;
+    ThetaTable table;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local Entry cached[kEntries];
+  thread_local size_t next = 0;
+  thread_local ThetaTable table;
   if (a->inv_freq || (a->abi_version >= 2 && a->freq_rule)) {
     table = make_theta_table(a);
     return table;
   }
-  if (rotary_dim != a->rotary_dim || !(base == a->base) || cached.th.empty()) {
-    cached = make_theta_table(a);
-    base = a->base;
-    rotary_dim = a->rotary_dim;
-  }
-  return cached;
+  for (Entry& e : cached)
+    if (e.rotary_dim == a->rotary_dim && e.base == a->base && !e.table.th.empty()) return e.table;
+  Entry& e = cached[next];
+  next = (next + 1) % kEntries;
+  e.table = make_theta_table(a);
+  e.base = a->base;
+  e.rotary_dim = a->rotary_dim;
+  return e.table;
 }
 
 // One token's angle factor m = position * position_scale (long double), its

@@ -179,7 +179,7 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         const double af = c.attention_factor;  // norms relative to the asked-for output, as the judge
         const PairError pe = pair_error(c.dtype, af * x0, af * x1, y0, y1, e0, e1, 0, 0, false);
         const double r =
-            ratio_of(pe, x.cr.allowance(c, i, std::hypot(x0, x1) * af, phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1)));
+            ratio_of(pe, x.cr.allowance(c, i, pair_hypot(x0, x1) * af, phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1)));
         f.residual = std::max(f.residual, pe.e);
         f.worst_ratio = std::max(f.worst_ratio, r);
         if (r > 1.0) {
@@ -310,7 +310,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         // As the judge: norms are the exact output's (the input's times the attention factor), and an angle of
         // 0 is the identity only without an attention factor.
         const double af = c.attention_factor;
-        r.norm = std::hypot(r.x[0], r.x[1]) * af;
+        r.norm = pair_hypot(r.x[0], r.x[1]) * af;
         r.zero = af == 1.0 && (x.have_angles ? r.phi == 0
                                              : (load_f32(d, ref.rounded.data(), r.k0) == r.x[0] &&
                                                 load_f32(d, ref.rounded.data(), r.k1) == r.x[1]));
@@ -675,7 +675,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         const double u = fmt_d.unit_roundoff();
         for (const Rec& r : recs) {
           if (r.zero) continue;
-          const double len = (std::hypot(r.y[0], r.y[1]) - r.norm) / (std::max(r.norm, fmt_d.min_normal()) * u);
+          const double len = (pair_hypot(r.y[0], r.y[1]) - r.norm) / (std::max(r.norm, fmt_d.min_normal()) * u);
           if (!(std::fabs(len) <= w.allowance(c, r.pair, r.norm, r.phi, r.hint).radial)) return false;
         }
         return true;
@@ -876,7 +876,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           const double af = c.attention_factor;
           const PairError pe = pair_error(d, af * x0, af * x1, y0, y1, e0, e1, g.phi);
           resid = std::max(resid, pe.e);
-          if (ratio_of(pe, cr.allowance(c, i, std::hypot(x0, x1) * af, g.phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1))) <= 1.0)
+          if (ratio_of(pe, cr.allowance(c, i, pair_hypot(x0, x1) * af, g.phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1))) <= 1.0)
             ++fitted;
         }
     if (nan_pairs > 0 && fitted == nan_pairs) {

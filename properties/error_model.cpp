@@ -168,7 +168,7 @@ double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pa
 PairHint pair_hint(const Format& f, double x0, double x1, double e0, double e1) {
   auto sub = [&](double v) { return v != 0 && std::fabs(v) < f.min_normal() ? v : 0.0; };
   PairHint h;
-  h.flushed_input_norm = std::hypot(sub(x0), sub(x1));
+  h.flushed_input_norm = pair_hypot(sub(x0), sub(x1));
   if (std::isfinite(e0) && std::isfinite(e1)) h.min_abs_output = std::min(std::fabs(e0), std::fabs(e1));
   return h;
 }
@@ -259,12 +259,12 @@ std::string bucket_label(int b) {
 PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double ex0, double ex1, double abs_phi,
                      double noise_rad, bool with_angle) {
   const Format f = format_of(d);
-  const double norm = std::max(std::hypot(x0, x1), f.min_normal());
+  const double norm = std::max(pair_hypot(x0, x1), f.min_normal());
   const double scale = 1.0 / (norm * f.unit_roundoff());
   const double d0 = y0 - ex0, d1 = y1 - ex1;
   PairError p;
-  p.e = std::hypot(d0, d1) * scale;
-  const double en = std::hypot(ex0, ex1);
+  p.e = pair_hypot(d0, d1) * scale;
+  const double en = pair_hypot(ex0, ex1);
   if (en > 0) {
     p.radial = (d0 * ex0 + d1 * ex1) / en * scale;
     p.tangential = (-d0 * ex1 + d1 * ex0) / en * scale;

@@ -12,6 +12,17 @@
 
 namespace ropecheck {
 
+// hypot(a, b) for the judge's pair norms: where neither square can overflow or underflow to a loss of
+// precision (the larger magnitude within [2^-500, 2^500], as every finite f32/f16/bf16 value and its product
+// with an attention factor is) sqrt(a^2 + b^2) with one fused rounding, within ~1 ulp as std::hypot is (the
+// judge's slack for hypot's roundings is 2^-48 of the norm); std::hypot elsewhere (0, Inf, NaN, huge or tiny).
+// glibc's hypot took ~5 % of a default gate's CPU time.
+inline double pair_hypot(double a, double b) {
+  const double m = std::fmax(std::fabs(a), std::fabs(b));
+  if (m <= 0x1p500 && m >= 0x1p-500) return std::sqrt(std::fma(a, a, b * b));
+  return std::hypot(a, b);
+}
+
 // What a kernel's bound is derived from (docs/error-model.md): a kernel takes
 // values c~, s~ for cos and sin of its angle, forms x0*c~ - x1*s~ and
 // x0*s~ + x1*c~ with each product and the sum rounded in its arithmetic type,

@@ -236,7 +236,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         const bool finite_in = std::isfinite(x0) && std::isfinite(x1);
         // Errors are relative to the exact output pair's norm: the input's times the attention factor.
         const double af = c.attention_factor;
-        const double norm = finite_in ? std::hypot(x0, x1) * af : 0.0;
+        const double norm = finite_in ? pair_hypot(x0, x1) * af : 0.0;
         const PairAllowance allow = cr.allowance(
             c, i, norm, phi, finite_in ? pair_hint(f, af * x0, af * x1, ref.exact[s.k0], ref.exact[s.k1]) : PairHint{});
         // The overflow rules take the pair's whole allowance.
@@ -327,7 +327,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         // whatever the angle clause allows, |y| is within the rounding share E of |yhat|. It binds where the angle
         // clause leaves the direction free (far-out angles under angles=f32), where the radial allowance does not.
         const double length_err =
-            (std::hypot(y0, y1) - std::hypot(es[0], es[1])) / (std::max(norm, f.min_normal()) * u);
+            (pair_hypot(y0, y1) - pair_hypot(es[0], es[1])) / (std::max(norm, f.min_normal()) * u);
         const double length_allowed = allow.rounding * (1.0 + 0x1p-20) + 0x1p-48 / u;  // + hypot's roundings
         const bool length_ok = zero_ok || cr.flat > 0 || !(std::fabs(length_err) > length_allowed);
         const bool within = zero_ok || (!(ratio > 1.0) && length_ok);
