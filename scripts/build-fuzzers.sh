@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+. scripts/ccache-env.sh
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 export CC="${CC:-clang-14}" CXX="${CXX:-clang++-14}"
 export CFLAGS="${CFLAGS:-$flags}" CXXFLAGS="${CXXFLAGS:-$flags}"

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh "$@"
+. scripts/ccache-env.sh
 gen=()
 command -v ninja >/dev/null && [ ! -f build/CMakeCache.txt ] && gen=(-G Ninja)
 cmake --preset default "${gen[@]}" >/dev/null

@@ -4,6 +4,7 @@
 # scripts/test.sh (the packages are installed by then). Extra arguments go to ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ccache-env.sh
 cmake --preset asan >/dev/null
 cmake --build --preset asan --target test_gate test_hostile ropecheck ropecheck_mutants ropecheck_hostile
 # The isolation and host tests, and the hostile kernels whose behaviour goes through the host's every path
