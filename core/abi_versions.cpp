@@ -72,7 +72,13 @@ std::string AbiVersions::why_not_sent(uint32_t needed) const {
 
 std::string AbiVersions::summary() const {
   if (!probed) return "ABI versions not probed";
-  if (accepted == 0) return "the kernel refused every probe call at every ABI version";
+  if (accepted == 0) {
+    for (const AbiProbe& p : probes)
+      if (!p.outcome.empty())
+        return fmt::format("not known: the probe call ({}) {} at abi_version {}; calls go as abi_version 1", p.call,
+                           p.outcome, p.version);
+    return "the kernel refused every probe call at every ABI version";
+  }
   std::string s = "the kernel speaks ABI " + versions_text(accepted);
   if (blind) s += fmt::format(" and accepts abi_version {} too (it does not check the version)", kUndefinedAbiVersion);
   if (!features_sent()) {
@@ -91,6 +97,9 @@ std::string AbiVersions::summary() const {
 
 std::string AbiVersions::refusal() const {
   if (!probed || accepted != 0 || probes.empty()) return "";
+  // A probe that crashed or hung is a fault, not a refusal: the rows report it (and its cause) as they find it.
+  for (const AbiProbe& p : probes)
+    if (!p.outcome.empty()) return "";
   // The simplest call at each version: the first probe made at it.
   std::string s;
   std::map<uint32_t, const AbiProbe*> first;

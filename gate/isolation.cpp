@@ -401,6 +401,27 @@ int wait_reply(int sock, int pidfd, pid_t pid, Reply& r, Clock::time_point deadl
     }
   }
 }
+
+// After the host's control socket broke (wait_reply returned 0): waits until the host exits by itself or
+// `deadline`, whichever comes first; true (the host reaped, its status in `st`) if it exited. A host whose
+// kernel closed the socket exits with kLostSocket as soon as it cannot send its reply; a SIGKILL sent before
+// that would read as someone else's (and the cause, "control socket", would depend on the machine's load).
+bool wait_own_exit(int pidfd, pid_t pid, int& st, Clock::time_point deadline) {
+  for (;;) {
+    const pid_t p = waitpid(pid, &st, WNOHANG);
+    if (p == pid) return true;
+    if (p < 0 && errno != EINTR) return false;
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    const int ms = int(std::min(std::ceil(left * 1000), pidfd >= 0 ? 1e9 : 10.0));
+    if (pidfd >= 0) {
+      pollfd f{pidfd, POLLIN, 0};
+      poll(&f, 1, ms);
+    } else {
+      poll(nullptr, 0, ms);
+    }
+  }
+}
 }  // namespace
 
 void KernelHost::start() {
@@ -653,13 +674,21 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
       r.fp_change = "the call changed the FP environment: " +
                     describe_fp_change(FpControl{rep.fp_before}, FpControl{rep.fp_after});
   } else {
-    // The host died, hung or garbled its reply: end it (and anything in its group).
+    // The host died, hung or garbled its reply: end it (and anything in its group). When its socket broke it
+    // may be on its way out: it gets until the call's deadline to exit by itself (wait_own_exit).
     const pid_t pid = pid_;
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    const bool exited =
+        w == 0 && wait_own_exit(pidfd_, pid, st,
+                                t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds)));
+    kill(-pid, SIGKILL);  // (the group outlives its leader while a member lives: its id is not reused)
+    if (!exited) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
     }
+    // Killed by the gate after its socket broke and it did not exit by the deadline: the socket is the cause.
+    const bool gate_killed = w == 0 && !exited && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
     pid_ = -1;
     stop();
     if (w == -1) {
@@ -667,6 +696,9 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     } else if (w == -2) {
       r.status = CallStatus::crashed;
       r.exit_code = -2;
+    } else if (gate_killed) {
+      r.status = CallStatus::crashed;
+      r.exit_code = kLostSocket;
     } else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
       r.status = CallStatus::crashed;
       r.signal = WTERMSIG(st);

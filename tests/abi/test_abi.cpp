@@ -89,6 +89,25 @@ TEST(AbiNegotiation, EveryIdiomGetsEachCaseAtAVersionItSpeaksOrNotAtAll) {
   }
 }
 
+// A probe that crashes is a fault, not a refusal: no one-line "rejected every call" verdict (the rows report the
+// crash and its cause, e.g. impls/hostile/h_close_fds.c's control socket), and the abi line says what happened.
+TEST(AbiNegotiation, AProbeThatCrashesIsNotARefusal) {
+  const AbiVersions v = negotiate_abi(
+      [&](const RopeCase&, uint32_t) {
+        AbiProbe p;
+        p.outcome = "crashed with signal 11 (Segmentation fault)";
+        return p;
+      },
+      {Dtype::f32}, {Layout::interleaved});
+  EXPECT_EQ(v.accepted, 0u);
+  EXPECT_EQ(v.refusal(), "");
+  EXPECT_NE(v.summary().find("not known: the probe call (f32 interleaved head_dim 64, 1 head, 1 token at position 1) "
+                             "crashed with signal 11 (Segmentation fault) at abi_version 1"),
+            std::string::npos)
+      << v.summary();
+  EXPECT_EQ(v.version_for(1), 1u);
+}
+
 TEST(AbiNegotiation, ARefusingKernelIsNamedOnceWithTheSimplestCallAndItsCode) {
   const AbiVersions v = negotiated(0, 2);
   const std::string s = v.refusal();
