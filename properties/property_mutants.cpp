@@ -72,39 +72,40 @@ int mutant_position_plus_one(const rc_rope_args* a) {
   });
 }
 
-// Canonicalises pass-through dims: quiets NaNs, flushes subnormals.
-int mutant_pass_through_canonicalised(const rc_rope_args* a) {
+// The scalar kernel's output, then `f(d, e)` on every pass-through element index e of it: the pass-through
+// mutants below differ only in what they do to one element.
+template <class F>
+int scalar_then_pass_through(const rc_rope_args* a, F f) {
   if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
   const Dtype d = Dtype(a->dtype);
-  const uint32_t quiet = d == Dtype::f32 ? 0x00400000u : d == Dtype::f16 ? 0x0200u : 0x0040u;
   for (uint64_t t = 0; t < a->n_tokens; ++t)
     for (uint32_t h = 0; h < a->n_heads; ++h)
-      for (uint32_t k = a->rotary_dim; k < a->head_dim; ++k) {
-        const size_t e = (size_t(t) * a->n_heads + h) * a->head_dim + k;
-        const float v = load_f32(d, a->out, e);
-        uint32_t bits = load_bits(d, a->out, e);
-        if (std::isnan(v)) bits |= quiet;
-        else if (v != 0 && std::fabs(v) < float(format_of(d).min_normal())) bits &= sign_mask(d);
-        store_bits(d, a->out, e, bits);
-      }
+      for (uint32_t k = a->rotary_dim; k < a->head_dim; ++k) f(d, (size_t(t) * a->n_heads + h) * a->head_dim + k);
   return RC_OK;
+}
+
+// The quiet bit of a NaN's significand.
+uint32_t quiet_bit(Dtype d) { return d == Dtype::f32 ? 0x00400000u : d == Dtype::f16 ? 0x0200u : 0x0040u; }
+
+// Canonicalises pass-through dims: quiets NaNs, flushes subnormals.
+int mutant_pass_through_canonicalised(const rc_rope_args* a) {
+  return scalar_then_pass_through(a, [a](Dtype d, size_t e) {
+    const float v = load_f32(d, a->out, e);
+    uint32_t bits = load_bits(d, a->out, e);
+    if (std::isnan(v)) bits |= quiet_bit(d);
+    else if (v != 0 && std::fabs(v) < float(format_of(d).min_normal())) bits &= sign_mask(d);
+    store_bits(d, a->out, e, bits);
+  });
 }
 
 // Passes pass-through dims through float arithmetic (0 + x: autograd's zeros + g): quiets NaNs and turns -0 into
 // +0 there. Every value is kept (identity=values allows it), not every bit (identity=bits does not).
 int mutant_pass_through_by_value(const rc_rope_args* a) {
-  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
-  const Dtype d = Dtype(a->dtype);
-  const uint32_t quiet = d == Dtype::f32 ? 0x00400000u : d == Dtype::f16 ? 0x0200u : 0x0040u;
-  for (uint64_t t = 0; t < a->n_tokens; ++t)
-    for (uint32_t h = 0; h < a->n_heads; ++h)
-      for (uint32_t k = a->rotary_dim; k < a->head_dim; ++k) {
-        const size_t e = (size_t(t) * a->n_heads + h) * a->head_dim + k;
-        const uint32_t bits = load_bits(d, a->out, e);
-        if (std::isnan(load_f32(d, a->out, e))) store_bits(d, a->out, e, bits | quiet);
-        else if (bits == sign_mask(d)) store_bits(d, a->out, e, 0);  // -0 -> +0
-      }
-  return RC_OK;
+  return scalar_then_pass_through(a, [a](Dtype d, size_t e) {
+    const uint32_t bits = load_bits(d, a->out, e);
+    if (std::isnan(load_f32(d, a->out, e))) store_bits(d, a->out, e, bits | quiet_bit(d));
+    else if (bits == sign_mask(d)) store_bits(d, a->out, e, 0);  // -0 -> +0
+  });
 }
 
 // Writes its result into the input too.
