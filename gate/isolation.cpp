@@ -68,7 +68,13 @@ struct Command {
   uint64_t args_off = 0;                 // the rc_rope_args in the arena
   uint64_t used_bytes = 0;               // made read-write before the call
   uint64_t guard_off[kMaxGuards] = {};   // each a page made PROT_NONE for the call
+  uint64_t flags = 0;                    // kGuardsIntact
 };
+
+// The gate read every guard page of the previous call after it returned and found each still PROT_NONE: the
+// host need not protect those pages again (a kernel thread that changes one later is still reported, by the
+// check after the call that finds it changed).
+constexpr uint64_t kGuardsIntact = 1;
 
 enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3 };
 
@@ -169,7 +175,7 @@ struct HostSetup {
   ready.fp_after = read_fp_control().bits;
   if (send(kHostFd, &ready, sizeof ready, MSG_NOSIGNAL) != ssize_t(sizeof ready)) _exit(6);
   const size_t pg = page_size();
-  std::vector<uint64_t> guards, freed;  // the previous call's guard pages; those that are data now
+  std::vector<uint64_t> guards, freed, fresh;  // the previous call's guard pages; those that are data now; to protect
   for (;;) {
     Command cmd;
     const ssize_t n = recv(kHostFd, &cmd, sizeof cmd, 0);
@@ -196,9 +202,14 @@ struct HostSetup {
       if (std::find(now_b, now_e, g) == now_e) freed.push_back(g);
     std::sort(freed.begin(), freed.end());
     protect_runs(freed, PROT_READ | PROT_WRITE);
+    fresh.clear();  // the pages to make PROT_NONE: every guard page, or only the new ones when those kept are intact
+    for (const uint64_t* g = now_b; g != now_e; ++g)
+      if (!(cmd.flags & kGuardsIntact) || !std::binary_search(guards.begin(), guards.end(), *g)) fresh.push_back(*g);
+    std::sort(fresh.begin(), fresh.end());
+    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+    protect_runs(fresh, PROT_NONE);
     guards.assign(now_b, now_e);
     std::sort(guards.begin(), guards.end());
-    protect_runs(guards, PROT_NONE);
     write_fp_control(pristine);
     Reply r;
     r.kind = kDone;
@@ -618,6 +629,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   cmd.seq = ++seq_;
   cmd.args_off = ra.data;
   cmd.used_bytes = cursor;
+  if (guards_intact_) cmd.flags |= kGuardsIntact;
   for (const Region& g : regions) {
     cmd.guard_off[cmd.n_guards++] = g.guard_lo;
     cmd.guard_off[cmd.n_guards++] = g.guard_hi;
@@ -651,12 +663,14 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
 
   // The guard pages must still be PROT_NONE in the host (read from outside: a PROT_NONE page gives EFAULT).
   // Only a live host can be asked.
+  guards_intact_ = w == 1 && protection_checked_;
   if (w == 1 && protection_checked_) {
     for (const Region& g : regions)
       for (size_t off : {g.guard_lo, g.guard_hi}) {
         unsigned char b;
         iovec local{&b, 1}, remote{A + off, 1};
         const ssize_t k = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+        if (k == 1 || errno != EFAULT) guards_intact_ = false;
         if (k == 1)
           r.memory.push_back({"guard page", fmt::format("memory: the guard page {} the {} buffer is no longer PROT_NONE "
                                                         "in the kernel's process (the kernel changed its protection)",

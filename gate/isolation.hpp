@@ -160,6 +160,7 @@ class KernelHost {
   std::string load_fp_change_;
   std::string seccomp_error_;
   bool protection_checked_ = true;  // process_vm_readv can see the host's guard pages
+  bool guards_intact_ = false;      // the last call's guard pages were each read back PROT_NONE
   AbiVersions abi_;                 // probed: negotiate() or set_abi()
   bool features_declared_ = false;
 };

@@ -169,7 +169,7 @@ inline ThetaTable make_theta_table(const rc_rope_args* a) {
   return t;
 }
 
-// The same table, cached per thread for the last 8 (base, rotary_dim) when no
+// The same table, cached per thread for the last 64 (base, rotary_dim) when no
 // frequency table is given: 64 powl cost ~25 us, which dominated a decode call,
 // and a caller alternating a few bases (a model's q and k, a test's cases)
 // would otherwise rebuild it on every call. Entries are replaced in turn; the
@@ -180,7 +180,7 @@ inline const ThetaTable& theta_table_cached(const rc_rope_args* a) {
     uint32_t rotary_dim = 0;
     ThetaTable table;
   };
-  constexpr size_t kEntries = 8;
+  constexpr size_t kEntries = 64;
   thread_local Entry cached[kEntries];
   thread_local size_t next = 0;
   thread_local ThetaTable table;

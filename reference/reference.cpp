@@ -234,7 +234,7 @@ std::shared_ptr<const ThetaTable> default_thetas(double base, uint32_t rotary_di
     mpfr_swap(cur.p(), next.p());
   }
   memo.insert(memo.begin(), Entry{bb, rotary_dim, P, t});
-  if (memo.size() > 8) {
+  if (memo.size() > 64) {
     spare = std::const_pointer_cast<ThetaTable>(std::move(memo.back().table));
     memo.pop_back();
   }

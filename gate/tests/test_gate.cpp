@@ -3,6 +3,7 @@
 // every correct kernel passed).
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -245,6 +246,42 @@ TEST(KernelHost, BuffersTouchAGuardPageAtEitherEnd) {
     EXPECT_GT(faults, 0);
     EXPECT_GT(clean, 0);
   }
+}
+
+// A guard page the kernel made writable in one call is reported and PROT_NONE again at the next call of the
+// same shape (the host skips re-protecting only the guard pages the gate read back intact): the next call's
+// write one element past its output faults.
+TEST(KernelHost, AGuardPageAKernelUnprotectedIsProtectedAgainNextCall) {
+  static int calls = 0;
+  calls = 0;
+  const rc_rope_apply_fn fn = [](const rc_rope_args* a) {
+    const size_t nb = a->n_tokens * a->n_heads * a->head_dim * (a->dtype == RC_F32 ? 4 : 2);
+    const uintptr_t pg = uintptr_t(sysconf(_SC_PAGESIZE)), end = uintptr_t(a->out) + nb;
+    unsigned char* next = reinterpret_cast<unsigned char*>((end + pg - 1) / pg * pg);
+    if (calls++ % 2 == 0) {
+      mprotect(next, pg, PROT_READ | PROT_WRITE);
+    } else {
+      *static_cast<volatile unsigned char*>(next) = 1;  // past the output: a fault unless the page stayed writable
+    }
+    return RC_UNSUPPORTED;
+  };
+  gate::KernelHost host(gate::KernelSource{"", fn}, gate::HostOptions{});
+  // Whole pages of output (2 heads x 4 tokens x 4 KiB): where the output lies flush against its guard page
+  // after it (a third of the cases), the first call of a pair unprotects that guard page (reported), and the
+  // second, the same case, writes to it.
+  int pairs = 0;
+  for (int64_t p0 = 0; p0 < 12; ++p0) {
+    RopeCase c = small_case(Dtype::f32, Layout::interleaved, 1024, 1024);
+    c.positions[0] = p0;
+    const gate::CallResult first = host.call(c, false, 10);
+    const gate::CallResult second = host.call(c, false, 10);
+    const bool reported = std::any_of(first.memory.begin(), first.memory.end(),
+                                      [](const gate::MemoryFinding& m) { return m.fault == "guard page"; });
+    if (!reported) continue;
+    ++pairs;
+    EXPECT_EQ(second.status, gate::CallStatus::crashed) << "positions[0] " << p0;
+  }
+  EXPECT_GT(pairs, 0);
 }
 
 TEST(KernelHost, WritesToArgumentsAndDeclinedCallsThatWriteAreFindings) {
