@@ -126,6 +126,12 @@ inline float load_f32(Dtype d, const void* base, size_t i) {
   return 0;
 }
 
+// Flip the sign bit of element i (exact negation, NaN payloads kept).
+inline void flip_sign_bit(Dtype d, void* base, size_t i) {
+  const size_t sz = d == Dtype::f32 ? 4 : 2;
+  static_cast<unsigned char*>(base)[sz * i + sz - 1] ^= 0x80;  // little-endian: the sign is the top bit of the last byte
+}
+
 inline void store_f32(Dtype d, void* base, size_t i, float v) {
   switch (d) {
     case Dtype::f32: std::memcpy(static_cast<char*>(base) + 4 * i, &v, 4); return;

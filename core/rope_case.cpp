@@ -9,7 +9,33 @@
 
 namespace ropecheck {
 
+namespace {
+
+// Whether x is exactly a value of d.
+bool representable(Dtype d, double x) {
+  const float f = float(x);
+  if (double(f) != x) return false;
+  unsigned char b[4];
+  store_f32(d, b, 0, f);
+  return load_f32(d, b, 0) == f;
+}
+
+}  // namespace
+
+std::string_view to_string(Direction d) { return d == Direction::forward ? "forward" : "inverse"; }
+
+std::string_view to_string(TableKind k) {
+  switch (k) {
+    case TableKind::cos_sin_2: return "cos-sin-2";
+    case TableKind::cos_sin_cat: return "cos-sin-cat";
+    case TableKind::cos_sin_full: return "cos-sin-full";
+    case TableKind::angle: return "angle";
+  }
+  return "?";
+}
+
 bool RopeCase::is_v1() const {
+  if (uses_v3()) return false;
   if (rotary_offset != 0 || n_pos_axes != 1 || !pair_axis.empty() || attention_factor != 1.0 || freq_rule)
     return false;
   for (int64_t m : positions)
@@ -61,11 +87,38 @@ std::string RopeCase::validate() const {
     }
   }
   if (!std::isfinite(position_scale)) why << "position_scale must be finite; ";
+  if (table) why << validate_table();
   if (why.tellp() == 0 && input.size() != n_bytes())
     why << "input has " << input.size() << " bytes, expected " << n_bytes() << "; ";
   std::string s = why.str();
   if (s.size() >= 2) s.resize(s.size() - 2);
   return s;
+}
+
+std::string RopeCase::validate_table() const {
+  std::ostringstream why;
+  const CosSinTable& t = *table;
+  const size_t np = rotary_dim / 2;
+  if (!inv_freq.empty() || freq_rule) why << "a cos/sin table excludes inv_freq and a frequency rule; ";
+  if (!t.is_angle() && attention_factor != 1.0)
+    why << "with a cos/sin table the attention factor is in its values (attention_factor must be 1); ";
+  if (t.is_angle() && t.dtype != Dtype::f32) why << "an angle table is f32; ";
+  if (t.rows == 0) why << "the table needs at least one row; ";
+  if (t.cos.size() != t.rows * np || (t.is_angle() ? !t.sin.empty() : t.sin.size() != t.rows * np))
+    why << "the table's values are not " << t.rows << " rows of rotary_dim/2 = " << np << "; ";
+  if (why.tellp() != 0) return why.str();
+  for (const std::vector<double>* v : {&t.cos, &t.sin})
+    for (double x : *v)
+      if (!std::isfinite(x) || !representable(t.dtype, x)) {
+        why << "table values must be finite values of " << to_string(t.dtype) << " (got " << hexfloat(x) << "); ";
+        return why.str();
+      }
+  for (int64_t m : positions)
+    if (m < 0 || uint64_t(m) >= t.rows) {
+      why << "position " << m << " is outside the table's rows [0, " << t.rows << "); ";
+      break;
+    }
+  return why.str();
 }
 
 void apply_case_template(const RopeCase& model, RopeCase& c) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <optional>
+#include <string_view>
 
 #include "core/dtype.hpp"
 #include "core/frequency_rule.hpp"
@@ -18,6 +19,35 @@ namespace ropecheck {
 
 // Raw storage of n elements of a dtype.
 using Bytes = std::vector<unsigned char>;
+
+// ABI v3 (draft: docs/abi-v3/kernel_abi.h): the direction of the rotation, and cos/sin given by the caller.
+enum class Direction : uint8_t {
+  forward,  // out pair i = af e^{+j phi_i} z_i
+  inverse,  // out pair i = af e^{-j phi_i} z_i (the attention factor kept: inverse(forward(x)) = af^2 x)
+};
+std::string_view to_string(Direction d);
+
+enum class TableKind : uint8_t {
+  cos_sin_2 = 1,     // cos {P, R/2} and sin {P, R/2}: FlashAttention, ONNX Runtime, ONNX
+  cos_sin_cat = 2,   // one {P, R}: cos in columns [0, R/2), sin in [R/2, R): vLLM, FlashInfer
+  cos_sin_full = 3,  // cos {P, R} and sin {P, R}, each value at both elements of its pair: Hugging Face, Liger
+  angle = 4,         // f32 angles {P, R}, full width: TransformerEngine (the kernel takes cos and sin)
+};
+std::string_view to_string(TableKind k);
+
+// A table the caller gives the kernel, in its canonical form: one value per (row, pair); row r is position r.
+// The kind and dtype say how the harness lays it out for the kernel; the values are exactly values of the
+// dtype (of f32 for angles) and, for the cos/sin kinds, hold the attention factor (af cos, af sin).
+struct CosSinTable {
+  TableKind kind = TableKind::cos_sin_2;
+  Dtype dtype = Dtype::f32;  // the table's own storage type (angle: f32)
+  size_t rows = 0;
+  std::vector<double> cos;   // [rows][R/2]: af cos (angle: the angle)
+  std::vector<double> sin;   // [rows][R/2]: af sin (angle: empty)
+  bool is_angle() const { return kind == TableKind::angle; }
+  double cos_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return cos[row * n_pairs + pair]; }
+  double sin_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return sin[row * n_pairs + pair]; }
+};
 
 struct RopeCase {
   Dtype dtype = Dtype::f32;
@@ -40,6 +70,11 @@ struct RopeCase {
                                            // factor fields are not used (attention_factor is)
   uint64_t rule_seq_len = 0;           // the rule's seq_len (dynamic, longrope); 0 = none
 
+  // ABI v3 (neutral: forward, no table). With a table, base, position_scale, inv_freq and freq_rule are not
+  // used (inv_freq empty, no rule), and attention_factor is 1 except for an angle table.
+  Direction direction = Direction::forward;
+  std::optional<CosSinTable> table;
+
   size_t n_tokens() const { return n_pos_axes ? positions.size() / n_pos_axes : 0; }
   // Position of token t on an axis, and the axis that drives pair i.
   int64_t position(size_t t, uint32_t axis = 0) const { return positions[axis * n_tokens() + t]; }
@@ -47,8 +82,10 @@ struct RopeCase {
   int64_t pair_position(size_t t, uint32_t pair) const { return position(t, axis_of(pair)); }
   // Whether every v2 field is neutral and no position is negative: abi_version 1 expresses the call.
   bool is_v1() const;
-  // The lowest abi_version that expresses the call (1 when is_v1(), else 2).
-  uint32_t min_abi_version() const { return is_v1() ? 1 : 2; }
+  // Whether a v3 field is not neutral (the direction, a table).
+  bool uses_v3() const { return direction != Direction::forward || table.has_value(); }
+  // The lowest abi_version that expresses the call (1 when is_v1(), 3 when uses_v3(), else 2).
+  uint32_t min_abi_version() const { return uses_v3() ? 3 : is_v1() ? 1 : 2; }
   size_t n_elements() const { return n_tokens() * n_heads * head_dim; }
   size_t n_bytes() const { return n_elements() * dtype_size(dtype); }
   size_t n_pairs_per_head() const { return rotary_dim / 2; }
@@ -56,6 +93,7 @@ struct RopeCase {
   // Empty when the case is well formed (for the reference and for kernels); otherwise why not.
   std::string validate() const;
   std::string validate_for_kernel() const { return validate(); }
+  std::string validate_table() const;  // the table's part of validate() ("" when there is no table)
 
   // The ABI call for this case, reading `in` and writing `out`, at abi_version `version` (0: the lowest that
   // expresses it, min_abi_version()). At a version >= 2 every v2 field carries its value explicitly (neutral

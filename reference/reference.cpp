@@ -278,12 +278,18 @@ struct AngleInputs {
   const Num* theta = nullptr;
   double theta_units = 0;
   float inv_f32 = 0;
+  uint32_t pair = 0;  // the pair these are for (a given table's column)
 };
 
 // The working angle of a pair at position m into `angle` (precision P; the fp32 model's f32 angle exactly),
 // with |angle - exact angle| <= the returned bound. `ms` is scratch (kExactBits).
 double working_angle(const RopeCase& c, const ReferenceOptions& opt, int64_t m, const AngleInputs& in, mpfr_prec_t P,
                      Num& angle, Num& ms) {
+  if (c.table) {  // an angle table: the angle as given, exactly
+    mpfr_set_prec(angle.p(), kExactBits);
+    mpfr_set_d(angle.p(), c.table->cos_at(size_t(m), in.pair, c.rotary_dim / 2), MPFR_RNDN);
+    return 0;
+  }
   if (opt.angle_model == AngleModel::fp32) {
     mpfr_set_prec(angle.p(), kExactBits);
     mpfr_set_flt(angle.p(), fp32_angle_from_inv(c, in.inv_f32, m), MPFR_RNDN);  // exact, no error
@@ -298,6 +304,19 @@ double working_angle(const RopeCase& c, const ReferenceOptions& opt, int64_t m, 
 
 void compute_trig(const RopeCase& c, const ReferenceOptions& opt, int64_t m, const AngleInputs& in, mpfr_prec_t P,
                   Trig& r) {
+  if (c.table && !c.table->is_angle()) {  // cos and sin as given (the attention factor in them), exactly
+    const uint32_t np = c.rotary_dim / 2;
+    const double cv = c.table->cos_at(size_t(m), in.pair, np), sv = c.table->sin_at(size_t(m), in.pair, np);
+    mpfr_set_prec(r.c.p(), kExactBits);
+    mpfr_set_prec(r.s.p(), kExactBits);
+    mpfr_set_d(r.c.p(), cv, MPFR_RNDN);
+    mpfr_set_d(r.s.p(), sv, MPFR_RNDN);
+    r.abs_angle = std::fabs(std::atan2(sv, cv));
+    r.zero_angle = cv == 1.0 && sv == 0.0;  // the identity: bits copied
+    r.nonfinite_angle = false;
+    r.err = r.err_c = r.err_s = 0;
+    return;
+  }
   Num angle(P), ms(kExactBits);
   const double angle_err = working_angle(c, opt, m, in, P, angle, ms);
   const double ulp = std::ldexp(1.0, -int(P));
@@ -762,7 +781,10 @@ class Driver {
     const mpfr_prec_t P = bits(k);
     Num th(P);
     AngleInputs in;
-    if (opt_.angle_model == AngleModel::exact) {
+    in.pair = i;
+    if (c_.table) {
+      // cos and sin, or the angle, from the table (compute_trig, working_angle)
+    } else if (opt_.angle_model == AngleModel::exact) {
       in.theta_units = theta(c_, i, th, P);
       in.theta = &th;
     } else {
@@ -871,6 +893,39 @@ bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out, bool mp
 
 ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   if (std::string why = c.validate(); !why.empty()) throw std::invalid_argument("reference: " + why);
+  if (c.direction == Direction::inverse) {
+    // af e^{-j phi} z: the forward rotation by the negated angle, which is exact: the negated sin (or angle) of
+    // a table, else the negated positions (the angle m*scale*theta, and the fp32 model's f32(f32(m)*inv), are
+    // odd in m). Only m = INT64_MIN has no negation: there, conj(af e^{j phi} conj(z)), the forward rotation of
+    // (x0, -x1) with its second output negated (exact too; an exactly zero output may differ in sign from
+    // IEEE arithmetic on the negated sin).
+    RopeCase f = c;
+    f.direction = Direction::forward;
+    if (f.table) {
+      for (double& v : f.table->is_angle() ? f.table->cos : f.table->sin) v = -v;
+      return reference_rope(f, opt);
+    }
+    if (std::find(c.positions.begin(), c.positions.end(), std::numeric_limits<int64_t>::min()) == c.positions.end()) {
+      for (int64_t& m : f.positions) m = -m;
+      return reference_rope(f, opt);
+    }
+    auto flip_seconds = [&](Bytes& b) {
+      for (size_t t = 0; t < c.n_tokens(); ++t)
+        for (size_t h = 0; h < c.n_heads; ++h)
+          for (uint32_t i = 0; i < c.rotary_dim / 2; ++i)
+            flip_sign_bit(c.dtype, b.data(), head_offset(c, t, h) + pair_elements(c, i).second);
+    };
+    flip_seconds(f.input);
+    ReferenceOutput out = reference_rope(f, opt);
+    flip_seconds(out.rounded);
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      for (size_t h = 0; h < c.n_heads; ++h)
+        for (uint32_t i = 0; i < c.rotary_dim / 2; ++i) {
+          double& e = out.exact[head_offset(c, t, h) + pair_elements(c, i).second];
+          e = -e;
+        }
+    return out;
+  }
   if (opt.working_bits < 32 || opt.working_bits > kMaxBits)
     throw std::invalid_argument("reference: working_bits must be in [32, " + std::to_string(kMaxBits) + "] (got " +
                                 std::to_string(opt.working_bits) + ")");
@@ -894,11 +949,14 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   std::vector<DD> theta_dd(opt.angle_model == AngleModel::exact ? npairs : 0);
   std::vector<double> theta_rel(theta_dd.size());
   const double ulp_p = std::ldexp(1.0, -int(P));
-  if (opt.angle_model == AngleModel::exact) {
+  for (uint32_t i = 0; i < npairs; ++i) inputs[i].pair = i;
+  if (c.table) {
+    // The table's values are the angles or cos and sin: no theta.
+  } else if (opt.angle_model == AngleModel::exact) {
     if (c.inv_freq.empty() && !c.freq_rule) {
       table = default_thetas(c.base, c.rotary_dim, P);
       for (uint32_t i = 0; i < npairs; ++i) {
-        inputs[i] = {&table->theta[i], table->units[i], 0};
+        inputs[i] = {&table->theta[i], table->units[i], 0, i};
         theta_dd[i] = {table->hi[i], table->lo[i]};
         theta_rel[i] = table->units[i] * ulp_p + 0x1p-105;
       }
@@ -911,13 +969,13 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
         if (rule) {  // as theta(): the rule's value 64 bits beyond P, rounded once
           own.emplace_back(P);
           mpfr_set(own.back().p(), rule->theta[i].backend().data(), MPFR_RNDN);
-          inputs[i] = {&own.back(), 2.0, 0};
+          inputs[i] = {&own.back(), 2.0, 0, i};
           theta_dd[i] = dd_of(own.back().p(), split_tmp);
           theta_rel[i] = 2.0 * ulp_p + 0x1p-105;
         } else {
           own.emplace_back(kExactBits);
           mpfr_set_d(own.back().p(), c.inv_freq[i], MPFR_RNDN);  // exact
-          inputs[i] = {&own.back(), 0.0, 0};
+          inputs[i] = {&own.back(), 0.0, 0, i};
           theta_dd[i] = {c.inv_freq[i], 0.0};
           theta_rel[i] = 0;
         }
@@ -991,7 +1049,17 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
   auto first_pass_dd = [&](PairTrig& pt, uint32_t i) -> bool {
     DD A;
     double angle_err = 0;
-    if (opt.angle_model == AngleModel::fp32) {
+    if (c.table && !c.table->is_angle()) {  // cos and sin exactly as given
+      const double cv = c.table->cos_at(size_t(pt.m), i, npairs), sv = c.table->sin_at(size_t(pt.m), i, npairs);
+      pt.abs_angle = std::fabs(std::atan2(sv, cv));
+      pt.zero_angle = cv == 1.0 && sv == 0.0;
+      pt.exact_trig = true;
+      pt.f = {cv, 0, sv, 0, 0};
+      return true;
+    }
+    if (c.table) {  // an angle table: the angle exactly as given
+      A = {c.table->cos_at(size_t(pt.m), i, npairs), 0.0};
+    } else if (opt.angle_model == AngleModel::fp32) {
       const float a = fp32_angle_from_inv(c, inputs[i].inv_f32, pt.m);
       if (!std::isfinite(a)) return false;
       A = {double(a), 0.0};

@@ -121,11 +121,25 @@ Indep independent(const RopeCase& c, AngleModel model) {
   for (size_t t = 0; t < c.n_tokens(); ++t)
     for (uint32_t i = 0; i < npairs; ++i) {
       // ABI v2: the pair's own axis, the attention factor on cos and sin, the slice's offset.
-      const HP a = exact_angle_hp(c, i, c.pair_position(t, i), model);
-      if (a == 0 && c.attention_factor == 1.0) continue;  // identity
-      const HP red = a - round(a / two_pi()) * two_pi();
-      const HP cs = a == 0 ? HP(c.attention_factor) : HP(cos(red) * HP(c.attention_factor));
-      const HP sn = a == 0 ? HP(0) : HP(sin(red) * HP(c.attention_factor));
+      // ABI v3: a cos/sin table's values as given (the attention factor in them), an angle table's angle;
+      // the inverse direction negates sin.
+      const int64_t m = c.pair_position(t, i);
+      const bool cs_table = c.table && !c.table->is_angle();
+      const HP a = cs_table  ? HP(0)
+                   : c.table ? HP(c.table->cos_at(size_t(m), i, npairs))
+                             : exact_angle_hp(c, i, m, model);
+      HP cs, sn;
+      if (cs_table) {
+        cs = HP(c.table->cos_at(size_t(m), i, npairs));
+        sn = HP(c.table->sin_at(size_t(m), i, npairs));
+        if (cs == 1 && sn == 0) continue;  // identity
+      } else {
+        if (a == 0 && c.attention_factor == 1.0) continue;  // identity
+        const HP red = a - round(a / two_pi()) * two_pi();
+        cs = a == 0 ? HP(c.attention_factor) : HP(cos(red) * HP(c.attention_factor));
+        sn = a == 0 ? HP(0) : HP(sin(red) * HP(c.attention_factor));
+      }
+      if (c.direction == Direction::inverse) sn = -sn;
       const double cd = static_cast<double>(cs), sd = static_cast<double>(sn);
       for (size_t h = 0; h < c.n_heads; ++h) {
         auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
@@ -147,7 +161,8 @@ Indep independent(const RopeCase& c, AngleModel model) {
           else y0 = round_hp(Y0, fmt(d), &m0), e0 = round_hp(Y0, kDbl);
           if (Y1 == 0) y1 = e1 = x0 * sd + x1 * cd;
           else y1 = round_hp(Y1, fmt(d), &m1), e1 = round_hp(Y1, kDbl);
-          if (!(m0 > 1e-50 && m1 > 1e-50)) throw std::logic_error("independent computation too close to call");
+          // (cos and sin from a table are exact: a tie is a tie, rounded to even)
+          if (!cs_table && !(m0 > 1e-50 && m1 > 1e-50)) throw std::logic_error("independent computation too close to call");
         }
         store_bits(d, r.rounded.data(), k0, std::isnan(y0) ? 0x7fc00000u >> (d == Dtype::f32 ? 0 : 16) : to_bits(d, y0));
         store_bits(d, r.rounded.data(), k1, std::isnan(y1) ? 0x7fc00000u >> (d == Dtype::f32 ? 0 : 16) : to_bits(d, y1));
@@ -308,6 +323,48 @@ RopeCase random_v2_case(std::mt19937_64& rng, bool specials) {
   return c;
 }
 
+// A random ABI v3 case: a random v2 case, then (each half the time) the inverse direction and a table given
+// by the caller: cos/sin of a random kind and dtype (values of that dtype: rounded af cos, af sin of the
+// exact angles, or arbitrary values that are not a rotation), or f32 angles.
+RopeCase random_v3_case(std::mt19937_64& rng, bool specials) {
+  RopeCase c = random_v2_case(rng, specials);
+  if (rng() % 2) c.direction = Direction::inverse;
+  if (rng() % 4 != 0) {
+    CosSinTable t;
+    t.kind = TableKind(1 + rng() % 4);
+    t.dtype = t.is_angle() ? Dtype::f32 : kAllDtypes[rng() % 3];
+    int64_t top = 0;
+    for (int64_t& m : c.positions) {
+      m = int64_t(rng() % 9000);
+      top = std::max(top, m);
+    }
+    t.rows = size_t(top) + 1 + rng() % 3;
+    const uint32_t np = c.rotary_dim / 2;
+    auto in_dtype = [&](double v) {
+      unsigned char b[4];
+      store_f32(t.dtype, b, 0, float(v));
+      return double(load_f32(t.dtype, b, 0));
+    };
+    const bool rotation = rng() % 3 != 0;
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (size_t r = 0; r < t.rows; ++r)
+      for (uint32_t i = 0; i < np; ++i) {
+        const double ang = double(r) * std::pow(10000.0, -2.0 * i / double(c.rotary_dim));
+        if (t.is_angle()) {
+          t.cos.push_back(in_dtype(rotation ? ang : u(rng) * 1e4));
+        } else {
+          t.cos.push_back(in_dtype(rotation ? c.attention_factor * std::cos(ang) : u(rng)));
+          t.sin.push_back(in_dtype(rotation ? c.attention_factor * std::sin(ang) : u(rng)));
+        }
+      }
+    if (!t.is_angle()) c.attention_factor = 1.0;
+    c.inv_freq.clear();
+    c.freq_rule.reset();
+    c.table = std::move(t);
+  }
+  return c;
+}
+
 // ---- agreement with the independent computation -------------------------------
 
 TEST(Reference, AgreesWithIndependentComputationOnRandomCases) {
@@ -326,6 +383,71 @@ TEST(Reference, AgreesWithIndependentComputationOnRandomCases) {
     }
   }
   EXPECT_GT(pairs, 2000u);
+}
+
+TEST(Reference, AgreesWithIndependentComputationOnV3Cases) {
+  std::mt19937_64 rng(20261125);
+  uint64_t pairs = 0, inverse = 0, kinds[5] = {};
+  for (int n = 0; n < 300; ++n) {
+    const RopeCase c = random_v3_case(rng, n % 4 == 3);
+    ASSERT_EQ(c.validate(), "") << n;
+    const ReferenceOutput got = reference_rope(c);
+    const Indep want = independent(c, AngleModel::exact);
+    const std::string diff = compare(c, got, want);
+    ASSERT_TRUE(diff.empty()) << "v3 case " << n << ": " << diff;
+    pairs += c.n_tokens() * c.n_heads * c.rotary_dim / 2;
+    inverse += c.direction == Direction::inverse;
+    ++kinds[c.table ? int(c.table->kind) : 0];
+  }
+  EXPECT_GT(pairs, 1000u);
+  EXPECT_GT(inverse, 100u);
+  for (int k = 0; k < 5; ++k) EXPECT_GT(kinds[k], 20u) << k;
+}
+
+// The inverse at the one position that has no negation, INT64_MIN (reference_rope rotates (x0, -x1) forward
+// there), agrees with the independent computation (nonzero inputs: an exactly zero output's sign is IEEE's).
+TEST(Reference, InverseAtTheMostNegativePosition) {
+  std::mt19937_64 rng(77);
+  int checked = 0;
+  for (int n = 0; n < 100; ++n) {
+    RopeCase c = random_v2_case(rng, false);
+    c.direction = Direction::inverse;
+    for (size_t k = 0; k < c.n_tokens(); ++k)
+      if (k % 2 == 0) c.positions[k] = std::numeric_limits<int64_t>::min();
+    for (size_t k = 0; k < c.n_elements(); ++k)
+      if (load_f32(c.dtype, c.input.data(), k) == 0) store_f32(c.dtype, c.input.data(), k, 1.5f);
+    const std::string diff = compare(c, reference_rope(c), independent(c, AngleModel::exact));
+    ASSERT_TRUE(diff.empty()) << "case " << n << ": " << diff;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 100);
+}
+
+TEST(Reference, TablesAreValidated) {
+  RopeCase c = make_case(Dtype::f32, Layout::interleaved, 4, 4, {0, 3}, {1.0f, 2.0f});
+  CosSinTable t;
+  t.rows = 3;
+  t.cos.assign(6, 1.0);
+  t.sin.assign(6, 0.0);
+  c.table = t;
+  EXPECT_NE(c.validate().find("position 3 is outside the table's rows [0, 3)"), std::string::npos) << c.validate();
+  c.positions = {0, 2};
+  EXPECT_EQ(c.validate(), "");
+  c.attention_factor = 2.0;
+  EXPECT_NE(c.validate().find("attention_factor must be 1"), std::string::npos) << c.validate();
+  c.attention_factor = 1.0;
+  c.table->cos[1] = 0.1;  // not an f32
+  EXPECT_NE(c.validate().find("finite values of f32"), std::string::npos) << c.validate();
+  c.table->cos[1] = 1.0;
+  c.table->sin.pop_back();
+  EXPECT_NE(c.validate().find("not 3 rows"), std::string::npos) << c.validate();
+  c.table->sin.push_back(0.0);
+  c.table->kind = TableKind::angle;
+  EXPECT_NE(c.validate().find("not 3 rows"), std::string::npos) << c.validate();  // an angle table has no sin
+  c.table->sin.clear();
+  EXPECT_EQ(c.validate(), "");
+  c.inv_freq = {1.0, 0.5};
+  EXPECT_NE(c.validate().find("excludes inv_freq"), std::string::npos) << c.validate();
 }
 
 TEST(Reference, AgreesWithIndependentComputationOnV2Cases) {

@@ -345,6 +345,27 @@ TEST_P(V2KernelsKeepTheirVerdict, WithAPlantedBugFailWithItsNamedCause) {
 
 INSTANTIATE_TEST_SUITE_P(Abi, V2KernelsKeepTheirVerdict, ::testing::Values("v2", "current"));
 
+extern "C" {
+extern const size_t rc_v3_draft_offsets[];
+extern const size_t rc_v3_draft_n_offsets;
+}
+
+// The v3 draft (docs/abi-v3/kernel_abi.h) appends to today's struct: every v1 and v2 field at today's offset,
+// the first v3 field where today's struct ends, the rule descriptor unchanged.
+TEST(AbiV3Draft, KeepsEveryReleasedFieldInPlace) {
+#define F(name) offsetof(rc_rope_args, name)
+  const size_t today[] = {F(abi_version), F(dtype), F(layout), F(head_dim), F(rotary_dim), F(n_heads), F(n_tokens),
+                          F(positions), F(base), F(position_scale), F(inv_freq), F(in), F(out), F(rotary_offset),
+                          F(n_pos_axes), F(pair_axis), F(attention_factor), F(freq_rule)};
+#undef F
+  const size_t n = sizeof today / sizeof today[0];
+  ASSERT_EQ(rc_v3_draft_n_offsets, n + 4);
+  for (size_t k = 0; k < n; ++k) EXPECT_EQ(rc_v3_draft_offsets[k], today[k]) << "field " << k;
+  EXPECT_EQ(rc_v3_draft_offsets[n], sizeof(rc_rope_args)) << "the first v3 field starts where v2's struct ends";
+  EXPECT_EQ(rc_v3_draft_offsets[n + 1], sizeof(rc_freq_rule));
+  EXPECT_EQ(rc_v3_draft_offsets[n + 2], 48u) << "rc_tensor is DLTensor's 48 bytes";
+}
+
 TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
   const GateRun g = gate(kernel("current", "newer_header"), "--cases 50 --property-cases 3", "newer_header");
   EXPECT_EQ(g.exit, 1) << g.out;
