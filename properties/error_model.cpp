@@ -153,6 +153,7 @@ double f32_angle_ulps(const RopeCase& c, uint32_t pair) {
 
 double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double abs_phi) {
   if (!(abs_phi > 0)) return 0.0;  // an exact angle of 0 is 0 in every pipeline
+  if (c.table) return 0.0;         // a given table: the angle (or cos and sin) as given, exactly
   if (m.angle_f32) {
     const double k = m.angle_f32_ulps > 0 ? m.angle_f32_ulps : f32_angle_ulps(c, pair);
     return k * ulp32(abs_phi);
@@ -191,10 +192,13 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   if (ua > uo) e_in += round_pair(ua, mna, norm, flush);
   if (flush) e_in += hint.flushed_input_norm >= 0 ? hint.flushed_input_norm : r2 * mno;
   const double n1 = norm + e_in;
-  // cos, sin against those of the kernel's angle: relative rho, absolute alpha.
-  double rho = m.trig_rel_u32 * kU32;
-  double alpha = m.trig_abs_u32 * kU32 + (flush ? kMn32 : kU32 * kMn32);
-  if (uc > kU32) {
+  // cos, sin against those of the kernel's angle: relative rho, absolute alpha. A given cos/sin table's values
+  // are the kernel's cos and sin exactly (docs/error-model.md, "ABI v3"), unless it rounds them to a cos-sin
+  // type narrower than the table's own.
+  const bool cs_table = c.table && !c.table->is_angle();
+  double rho = cs_table ? 0.0 : m.trig_rel_u32 * kU32;
+  double alpha = cs_table ? 0.0 : m.trig_abs_u32 * kU32 + (flush ? kMn32 : kU32 * kMn32);
+  if (cs_table ? uc > format_of(c.table->dtype).unit_roundoff() : uc > kU32) {
     alpha += flush ? mnc : uc * mnc;
     rho += uc * (1.0 + rho);
   }

@@ -58,6 +58,15 @@ struct KernelErrorModel {
   static KernelErrorModel for_contract(const struct Contract& c);
 };
 
+// The factor by which pair i of token t scales its input's norm: the attention factor, or, with a given
+// cos/sin table (ABI v3), the norm of the (cos, sin) the table gives for the token's position.
+inline double pair_gain(const RopeCase& c, size_t t, uint32_t pair) {
+  if (!c.table || c.table->is_angle()) return c.attention_factor;
+  const size_t row = size_t(c.pair_position(t, pair));
+  const uint32_t np = c.rotary_dim / 2;
+  return pair_hypot(c.table->cos_at(row, pair, np), c.table->sin_at(row, pair, np));
+}
+
 // The angle allowance of angles=f32 without K for pair i of a case, in ulps of
 // f32 at |phi| (docs/error-model.md, "angles=f32"): (2i/d)|ln base| + 7 (+2
 // when position_scale != 1); 3 (+2) with a table.

@@ -216,7 +216,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     const int bucket = position_bucket(c.position(t));  // axis 0
     WorstPair* worst = nullptr;  // this bucket's entry, looked up at the token's first finite pair
     ErrorStats* bucket_stats = nullptr;  // likewise (a map lookup per pair cost more than the pair's statistics)
-    if (have_angles && cr.flat <= 0)
+    if (have_angles && cr.flat <= 0 && !c.table)  // a given table: no cache of the kernel's own to suspect
       for (uint32_t i = 0; i < npairs; ++i) {
         const double phi_i = ref.angle[t * npairs + i];
         cache_share[3 * i] = cache_radial_factor(Dtype::f32, phi_i, c.attention_factor) - 1.0;
@@ -234,8 +234,9 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         const double y0 = load_f32(d, got, s.k0), y1 = load_f32(d, got, s.k1);
         const double r0 = load_f32(d, ref.rounded.data(), s.k0), r1 = load_f32(d, ref.rounded.data(), s.k1);
         const bool finite_in = std::isfinite(x0) && std::isfinite(x1);
-        // Errors are relative to the exact output pair's norm: the input's times the attention factor.
-        const double af = c.attention_factor;
+        // Errors are relative to the exact output pair's norm: the input's times the attention factor, or, with
+        // a given cos/sin table, times the norm of the pair's (cos, sin) as given.
+        const double af = pair_gain(c, t, i);
         const double norm = finite_in ? pair_hypot(x0, x1) * af : 0.0;
         const PairAllowance allow = cr.allowance(
             c, i, norm, phi, finite_in ? pair_hint(f, af * x0, af * x1, ref.exact[s.k0], ref.exact[s.k1]) : PairHint{});

@@ -262,6 +262,143 @@ TEST(ContractAllowance, SimulatedPipelinesPassAndComeClose) {
   }
 }
 
+// ---- ABI v3: a table given by the caller -------------------------------------------------------------------
+
+namespace {
+
+// A random case with a table of `kind` in `table_dtype`: rows 0..top, the af-scaled cos and sin of the exact
+// angles of base 10000 rounded to the table's type (angle tables: the f32 angle), positions among the rows.
+RopeCase table_case(Dtype d, Layout l, TableKind kind, Dtype table_dtype, double af, std::mt19937_64& rng,
+                    bool tiny = false) {
+  RopeCase c = random_case(d, l, {0, 1, 2, 3, 7, 1000, 4095, 77}, 64, 10000.0, rng, tiny);
+  CosSinTable t;
+  t.kind = kind;
+  t.dtype = kind == TableKind::angle ? Dtype::f32 : table_dtype;
+  t.rows = 4096;
+  const uint32_t np = c.rotary_dim / 2;
+  for (size_t r = 0; r < t.rows; ++r)
+    for (uint32_t i = 0; i < np; ++i) {
+      const double phi = double(r) * std::pow(10000.0, -2.0 * i / c.rotary_dim);
+      if (kind == TableKind::angle) {
+        t.cos.push_back(double(float(phi)));
+      } else {
+        t.cos.push_back(round_to(t.dtype, af * std::cos(phi)));
+        t.sin.push_back(round_to(t.dtype, af * std::sin(phi)));
+      }
+    }
+  c.attention_factor = kind == TableKind::angle ? af : 1.0;
+  c.table = std::move(t);
+  return c;
+}
+
+// A kernel on a given table, as badly as the contract allows: cos and sin as given (rounded to the cos-sin type
+// when that is narrower than the table's), or of the f32 angle (rounded to f32, then the cos-sin type, times
+// the attention factor); the input rounded to a narrower arithmetic type, products and sums rounded in it,
+// the store to nearest even. Bugs: `sin_sign` -1 negates sin; `row_of_token` takes row t (the token's index)
+// instead of row m (its position).
+Bytes simulate_table(const RopeCase& c, const Contract& k, double sin_sign = 1, bool row_of_token = false) {
+  Bytes out = c.input;
+  const Dtype d = c.dtype;
+  const Format fo = format_of(d), fa = format_of(k.arith);
+  const CosSinTable& tb = *c.table;
+  const uint32_t np = c.rotary_dim / 2;
+  const bool narrower = format_of(k.cos_sin).precision < format_of(tb.dtype).precision;
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (uint32_t i = 0; i < np; ++i) {
+      const size_t row = row_of_token ? t : size_t(c.positions[t]);
+      double cs, sn;
+      if (tb.is_angle()) {
+        const double a = tb.cos_at(row, i, np);
+        cs = c.attention_factor * op(k.cos_sin, double(float(std::cos(a))));
+        sn = c.attention_factor * op(k.cos_sin, double(float(std::sin(a))));
+      } else {
+        cs = tb.cos_at(row, i, np);
+        sn = tb.sin_at(row, i, np);
+        if (narrower) {
+          cs = round_to(k.cos_sin, cs);
+          sn = round_to(k.cos_sin, sn);
+        }
+      }
+      sn *= sin_sign;
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const size_t b = head_offset(c, t, h);
+        const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+        double x0 = load_f32(d, c.input.data(), b + d0), x1 = load_f32(d, c.input.data(), b + d1);
+        if (fa.precision < fo.precision) {
+          x0 = round_to(k.arith, x0);
+          x1 = round_to(k.arith, x1);
+        }
+        auto mul = [&](double a, double b) { return op(k.arith, a * b); };
+        auto sum = [&](double a, double b) { return op(k.arith, a + b); };
+        const double y0 = sum(mul(x0, cs), -mul(x1, sn)), y1 = sum(mul(x0, sn), mul(x1, cs));
+        store_f32(d, out.data(), b + d0, float(round_to(d, y0)));
+        store_f32(d, out.data(), b + d1, float(round_to(d, y1)));
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+// The kernel's arithmetic on the table it was given: judged against the exact values of the table as given
+// (no angle or cos/sin allowance for them), its contract's arithmetic and cache clauses still apply.
+TEST(ContractAllowance, TableGivenPipelinesPassAndComeClose) {
+  struct Row {
+    const char* spec;
+    Dtype d;
+    TableKind kind;
+    Dtype table;
+    double af;
+  };
+  const Row rows[] = {
+      {"angles=exact", Dtype::f32, TableKind::cos_sin_2, Dtype::f32, 1.0},
+      {"angles=exact", Dtype::f32, TableKind::cos_sin_cat, Dtype::bf16, 1.0},
+      {"angles=exact", Dtype::bf16, TableKind::cos_sin_full, Dtype::f32, 1.1386294361119891},
+      {"arith=bf16", Dtype::bf16, TableKind::cos_sin_2, Dtype::bf16, 1.0},
+      {"arith=f16", Dtype::f16, TableKind::cos_sin_cat, Dtype::f16, 0.75},
+      {"cos-sin=bf16", Dtype::f32, TableKind::cos_sin_2, Dtype::f32, 1.0},  // FlashAttention #823's cast
+      {"cos-sin=f16,arith=f16", Dtype::f16, TableKind::cos_sin_full, Dtype::f32, 1.0},
+      {"angles=exact", Dtype::f32, TableKind::angle, Dtype::f32, 1.0},
+      {"cos-sin=bf16,arith=bf16", Dtype::bf16, TableKind::angle, Dtype::f32, 1.25},
+  };
+  std::mt19937_64 rng(2027);
+  for (const Row& row : rows) {
+    const Contract k = parse(row.spec);
+    double worst = 0;
+    for (int rep = 0; rep < 4; ++rep)
+      for (Layout l : {Layout::interleaved, Layout::half_split}) {
+        const RopeCase c = table_case(row.d, l, row.kind, row.table, row.af, rng);
+        ASSERT_EQ(c.validate(), "");
+        const ReferenceOutput ref = reference_rope(c);
+        const Bytes got = simulate_table(c, k);
+        const Judgement j = judge_output(c, ref, got.data(), criteria(k));
+        ASSERT_TRUE(j.ok()) << row.spec << " " << to_string(row.kind) << " on " << c.summary() << "\n" << j.report(2);
+        worst = std::max(worst, j.worst_ratio);
+      }
+    EXPECT_GT(worst, 0.2) << row.spec << " " << to_string(row.kind) << ": worst ratio " << worst;
+    std::printf("table %-12s %-5s %-26s %-5s worst pair at %.3f of its allowance\n",
+                std::string(to_string(row.kind)).c_str(), std::string(to_string(row.table)).c_str(), row.spec,
+                std::string(to_string(row.d)).c_str(), worst);
+  }
+}
+
+// Under the loosest contract a table-given kernel that negates sin or indexes the table by the token's index
+// instead of its position fails by far (the angle clause does not apply to a given table).
+TEST(ContractPower, TableBugsFailUnderTheLoosest) {
+  std::mt19937_64 rng(5);
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16})
+    for (TableKind kind : {TableKind::cos_sin_2, TableKind::angle}) {
+      const RopeCase c = table_case(d, Layout::half_split, kind, Dtype::bf16, 1.0, rng);
+      const ReferenceOutput ref = reference_rope(c);
+      for (int bug = 0; bug < 2; ++bug) {
+        const Bytes got = simulate_table(c, loosest_contract(), bug == 0 ? -1.0 : 1.0, bug == 1);
+        const Judgement j = judge_output(c, ref, got.data(), criteria(loosest_contract()));
+        EXPECT_FALSE(j.ok()) << (bug ? "row of token" : "sin sign") << " " << to_string(d);
+        EXPECT_GT(j.worst_ratio, 10.0) << (bug ? "row of token" : "sin sign") << " " << to_string(d);
+      }
+    }
+}
+
 TEST(ContractJudge, IdentityValuesAcceptsSignedZeroAndBitsDoesNot) {
   RopeCase c;
   c.dtype = Dtype::f32;
