@@ -166,6 +166,24 @@ double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pa
   return abs_phi * rel;
 }
 
+double table_entry_allowance(const KernelErrorModel& m, const RopeCase& angles, uint32_t pair, double abs_phi) {
+  // Steps 1 and 2 of the per-pair allowance on the unit vector e^{j phi}, times af: the angle turns it by
+  // 2 sin(d/2); cos and sin within rho|.| + alpha each (the libm); the attention factor's f32 product; the
+  // rounding to the cos-sin type C when it is narrower than f32 (through f32: u_C + u32 (1 + u_C)).
+  const double af = angles.attention_factor;
+  const double delta = std::min(angle_allowance(m, angles, pair, abs_phi), M_PI);
+  const double rho = m.trig_rel_u32 * kU32;
+  const double alpha = m.trig_abs_u32 * kU32 + (m.flush_denormals ? kMn32 : kU32 * kMn32);
+  double e = af * 2.0 * std::sin(delta / 2) + af * (rho + std::sqrt(2.0) * alpha);
+  const double g = af * (1 + rho) + std::sqrt(2.0) * alpha * af;  // |(c~, s~)| before the last roundings
+  if (af != 1.0) e += round_pair(kU32, kMn32, g, m.flush_denormals);
+  const Format fc = format_of(m.cos_sin);
+  if (m.cos_sin != Dtype::f32)
+    e += round_pair(fc.unit_roundoff() + kU32 * (1 + fc.unit_roundoff()), fc.min_normal(), g * (1 + 2 * kU32),
+                    m.flush_denormals);
+  return e * (1.0 + 0x1p-30);
+}
+
 PairHint pair_hint(const Format& f, double x0, double x1, double e0, double e1) {
   auto sub = [&](double v) { return v != 0 && std::fabs(v) < f.min_normal() ? v : 0.0; };
   PairHint h;

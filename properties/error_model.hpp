@@ -75,6 +75,12 @@ double f32_angle_ulps(const RopeCase& c, uint32_t pair);
 // The absolute angle error a model allows for pair i at exact angle |phi|.
 double angle_allowance(const KernelErrorModel& m, const RopeCase& c, uint32_t pair, double abs_phi);
 
+// Table fidelity (ABI v3 draft; docs/error-model.md, "Table fidelity"): how far a caller-built table's entry
+// (af cos, af sin) for pair i at exact angle |phi| may lie from af e^{j phi}, as a 2-vector norm, when the
+// table was built by the pipeline the model describes (its angle clause, its libm, its cos-sin type, the
+// attention factor applied in f32). `angles` holds the angle fields (no table).
+double table_entry_allowance(const KernelErrorModel& m, const RopeCase& angles, uint32_t pair, double abs_phi);
+
 // The allowance of one pair, in u of the storage type, separately for the
 // component of y - yhat along yhat (radial) and across it (tangential).
 struct PairAllowance {

@@ -877,6 +877,122 @@ ThetaProbe theta_probe(const RopeCase& c, uint32_t pair, unsigned bits) {
   return p;
 }
 
+std::string_view to_string(TablePipeline p) {
+  return p == TablePipeline::correctly_rounded ? "correctly-rounded" : "conventional-f32";
+}
+
+namespace {
+
+// v rounded to nearest even into d (through f32: exact for v a float; a float rounded once more for f16/bf16).
+double to_dtype(Dtype d, float v) {
+  unsigned char b[4];
+  store_f32(d, b, 0, v);
+  return double(load_f32(d, b, 0));
+}
+
+// cos and sin of an exact angle `a` (a double), each correctly rounded to f32 (Ziv: more bits until decided).
+void cos_sin_f32(double a, float& cs, float& sn) {
+  const Fmt f = fmt_of(Dtype::f32);
+  for (mpfr_prec_t P = 128;; P *= 2) {
+    Num A(53), C(P), S(P);
+    mpfr_set_d(A.p(), a, MPFR_RNDN);  // exact
+    mpfr_sin_cos(S.p(), C.p(), A.p(), MPFR_RNDN);
+    Scratch sc(P);
+    double c = 0, s = 0;
+    const double ulp = std::ldexp(1.0, -int(P));
+    // A zero cos or sin of a nonzero double angle cannot happen (pi/2 is irrational); sin(0) = 0 exactly.
+    if (round_mpfr(f, C.p(), std::fabs(mpfr_get_d(C.p(), MPFR_RNDA)) * ulp, sc, c) &&
+        (a == 0 || round_mpfr(f, S.p(), std::fabs(mpfr_get_d(S.p(), MPFR_RNDA)) * ulp, sc, s))) {
+      cs = float(c);
+      sn = a == 0 ? 0.0f : float(s);
+      return;
+    }
+    if (P >= mpfr_prec_t(kMaxBits)) throw std::runtime_error("build_table: cos/sin rounding undecided at " +
+                                                              std::to_string(P) + " bits for angle " + hexfloat(a));
+  }
+}
+
+}  // namespace
+
+CosSinTable build_table(const RopeCase& c, TableKind kind, Dtype dtype, size_t rows, TablePipeline p) {
+  if (c.table) throw std::invalid_argument("build_table: the case already has a table");
+  RopeCase probe = c;  // validate the angle fields with positions inside the rows
+  probe.positions.assign(probe.n_pos_axes, 0);
+  probe.input.assign(probe.n_bytes(), 0);
+  if (std::string why = probe.validate(); !why.empty()) throw std::invalid_argument("build_table: " + why);
+  const uint32_t np = c.rotary_dim / 2;
+  CosSinTable t;
+  t.kind = kind;
+  t.dtype = kind == TableKind::angle ? Dtype::f32 : dtype;
+  t.rows = rows;
+  t.cos.reserve(rows * np);
+  if (kind != TableKind::angle) t.sin.reserve(rows * np);
+  ReferenceOptions opt;
+  Driver drv(probe, opt);
+  const Fmt fd = fmt_of(t.dtype);
+  for (size_t r = 0; r < rows; ++r)
+    for (uint32_t i = 0; i < np; ++i) {
+      const int64_t m = int64_t(r);
+      if (p == TablePipeline::conventional_f32) {
+        const float a = fp32_model_angle(c, i, m);
+        if (kind == TableKind::angle) {
+          t.cos.push_back(double(a));
+          continue;
+        }
+        float cs, sn;
+        cos_sin_f32(double(a), cs, sn);
+        if (c.attention_factor != 1.0) {
+          const volatile float af = float(c.attention_factor);
+          cs = cs * af;
+          sn = sn * af;
+        }
+        t.cos.push_back(to_dtype(t.dtype, cs));
+        t.sin.push_back(to_dtype(t.dtype, sn));
+        continue;
+      }
+      // correctly rounded: Ziv over the reference's stages
+      for (size_t k = 0;; ++k) {
+        Scratch& sc = drv.scratch(k);
+        if (kind == TableKind::angle) {
+          Num angle(drv.bits(k)), ms(kExactBits), th(drv.bits(k));
+          AngleInputs in;
+          in.pair = i;
+          in.theta_units = theta(probe, i, th, drv.bits(k));
+          in.theta = &th;
+          const double err = working_angle(probe, opt, m, in, drv.bits(k), angle, ms);
+          double v;
+          if (round_mpfr(fd, angle.p(), err, sc, v)) {
+            t.cos.push_back(v);
+            break;
+          }
+        } else {
+          Trig tr(drv.bits(k));
+          drv.trig_at(i, m, k, tr);
+          double cv, sv;
+          if (round_mpfr(fd, tr.c.p(), tr.err_c, sc, cv) && round_mpfr(fd, tr.s.p(), tr.err_s, sc, sv)) {
+            t.cos.push_back(cv == 0 ? 0.0 : cv);  // (a zero is +0: cos or sin of an exact zero angle)
+            t.sin.push_back(sv == 0 ? 0.0 : sv);
+            break;
+          }
+        }
+        if (drv.bits(k) >= mpfr_prec_t(kMaxBits))
+          throw std::runtime_error("build_table: rounding undecided for pair " + std::to_string(i) + " row " +
+                                   std::to_string(r) + " of " + c.summary());
+      }
+    }
+  return t;
+}
+
+void exact_cos_sin(const RopeCase& c, uint32_t pair, int64_t position, double& af_cos, double& af_sin) {
+  if (c.table) throw std::invalid_argument("exact_cos_sin: the case's angles come from a table");
+  ReferenceOptions opt;
+  Driver drv(c, opt);
+  Trig tr(drv.bits(0));
+  drv.trig_at(pair, position, 0, tr);
+  af_cos = mpfr_get_d(tr.c.p(), MPFR_RNDN);
+  af_sin = mpfr_get_d(tr.s.p(), MPFR_RNDN);
+}
+
 bool dd_cos_sin_of(double angle, double attention_factor, DdCosSin& out, bool mpfr_reduction) {
   FastTrig f;
   if (mpfr_reduction) {

@@ -79,6 +79,25 @@ struct ReferenceOptions {
 // std::runtime_error if rounding stays undecided at the highest precision.
 ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt = {});
 
+// ABI v3 (draft): the tables the harness gives a kernel, and the exact values a given table is judged against.
+enum class TablePipeline : uint8_t {
+  correctly_rounded,  // af cos(phi), af sin(phi) of the exact angle, each rounded once to the table's dtype
+                      // (angle tables: the exact angle rounded to f32)
+  conventional_f32,   // the fp32 angle model's f32 angle, its cos and sin correctly rounded to f32, times af in
+                      // f32, then rounded to the table's dtype (Hugging Face: emb.cos() * scaling, .to(dtype))
+};
+std::string_view to_string(TablePipeline p);
+
+// `rows` rows (positions 0..rows-1) of a table of `kind` in `dtype` (angle: f32) for the angles and the
+// attention factor of `c` (its base, scale, inv_freq or rule; c has no table itself). Throws
+// std::invalid_argument when c is malformed or has a table.
+CosSinTable build_table(const RopeCase& c, TableKind kind, Dtype dtype, size_t rows, TablePipeline p);
+
+// af cos(phi) and af sin(phi) of pair i at position m of `c` (its angle fields; no table: std::invalid_argument),
+// rounded to double
+// from a 134-bit evaluation (within 2^-52 relative of af cos, af sin, plus 2^-130 absolute).
+void exact_cos_sin(const RopeCase& c, uint32_t pair, int64_t position, double& af_cos, double& af_sin);
+
 // The f32 angle of the fp32 angle model for pair i at position m (exposed for
 // tests and reports).
 float fp32_model_angle(const RopeCase& c, uint32_t pair, int64_t position);

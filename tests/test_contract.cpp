@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -21,6 +22,7 @@
 #include "properties/contract.hpp"
 #include "properties/error_model.hpp"
 #include "properties/judge.hpp"
+#include "properties/table_fidelity.hpp"
 #include "reference/reference.hpp"
 
 using namespace ropecheck;
@@ -397,6 +399,115 @@ TEST(ContractPower, TableBugsFailUnderTheLoosest) {
         EXPECT_GT(j.worst_ratio, 10.0) << (bug ? "row of token" : "sin sign") << " " << to_string(d);
       }
     }
+}
+
+// ---- ABI v3: table fidelity ----------------------------------------------------------------------------------
+
+namespace {
+
+RopeCase angle_source(double base, double af, bool rule) {
+  RopeCase c;
+  c.head_dim = c.rotary_dim = 64;
+  c.base = base;
+  c.attention_factor = af;
+  if (rule) {
+    FrequencyRule r;
+    r.type = FrequencyRuleType::yarn;
+    r.factor = 4;
+    r.original_max_position_embeddings = 32768;
+    c.freq_rule = r;
+  }
+  c.positions = {0};
+  c.input.assign(c.n_bytes(), 0);
+  return c;
+}
+
+}  // namespace
+
+// The tables the harness builds pass the contracts that describe their pipelines, and reach a sizeable share of
+// the allowance; the conventional f32 pipeline's tables fail angles=exact at far positions (they are less
+// accurate than that clause promises).
+TEST(TableFidelity, BuiltTablesPassTheContractsOfTheirPipelines) {
+  struct Row {
+    TableKind kind;
+    Dtype dtype;
+    TablePipeline pipeline;
+    const char* contract;
+    double af;
+    bool rule;
+    bool pass;
+  };
+  const Row rows[] = {
+      {TableKind::cos_sin_2, Dtype::f32, TablePipeline::correctly_rounded, "angles=exact", 1.0, false, true},
+      {TableKind::cos_sin_cat, Dtype::bf16, TablePipeline::correctly_rounded, "angles=exact,cos-sin=bf16", 1.0, false, true},
+      {TableKind::cos_sin_full, Dtype::f16, TablePipeline::correctly_rounded, "angles=exact,cos-sin=f16", 1.1386294361119891, true, true},
+      {TableKind::cos_sin_2, Dtype::f32, TablePipeline::conventional_f32, "angles=f32", 1.0, false, true},
+      {TableKind::cos_sin_2, Dtype::bf16, TablePipeline::conventional_f32, "angles=f32,cos-sin=bf16", 1.1386294361119891, true, true},
+      {TableKind::angle, Dtype::f32, TablePipeline::correctly_rounded, "angles=exact", 1.0, false, true},
+      {TableKind::angle, Dtype::f32, TablePipeline::conventional_f32, "angles=f32", 1.0, true, true},
+      {TableKind::cos_sin_2, Dtype::f32, TablePipeline::conventional_f32, "angles=exact", 1.0, false, false},
+  };
+  for (const Row& row : rows) {
+    const RopeCase src = angle_source(500000.0, row.af, row.rule);
+    const CosSinTable t = build_table(src, row.kind, row.dtype, 600, row.pipeline);
+    const TableJudgement j = judge_table(src, t, KernelErrorModel::for_contract(parse(row.contract)));
+    const std::string what = std::string(to_string(row.kind)) + " " + std::string(to_string(row.dtype)) + " " +
+                             std::string(to_string(row.pipeline)) + " under " + row.contract;
+    EXPECT_EQ(j.ok(), row.pass) << what << "\n" << j.report();
+    if (row.pass) EXPECT_GT(j.worst_ratio, 0.1) << what;
+    std::printf("%-58s %s worst %.3f\n", what.c_str(), j.ok() ? "pass" : "FAIL", j.worst_ratio);
+  }
+}
+
+// A table built wrong fails with its cause named.
+TEST(TableFidelity, WrongTablesFailWithTheirCause) {
+  const RopeCase src = angle_source(10000.0, 1.25, false);
+  const KernelErrorModel f32 = KernelErrorModel::for_contract(parse("angles=exact"));
+  const CosSinTable good = build_table(src, TableKind::cos_sin_2, Dtype::f32, 300, TablePipeline::correctly_rounded);
+  ASSERT_TRUE(judge_table(src, good, f32).ok());
+  struct Bug {
+    const char* cause;
+    std::function<void(CosSinTable&)> plant;
+  };
+  const uint32_t np = 32;
+  const Bug bugs[] = {
+      {"sin negated", [](CosSinTable& t) { for (double& v : t.sin) v = -v; }},
+      {"cos and sin swapped", [](CosSinTable& t) { std::swap(t.cos, t.sin); }},
+      {"attention factor (1.25) is missing", [](CosSinTable& t) {
+         for (double& v : t.cos) v = double(float(v / 1.25));
+         for (double& v : t.sin) v = double(float(v / 1.25));
+       }},
+      {"attention factor (1.25) is applied twice", [](CosSinTable& t) {
+         for (double& v : t.cos) v = double(float(v * 1.25));
+         for (double& v : t.sin) v = double(float(v * 1.25));
+       }},
+      {"row r holds the values of position r+1", [&](CosSinTable& t) {
+         t.cos.erase(t.cos.begin(), t.cos.begin() + np);
+         t.sin.erase(t.sin.begin(), t.sin.begin() + np);
+         t.rows -= 1;
+       }},
+      {"rounded to bf16", [](CosSinTable& t) {
+         for (double& v : t.cos) v = round_to(Dtype::bf16, v);
+         for (double& v : t.sin) v = round_to(Dtype::bf16, v);
+       }},
+  };
+  for (const Bug& b : bugs) {
+    CosSinTable t = good;
+    b.plant(t);
+    const TableJudgement j = judge_table(src, t, f32);
+    EXPECT_FALSE(j.ok()) << b.cause;
+    EXPECT_NE(j.cause.find(b.cause), std::string::npos) << b.cause << "\n" << j.report();
+  }
+  // The bf16 table passes the contract that declares it.
+  CosSinTable narrow = good;
+  for (double& v : narrow.cos) v = round_to(Dtype::bf16, v);
+  for (double& v : narrow.sin) v = round_to(Dtype::bf16, v);
+  EXPECT_TRUE(judge_table(src, narrow, KernelErrorModel::for_contract(parse("angles=exact,cos-sin=bf16"))).ok());
+  // An angle table with its angles negated.
+  CosSinTable ang = build_table(src, TableKind::angle, Dtype::f32, 300, TablePipeline::correctly_rounded);
+  for (double& v : ang.cos) v = -v;
+  const TableJudgement ja = judge_table(src, ang, f32);
+  EXPECT_NE(ja.cause.find("angles negated"), std::string::npos) << ja.report();
 }
 
 TEST(ContractJudge, IdentityValuesAcceptsSignedZeroAndBitsDoesNot) {
