@@ -148,6 +148,15 @@ inline void store_f32(Dtype d, void* base, size_t i, float v) {
   }
 }
 
+// Whether x is exactly a value of d.
+inline bool is_value_of(Dtype d, double x) {
+  const float f = float(x);
+  if (double(f) != x) return false;
+  unsigned char b[4];
+  store_f32(d, b, 0, f);
+  return load_f32(d, b, 0) == f;
+}
+
 // Raw bits of element i (zero-extended), for printing and bit-exact compares.
 inline uint32_t load_bits(Dtype d, const void* base, size_t i) {
   if (d == Dtype::f32) {

@@ -9,19 +9,6 @@
 
 namespace ropecheck {
 
-namespace {
-
-// Whether x is exactly a value of d.
-bool representable(Dtype d, double x) {
-  const float f = float(x);
-  if (double(f) != x) return false;
-  unsigned char b[4];
-  store_f32(d, b, 0, f);
-  return load_f32(d, b, 0) == f;
-}
-
-}  // namespace
-
 std::string_view to_string(Direction d) { return d == Direction::forward ? "forward" : "inverse"; }
 
 std::string_view to_string(TableKind k) {
@@ -109,7 +96,7 @@ std::string RopeCase::validate_table() const {
   if (why.tellp() != 0) return why.str();
   for (const std::vector<double>* v : {&t.cos, &t.sin})
     for (double x : *v)
-      if (!std::isfinite(x) || !representable(t.dtype, x)) {
+      if (!std::isfinite(x) || !is_value_of(t.dtype, x)) {
         why << "table values must be finite values of " << to_string(t.dtype) << " (got " << hexfloat(x) << "); ";
         return why.str();
       }

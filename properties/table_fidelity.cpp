@@ -10,19 +10,6 @@
 
 namespace ropecheck {
 
-namespace {
-
-// Whether x is exactly a value of d.
-bool is_value_of(Dtype d, double x) {
-  const float f = float(x);
-  if (double(f) != x) return false;
-  unsigned char b[4];
-  store_f32(d, b, 0, f);
-  return load_f32(d, b, 0) == f;
-}
-
-}  // namespace
-
 TableJudgement judge_table(const RopeCase& angles, const CosSinTable& t, const KernelErrorModel& m) {
   if (angles.table) throw std::invalid_argument("judge_table: the angles' case has a table of its own");
   const uint32_t np = angles.rotary_dim / 2;

@@ -454,7 +454,9 @@ TEST(TableFidelity, BuiltTablesPassTheContractsOfTheirPipelines) {
     const std::string what = std::string(to_string(row.kind)) + " " + std::string(to_string(row.dtype)) + " " +
                              std::string(to_string(row.pipeline)) + " under " + row.contract;
     EXPECT_EQ(j.ok(), row.pass) << what << "\n" << j.report();
-    if (row.pass) EXPECT_GT(j.worst_ratio, 0.1) << what;
+    if (row.pass) {
+      EXPECT_GT(j.worst_ratio, 0.1) << what;
+    }
     std::printf("%-58s %s worst %.3f\n", what.c_str(), j.ok() ? "pass" : "FAIL", j.worst_ratio);
   }
 }
