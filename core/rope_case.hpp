@@ -20,7 +20,7 @@ namespace ropecheck {
 // Raw storage of n elements of a dtype.
 using Bytes = std::vector<unsigned char>;
 
-// ABI v3 (draft: docs/abi-v3/kernel_abi.h): the direction of the rotation, and cos/sin given by the caller.
+// ABI v3 (draft: include/ropecheck/kernel_abi.h (ROPECHECK_ABI_DRAFT_V3)): the direction of the rotation, and cos/sin given by the caller.
 enum class Direction : uint8_t {
   forward,  // out pair i = af e^{+j phi_i} z_i
   inverse,  // out pair i = af e^{-j phi_i} z_i (the attention factor kept: inverse(forward(x)) = af^2 x)

@@ -33,6 +33,20 @@
  *    for any feature it does not implement (e.g. a non-NULL freq_rule when it
  *    only takes tables). Declining is never a failure; a wrong answer is.
  *
+ * The DRAFT of version 3 (issue 21; docs/abi-v3/README.md) is in this file
+ * too, compiled only where ROPECHECK_ABI_DRAFT_V3 is defined: it is not
+ * released (ROPECHECK_ABI_VERSION stays 2 and the gate never calls a kernel
+ * at version 3), and its names and fields may still change. Without the
+ * macro this header declares exactly what the v2 release did. With it:
+ *  - a call that does not return RC_OK must not have written any output (the
+ *    gate reports a declined call that wrote: with an in-place call, a
+ *    partial write destroys the caller's input);
+ *  - a kernel that takes only caller-given tables (it cannot compute angles)
+ *    declines the neutral calls; the gate then probes v3 with the simplest
+ *    table call of each table kind (one token at position 1, a 2-row table,
+ *    the tensor form): RC_OK there, with the undefined version refused, is
+ *    "speaks v3, these table kinds only".
+ *
  * Semantics (v2; v1 is the case rotary_offset = 0, n_pos_axes = 1,
  * pair_axis = NULL, attention_factor = 1, freq_rule = NULL). With R =
  * rotary_dim, o = rotary_offset, pair i (0 <= i < R/2) of each head is the
@@ -55,6 +69,11 @@ extern "C" {
 #endif
 
 #define ROPECHECK_ABI_VERSION 2
+
+#ifdef ROPECHECK_ABI_DRAFT_V3
+#include <stddef.h>
+#define ROPECHECK_ABI_DRAFT_VERSION 3  /* the draft's version number (not released) */
+#endif
 
 enum rc_dtype  { RC_F32 = 0, RC_F16 = 1, RC_BF16 = 2 };   /* storage type of in and out */
 enum rc_layout { RC_INTERLEAVED = 0, RC_HALF_SPLIT = 1 };
@@ -86,6 +105,72 @@ typedef struct rc_freq_rule {
   const double *short_factor, *long_factor;    /* longrope: R/2 entries each; otherwise NULL */
 } rc_freq_rule;
 
+#ifdef ROPECHECK_ABI_DRAFT_V3
+/* ---- v3 ---------------------------------------------------------------------------------------------- */
+
+/* A tensor as DLPack describes it: the field order, types and sizes of dlpack.h's DLTensor, DLDevice and
+ * DLDataType (DLPack 0.6 to 1.x; checked by the assertions below), so a DLManagedTensor's dl_tensor can be
+ * copied in by memcpy and a wrapper can hand its fields to a kernel that takes DLTensor. Only what the C ABI
+ * needs is promised:
+ *  - device {RC_DL_CPU, 0}: host memory only (the Python package moves device tensors itself);
+ *  - dtype {code, bits, 1}: RC_DL_FLOAT 32/16, RC_DL_BFLOAT 16 for activations and tables, RC_DL_INT 32/64
+ *    for positions, sequence offsets and cu_seqlens;
+ *  - strides in elements (DLPack's unit), NULL = compact row-major; the last (element) stride of q, k, their
+ *    outputs and the tables is 1 in every v3 call; the others may be any value >= 0 that keeps the distinct
+ *    elements of an output distinct (an input may repeat an element: stride 0). The stride of a dimension of
+ *    extent 1 is arbitrary (PyTorch's are): a kernel must not read meaning into it;
+ *  - data + byte_offset is aligned to the element size, no more (the gate places some buffers flush against a
+ *    guard page and at odd offsets); data itself may be that address with byte_offset 0, or not.
+ * A tensor whose data is NULL is absent (its other fields are zero). */
+enum rc_dl_device_type { RC_DL_CPU = 1 };
+enum rc_dl_code { RC_DL_INT = 0, RC_DL_UINT = 1, RC_DL_FLOAT = 2, RC_DL_BFLOAT = 4 };
+
+typedef struct rc_dl_device {
+  int32_t device_type;       /* RC_DL_CPU */
+  int32_t device_id;         /* 0 */
+} rc_dl_device;
+
+typedef struct rc_dl_dtype {
+  uint8_t code;              /* enum rc_dl_code */
+  uint8_t bits;
+  uint16_t lanes;            /* 1 */
+} rc_dl_dtype;
+
+typedef struct rc_tensor {
+  void *data;
+  rc_dl_device device;
+  int32_t ndim;
+  rc_dl_dtype dtype;
+  int64_t *shape;            /* ndim entries */
+  int64_t *strides;          /* ndim entries, in elements; NULL: compact row-major */
+  uint64_t byte_offset;      /* bytes from data to the first element */
+} rc_tensor;
+
+/* v3 table kinds: where a call's cos and sin come from when the caller gives them (table_kind). Row r of a
+ * table holds the values for position r (rows [0, shape[0]); every position of the call indexes a row). The
+ * values are the kernel's cos and sin as given, the attention factor already in them (af*cos, af*sin):
+ * with a table, attention_factor is 1 except for RC_TABLE_ANGLE. ropecheck judges the kernel's arithmetic
+ * against the exact values of the table as given, and the table itself separately (docs/abi-v3/README.md). */
+enum rc_table_kind {
+  RC_TABLE_NONE = 0,         /* neutral: the kernel computes the angles (base, inv_freq or freq_rule, as in v2) */
+  RC_TABLE_COS_SIN_2 = 1,    /* table = cos {P, R/2}, table2 = sin {P, R/2}: column i is pair i
+                                (FlashAttention, ONNX Runtime, ONNX RotaryEmbedding-23) */
+  RC_TABLE_COS_SIN_CAT = 2,  /* table = {P, R}: cos of pair i in column i, sin in column R/2 + i (vLLM, FlashInfer) */
+  RC_TABLE_COS_SIN_FULL = 3, /* table = cos {P, R}, table2 = sin {P, R}: column c holds the value of the pair that
+                                element c of the rotated slice belongs to under the call's layout, so each value
+                                appears twice (Hugging Face's cat((freqs, freqs)), Liger; interleaved: repeated
+                                adjacently). The two copies are equal in every call ropecheck makes */
+  RC_TABLE_ANGLE = 4         /* table = f32 angles {P, R}, full width as RC_TABLE_COS_SIN_FULL (TransformerEngine):
+                                the kernel takes cos and sin of them; attention_factor applies */
+};
+
+enum rc_direction {
+  RC_FORWARD = 0,            /* neutral: out pair i = af * e^{+j phi_i} * z_i */
+  RC_INVERSE = 1             /* out pair i = af * e^{-j phi_i} * z_i: sin negated, the attention factor KEPT (ggml's
+                                rope_back, FlashAttention's conjugate, vLLM's inverse); inverse(forward(x)) = af^2 x */
+};
+#endif /* ROPECHECK_ABI_DRAFT_V3 */
+
 typedef struct rc_rope_args {
   /* ---- v1 ---- */
   uint32_t abi_version;      /* the version this call is written in: 1, or 2 for a call using a v2 field (see above) */
@@ -113,7 +198,64 @@ typedef struct rc_rope_args {
   const rc_freq_rule *freq_rule;  /* NULL (neutral): theta from base or inv_freq. Otherwise inv_freq is NULL and
                                      theta_i is the rule's table for base and rotary_dim; the attention factor is
                                      never implied by the rule, only by attention_factor */
+#ifdef ROPECHECK_ABI_DRAFT_V3
+  /* ---- v3: read only when abi_version >= 3; zero (and NULL) in each field is the v2 call ---- */
+  uint32_t direction;        /* enum rc_direction. neutral RC_FORWARD */
+  uint32_t table_kind;       /* enum rc_table_kind. neutral RC_TABLE_NONE. With a table, base, position_scale,
+                                inv_freq and freq_rule are unused (ropecheck writes 10000, 1, NULL, NULL), and
+                                attention_factor is 1.0 (0 reads as 1.0) except for RC_TABLE_ANGLE: a kernel may
+                                decline any other value. direction and table_kind may be used in either form of
+                                the call (the v2 fields with int64 positions, or the tensors below) */
+  rc_tensor table, table2;   /* the table(s) of table_kind: 2-D, their own dtype (f32, f16 or bf16; RC_TABLE_ANGLE
+                                f32), any row stride >= the row's width, column stride 1; table2.data NULL for the
+                                one-tensor kinds. Every position of the call is a row: 0 <= position < shape[0] */
+  /* The tensor form of the call, used when q.data is non-NULL (neutral: NULL, and in/out/positions/n_tokens/
+   * n_heads above describe the call). In the tensor form, in, out and positions are NULL, n_tokens and n_heads
+   * are 0, and dtype equals q's (RC_F32/RC_F16/RC_BF16); head_dim, rotary_dim, rotary_offset, layout, the angle
+   * fields and attention_factor keep their meaning.
+   *  - q: {T, Hq, head_dim} (T tokens) or {B, S, Hq, head_dim} (B sequences of S tokens), element stride 1.
+   *  - q_out: q's shape and dtype, its own strides. In place: q_out.data + q_out.byte_offset equals
+   *    q.data + q.byte_offset and the strides are equal (however data and byte_offset split the address);
+   *    otherwise q_out overlaps nothing the call reads.
+   *  - k, k_out: optional (k.data NULL: no k, and k_out.data NULL too): k.ndim equals q.ndim and its leading
+   *    extents (T, or B and S) q's; {T, Hk, head_dim} or {B, S, Hk, head_dim}, Hk >= 1 independent of Hq (GQA,
+   *    MQA, MLA); k's dtype equals q's; the same positions, table and angles as q. q and k may lie in one
+   *    allocation (packed qkv) but share no element. In place as for q.
+   *  - pos: explicit positions, int32 or int64: pos.ndim is q.ndim - 2 for one position axis ({T} or {B, S}),
+   *    or q.ndim - 1 with the number of axes first ({A, T} or {A, B, S}, A = n_pos_axes in 1..4, v2's
+   *    axis-major order). pos.data NULL: implicit positions, token s of sequence b at s + seq_offsets[b].
+   *  - seq_offsets: implicit positions only: {B} int32/int64 (data NULL: 0 for every sequence). With the 3-D
+   *    q and no cu_seqlens there is one sequence, B = 1.
+   *  - cu_seqlens: with the 3-D q only: {B+1} int32/int64, non-decreasing, cu_seqlens[0] = 0,
+   *    cu_seqlens[B] = T: sequence b is tokens [cu_seqlens[b], cu_seqlens[b+1]) (varlen; FlashAttention's
+   *    cu_seqlens, TransformerEngine's thd, FlashInfer's indptr). data NULL: one sequence (or, with explicit
+   *    positions, no sequences: each token's position is given).
+   * Aliasing: outputs never overlap the table, positions, seq_offsets or cu_seqlens; no partial overlap of an
+   * input and an output (equal or disjoint). Calls: ropecheck makes one call at a time per process; a kernel
+   * may start threads and must have finished writing when it returns. Out of scope in v3: separate tables for
+   * q and k (XPos, TransformerEngine's k_freqs), non-unit element strides, device memory, fp8. */
+  rc_tensor q, q_out, k, k_out;
+  rc_tensor pos, seq_offsets, cu_seqlens;
+#endif /* ROPECHECK_ABI_DRAFT_V3 */
 } rc_rope_args;
+
+#ifdef ROPECHECK_ABI_DRAFT_V3
+/* The DLPack mirror: DLTensor's layout on every ABI DLPack supports (LP64 and ILP32 alike). */
+#if defined(__cplusplus)
+#define RC_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define RC_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+RC_STATIC_ASSERT(sizeof(rc_dl_device) == 8, "DLDevice is two int32");
+RC_STATIC_ASSERT(sizeof(rc_dl_dtype) == 4, "DLDataType is uint8, uint8, uint16");
+RC_STATIC_ASSERT(offsetof(rc_tensor, device) == sizeof(void *), "DLTensor: data, then device");
+RC_STATIC_ASSERT(offsetof(rc_tensor, ndim) == sizeof(void *) + 8, "DLTensor: ndim after device");
+RC_STATIC_ASSERT(offsetof(rc_tensor, dtype) == sizeof(void *) + 12, "DLTensor: dtype after ndim");
+RC_STATIC_ASSERT(offsetof(rc_tensor, shape) == sizeof(void *) + 16, "DLTensor: shape after dtype");
+RC_STATIC_ASSERT(offsetof(rc_tensor, strides) == 2 * sizeof(void *) + 16, "DLTensor: strides after shape");
+RC_STATIC_ASSERT(offsetof(rc_tensor, byte_offset) == 3 * sizeof(void *) + 16, "DLTensor: byte_offset last");
+#undef RC_STATIC_ASSERT
+#endif /* ROPECHECK_ABI_DRAFT_V3 */
 
 #define RC_OK 0
 #define RC_UNSUPPORTED 1     /* the kernel declines this configuration (or does not know this abi_version) */

@@ -350,7 +350,7 @@ extern const size_t rc_v3_draft_offsets[];
 extern const size_t rc_v3_draft_n_offsets;
 }
 
-// The v3 draft (docs/abi-v3/kernel_abi.h) appends to today's struct: every v1 and v2 field at today's offset,
+// The v3 draft (kernel_abi.h with ROPECHECK_ABI_DRAFT_V3) appends to the released struct: every v1 and v2 field at today's offset,
 // the first v3 field where today's struct ends, the rule descriptor unchanged.
 TEST(AbiV3Draft, KeepsEveryReleasedFieldInPlace) {
 #define F(name) offsetof(rc_rope_args, name)
