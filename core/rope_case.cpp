@@ -215,6 +215,55 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
       a.freq_rule = &abi_rule;
     }
   }
+#ifdef ROPECHECK_ABI_DRAFT_V3
+  if (a.abi_version >= 3) {
+    a.direction = direction == Direction::inverse ? RC_INVERSE : RC_FORWARD;
+    if (table) {
+      const CosSinTable& t = *table;
+      const uint32_t np = rotary_dim / 2;
+      a.table_kind = uint32_t(t.kind);
+      a.base = 10000.0;  // unused with a table (kernel_abi.h): the neutral values
+      a.position_scale = 1.0;
+      a.inv_freq = nullptr;
+      a.freq_rule = nullptr;
+      const bool two = t.kind == TableKind::cos_sin_2 || t.kind == TableKind::cos_sin_full;
+      const uint32_t width = t.kind == TableKind::cos_sin_2 ? np : rotary_dim;
+      const size_t es = dtype_size(t.dtype);
+      for (int n = 0; n < (two ? 2 : 1); ++n) {
+        Bytes& b = abi_table_bytes[n];
+        b.assign(t.rows * width * es, 0);
+        for (size_t r = 0; r < t.rows; ++r)
+          for (uint32_t i = 0; i < np; ++i) {
+            const double cv = t.cos_at(r, i, np), sv = t.is_angle() ? 0.0 : t.sin_at(r, i, np);
+            const double v = n == 0 ? cv : sv;
+            const auto [d0, d1] = pair_dims(layout, rotary_dim, i);
+            switch (t.kind) {
+              case TableKind::cos_sin_2: store_f32(t.dtype, b.data(), r * width + i, float(v)); break;
+              case TableKind::cos_sin_cat:
+                store_f32(t.dtype, b.data(), r * width + i, float(cv));
+                store_f32(t.dtype, b.data(), r * width + np + i, float(sv));
+                break;
+              case TableKind::cos_sin_full:
+              case TableKind::angle:
+                store_f32(t.dtype, b.data(), r * width + d0, float(v));
+                store_f32(t.dtype, b.data(), r * width + d1, float(v));
+                break;
+            }
+          }
+        abi_table_shape[n][0] = int64_t(t.rows);
+        abi_table_shape[n][1] = int64_t(width);
+        rc_tensor& tt = n == 0 ? a.table : a.table2;
+        tt.data = b.data();
+        tt.device = {RC_DL_CPU, 0};
+        tt.ndim = 2;
+        tt.dtype = {uint8_t(t.dtype == Dtype::bf16 ? RC_DL_BFLOAT : RC_DL_FLOAT), uint8_t(8 * es), 1};
+        tt.shape = abi_table_shape[n];
+        tt.strides = nullptr;
+        tt.byte_offset = 0;
+      }
+    }
+  }
+#endif
   return a;
 }
 

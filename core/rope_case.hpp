@@ -104,6 +104,9 @@ struct RopeCase {
 
   // The rule's ABI descriptor (filled by args()).
   mutable rc_freq_rule abi_rule{};
+  // The table as the ABI v3 draft lays it out for its kind (filled by args()): table and table2's bytes, shapes.
+  mutable Bytes abi_table_bytes[2];
+  mutable int64_t abi_table_shape[2][2] = {{0, 0}, {0, 0}};
 
   // One line: dtype, layout, dims, heads, tokens, base, scale, table.
   std::string summary() const;

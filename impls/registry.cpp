@@ -13,9 +13,13 @@ namespace ropecheck {
 bool Implementation::supports(Dtype d) const { return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end(); }
 bool Implementation::supports(Layout l) const { return std::find(layouts.begin(), layouts.end(), l) != layouts.end(); }
 
-int check_kernel_args(const rc_rope_args* a) {
+int check_kernel_args(const rc_rope_args* a, uint32_t newest) {
   if (!a) return 2;
-  if (a->abi_version < 1 || a->abi_version > ROPECHECK_ABI_VERSION) return RC_UNSUPPORTED;
+  if (a->abi_version < 1 || a->abi_version > newest) return RC_UNSUPPORTED;
+  if (a->abi_version >= 3) {
+    if (a->direction > RC_INVERSE || a->table_kind > RC_TABLE_ANGLE) return 2;
+    if (a->q.data) return RC_UNSUPPORTED;  // the tensor form: not yet (docs/abi-v3/README.md)
+  }
   const bool v2 = a->abi_version >= 2;
   if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
   const uint64_t offset = v2 ? a->rotary_offset : 0;
@@ -40,15 +44,17 @@ int check_kernel_args(const rc_rope_args* a) {
   return RC_OK;
 }
 
-int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n) {
+int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n, uint32_t newest) {
   if (!a) return 2;
-  if (a->abi_version < 1 || a->abi_version > ROPECHECK_ABI_VERSION) return RC_UNSUPPORTED;
+  if (a->abi_version < 1 || a->abi_version > newest) return RC_UNSUPPORTED;
   n = rc_rope_args{};
+  // Only the fields of the call's version: an older caller's struct ends where its version's fields end.
   if (a->abi_version == 1) std::memcpy(&n, a, offsetof(rc_rope_args, rotary_offset));
+  else if (a->abi_version == 2) std::memcpy(&n, a, offsetof(rc_rope_args, direction));
   else n = *a;
   if (n.n_pos_axes == 0) n.n_pos_axes = 1;
   if (n.attention_factor == 0) n.attention_factor = 1.0;
-  return check_kernel_args(&n);
+  return check_kernel_args(&n, newest);
 }
 
 static std::vector<Implementation> make_registry() {

@@ -23,6 +23,9 @@
 #include "core/rope_case.hpp"
 #include "reference/frequency_rules.hpp"
 #include "reference/reference.hpp"
+#include "impls/registry.hpp"
+#include "properties/judge.hpp"
+#include "properties/promise.hpp"
 
 using namespace ropecheck;
 
@@ -421,6 +424,71 @@ TEST(Reference, InverseAtTheMostNegativePosition) {
     ++checked;
   }
   EXPECT_EQ(checked, 100);
+}
+
+// The built-in scalar kernel speaks the v3 draft's legacy form (the v2 fields, int64 positions, plus the
+// direction and a table of any kind and dtype): judged on random v3 cases under its own promise (its arithmetic
+// on a given table: docs/error-model.md, "ABI v3"), out of place and in place; its v3 call with neutral fields
+// is its v2 call, bit for bit.
+TEST(ScalarKernelV3, RandomV3CasesWithinItsPromise) {
+  const Implementation& k = *find_implementation("scalar");
+  const KernelPromise p = promise_of(k);
+  const Criteria cr = Criteria::of(p.error_model, p.contract);
+  std::mt19937_64 rng(31);
+  int judged = 0, tables = 0, inverse = 0;
+  for (int n = 0; n < 300; ++n) {
+    const RopeCase c = random_v3_case(rng, n % 4 == 3);
+    const ReferenceOutput ref = reference_rope(c);
+    for (bool in_place : {false, true}) {
+      Bytes out = in_place ? c.input : Bytes(c.n_bytes(), 0);
+      const rc_rope_args a = c.args(in_place ? out.data() : c.input.data(), out.data(), 3);
+      ASSERT_EQ(ropecheck_scalar_rope(&a), RC_OK) << n << " " << c.summary();
+      const Judgement j = judge_output(c, ref, out.data(), cr);
+      ASSERT_TRUE(j.ok()) << "case " << n << (in_place ? " in place " : " ") << c.summary() << "\n" << j.report(2);
+      ++judged;
+    }
+    tables += bool(c.table);
+    inverse += c.direction == Direction::inverse;
+    if (!c.uses_v3()) {
+      Bytes v2(c.n_bytes(), 0), v3(c.n_bytes(), 0);
+      const rc_rope_args a2 = c.args(c.input.data(), v2.data(), 2), a3 = c.args(c.input.data(), v3.data(), 3);
+      ASSERT_EQ(ropecheck_scalar_rope(&a2), RC_OK);
+      ASSERT_EQ(ropecheck_scalar_rope(&a3), RC_OK);
+      ASSERT_EQ(v2, v3) << n;
+    }
+  }
+  EXPECT_EQ(judged, 600);
+  EXPECT_GT(tables, 150);
+  EXPECT_GT(inverse, 100);
+}
+
+// A position outside the table is an error before anything is written; a cos/sin table with an attention
+// factor other than 1 is declined; the tensor form is declined (not yet).
+TEST(ScalarKernelV3, RejectsWhatTheDraftForbids) {
+  std::mt19937_64 rng(32);
+  RopeCase c;
+  do c = random_v3_case(rng, false);
+  while (!c.table || c.table->is_angle());
+  Bytes out(c.n_bytes(), 0x5a);
+  rc_rope_args a = c.args(c.input.data(), out.data(), 3);
+  const int64_t saved = c.positions[0];
+  c.positions[0] = int64_t(c.table->rows);
+  a = c.args(c.input.data(), out.data(), 3);
+  EXPECT_EQ(ropecheck_scalar_rope(&a), 2);
+  EXPECT_EQ(out, Bytes(c.n_bytes(), 0x5a)) << "nothing written";
+  c.positions[0] = saved;
+  a = c.args(c.input.data(), out.data(), 3);
+  a.attention_factor = 2.0;
+  EXPECT_EQ(ropecheck_scalar_rope(&a), RC_UNSUPPORTED);
+  a = c.args(c.input.data(), out.data(), 3);
+  int64_t shape[3] = {1, 1, 8};
+  a.q.data = out.data();
+  a.q.ndim = 3;
+  a.q.shape = shape;
+  EXPECT_EQ(ropecheck_scalar_rope(&a), RC_UNSUPPORTED);
+  a = c.args(c.input.data(), out.data(), 3);
+  a.direction = 7;
+  EXPECT_EQ(ropecheck_scalar_rope(&a), 2);
 }
 
 TEST(Reference, TablesAreValidated) {
