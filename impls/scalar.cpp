@@ -149,9 +149,9 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
           s = float(af * std::sin(ang));
           identity = ang == 0 && af == 1.0;
         } else {
-          c = table_value(g, 0, r, kind == RC_TABLE_COS_SIN_2 ? i : kind == RC_TABLE_COS_SIN_CAT ? i : e);
+          c = table_value(g, 0, r, kind == RC_TABLE_COS_SIN_FULL ? e : i);  // full width: at the pair's element
           s = kind == RC_TABLE_COS_SIN_CAT ? table_value(g, 0, r, npairs + i)
-                                           : table_value(g, 1, r, kind == RC_TABLE_COS_SIN_2 ? i : e);
+                                           : table_value(g, 1, r, kind == RC_TABLE_COS_SIN_FULL ? e : i);
           identity = c == 1.0f && s == 0.0f;
         }
       }
