@@ -16,14 +16,21 @@ bool Implementation::supports(Layout l) const { return std::find(layouts.begin()
 int check_kernel_args(const rc_rope_args* a, uint32_t newest) {
   if (!a) return 2;
   if (a->abi_version < 1 || a->abi_version > newest) return RC_UNSUPPORTED;
+  // The tensor form (v3 draft, q.data non-NULL): in, out, positions, n_tokens and n_heads are unused (zero);
+  // its tensors are checked by the kernel that takes it (impls/tensor_form.hpp). In the legacy form every
+  // tensor is absent.
+  const bool tensor = a->abi_version >= 3 && a->q.data;
   if (a->abi_version >= 3) {
     if (a->direction > RC_INVERSE || a->table_kind > RC_TABLE_ANGLE) return 2;
-    if (a->q.data) return RC_UNSUPPORTED;  // the tensor form: not yet (docs/abi-v3/README.md)
+    if (!tensor && (a->q_out.data || a->k.data || a->k_out.data || a->pos.data || a->seq_offsets.data ||
+                    a->cu_seqlens.data))
+      return 2;
   }
   const bool v2 = a->abi_version >= 2;
   if (a->dtype > RC_BF16 || a->layout > RC_HALF_SPLIT) return 2;
   const uint64_t offset = v2 ? a->rotary_offset : 0;
-  if (a->rotary_dim < 2 || a->rotary_dim % 2 || offset + a->rotary_dim > a->head_dim || a->n_heads == 0) return 2;
+  if (a->rotary_dim < 2 || a->rotary_dim % 2 || offset + a->rotary_dim > a->head_dim) return 2;
+  if (tensor ? (a->n_heads || a->n_tokens || a->in || a->out || a->positions) : a->n_heads == 0) return 2;
   if (a->n_tokens && (!a->positions || !a->in || !a->out)) return 2;
   const uint32_t axes = v2 ? a->n_pos_axes : 1;
   if (axes < 1 || axes > 4) return 2;

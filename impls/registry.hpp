@@ -45,6 +45,8 @@ extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a);
 
 // Shared argument checks for built-in kernels: RC_OK when the call is well
 // formed, RC_UNSUPPORTED for an abi_version outside 1..ROPECHECK_ABI_VERSION, 2 (an error) otherwise.
+// A v3 call in the tensor form passes with its tensors unchecked: a kernel that takes the tensor form
+// checks them (impls/tensor_form.hpp), one that does not declines it.
 // `newest`: the newest version the kernel takes (the scalar kernel: the v3 draft's legacy form).
 int check_kernel_args(const rc_rope_args* a, uint32_t newest = ROPECHECK_ABI_VERSION);
 // The call a built-in kernel computes: n is a copy of *a with every field added after a's abi_version at its

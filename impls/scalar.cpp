@@ -14,8 +14,10 @@
 #include <cstring>
 #include <vector>
 
+#include "impls/given_table.hpp"
 #include "impls/registry.hpp"
 #include "impls/scalar_rotate.hpp"
+#include "impls/tensor_form.hpp"
 #include "impls/trig_row.hpp"
 
 static_assert(LDBL_MANT_DIG >= 64, "the scalar kernel's angle accuracy needs an 80-bit long double");
@@ -67,52 +69,10 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
 }
 
 
-namespace {
-
-// The ABI v3 draft's caller-given table (legacy form: the v2 fields, int64 positions; docs/abi-v3/README.md).
-struct GivenTable {
-  const char* base[2] = {nullptr, nullptr};  // the first element of table and table2
-  Dtype dtype[2] = {Dtype::f32, Dtype::f32};
-  int64_t row_stride[2] = {0, 0};  // in elements
-  int64_t rows = 0;
-};
-
-bool dtype_of(const rc_dl_dtype& t, Dtype& d) {
-  if (t.lanes != 1) return false;
-  if (t.code == RC_DL_FLOAT && t.bits == 32) d = Dtype::f32;
-  else if (t.code == RC_DL_FLOAT && t.bits == 16) d = Dtype::f16;
-  else if (t.code == RC_DL_BFLOAT && t.bits == 16) d = Dtype::bf16;
-  else return false;
-  return true;
-}
-
-// RC_OK with the table's layout in g, or the return code for a table this kernel cannot read (2: malformed).
-int read_table(const rc_rope_args* a, GivenTable& g) {
-  const uint32_t k = a->table_kind;
-  const bool two = k == RC_TABLE_COS_SIN_2 || k == RC_TABLE_COS_SIN_FULL;
-  const int64_t width = k == RC_TABLE_COS_SIN_2 ? a->rotary_dim / 2 : a->rotary_dim;
-  for (int n = 0; n < (two ? 2 : 1); ++n) {
-    const rc_tensor& t = n == 0 ? a->table : a->table2;
-    if (!t.data || t.ndim != 2 || !t.shape || t.shape[0] < 1 || t.shape[1] != width) return 2;
-    if (t.device.device_type != RC_DL_CPU || !dtype_of(t.dtype, g.dtype[n])) return 2;
-    if (k == RC_TABLE_ANGLE && g.dtype[n] != Dtype::f32) return 2;
-    if (t.strides && t.strides[1] != 1) return RC_UNSUPPORTED;  // (the draft promises a column stride of 1)
-    g.row_stride[n] = t.strides ? t.strides[0] : width;
-    g.base[n] = static_cast<const char*>(t.data) + t.byte_offset;
-    g.rows = n == 0 ? t.shape[0] : std::min(g.rows, t.shape[0]);
-  }
-  return RC_OK;
-}
-
-float table_value(const GivenTable& g, int n, int64_t row, int64_t col) {
-  return load_f32(g.dtype[n], g.base[n], size_t(row * g.row_stride[n] + col));
-}
-
-}  // namespace
-
 extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
   rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
   if (int rc = normalize_kernel_args(call, n, ROPECHECK_ABI_DRAFT_VERSION); rc != RC_OK) return rc;
+  if (n.abi_version >= 3 && n.q.data) return apply_tensor_form(n, &ropecheck_scalar_rope);
   const rc_rope_args* a = &n;
   const uint32_t npairs = a->rotary_dim / 2;
   const bool v2 = a->abi_version >= 2, v3 = a->abi_version >= 3;
@@ -121,41 +81,23 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
   const bool inverse = v3 && a->direction == RC_INVERSE;
   const uint32_t kind = v3 ? a->table_kind : uint32_t(RC_TABLE_NONE);
   GivenTable g;
-  if (kind != RC_TABLE_NONE) {
-    if (kind != RC_TABLE_ANGLE && af != 1.0) return RC_UNSUPPORTED;  // the factor belongs in the table's values
-    if (int rc = read_table(a, g); rc != RC_OK) return rc;
-    for (uint64_t k = 0; k < uint64_t(axes) * a->n_tokens; ++k)  // every position a row, before any write
-      if (a->positions[k] < 0 || a->positions[k] >= g.rows) return 2;
-  }
+  if (kind != RC_TABLE_NONE)
+    if (int rc = given_table_of(a, af, g); rc != RC_OK) return rc;
   const ThetaTable* theta = kind == RC_TABLE_NONE ? &theta_table_cached(a) : nullptr;  // SIMD kernels' table
   std::vector<CosSin> row(npairs);
   TokenAngle m[4];
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    if (theta)
-      for (uint32_t ax = 0; ax < axes; ++ax) m[ax] = token_angle(a, *theta, t, ax);
+    if (!theta) {
+      given_row(a, g, t, af, inverse, row.data());
+      rotate_token_scalar(a, t, row.data());
+      continue;
+    }
+    for (uint32_t ax = 0; ax < axes; ++ax) m[ax] = token_angle(a, *theta, t, ax);
     for (uint32_t i = 0; i < npairs; ++i) {
       const uint32_t ax = v2 && a->pair_axis ? a->pair_axis[i] : 0;
       float c, s;
-      bool identity;
-      if (theta) {
-        cos_sin_pair(m[ax], *theta, i, c, s, af);
-        identity = af == 1.0 && angle_is_zero(m[ax], *theta, i);
-      } else {
-        const int64_t r = a->positions[ax * a->n_tokens + t];
-        const int64_t e = pair_dims(Layout(a->layout), a->rotary_dim, i).first;  // the pair's first element
-        if (kind == RC_TABLE_ANGLE) {
-          const double ang = table_value(g, 0, r, e);
-          c = float(af * std::cos(ang));
-          s = float(af * std::sin(ang));
-          identity = ang == 0 && af == 1.0;
-        } else {
-          c = table_value(g, 0, r, kind == RC_TABLE_COS_SIN_FULL ? e : i);  // full width: at the pair's element
-          s = kind == RC_TABLE_COS_SIN_CAT ? table_value(g, 0, r, npairs + i)
-                                           : table_value(g, 1, r, kind == RC_TABLE_COS_SIN_FULL ? e : i);
-          identity = c == 1.0f && s == 0.0f;
-        }
-      }
-      row[i] = {c, inverse ? -s : s, identity};
+      cos_sin_pair(m[ax], *theta, i, c, s, af);
+      row[i] = {c, inverse ? -s : s, af == 1.0 && angle_is_zero(m[ax], *theta, i)};
     }
     rotate_token_scalar(a, t, row.data());
   }

@@ -18,6 +18,7 @@
 #include "properties/judge.hpp"
 #include "properties/promise.hpp"
 #include "reference/reference.hpp"
+#include "tests/random_cases.hpp"
 
 namespace ropecheck {
 namespace {
@@ -508,6 +509,62 @@ TEST(SimdKernelsV2, ZeroAnglePairsOnAZeroAxisAreCopiedOnlyWithFactorOne) {
 
 // Versions: an unknown abi_version is declined; a v1 call never reads the v2 fields (garbage there
 // changes nothing), and a v2 call with every v2 field neutral gives the v1 result bit for bit.
+// The v3 draft's legacy form (the inverse; a caller-given table of every kind and dtype, rotation tables and
+// arbitrary values beyond 1): every target x dtype x layout x v2 shape, out of place and in place, bit for bit
+// the scalar kernel's (both read the table through impls/given_table.hpp; the rotation is each one's own).
+TEST(SimdKernelsV3, BitIdenticalToScalarOnEveryTargetDtypeLayout) {
+  const Implementation* scalar = find_implementation("scalar");
+  std::mt19937_64 rng(2027);
+  size_t cases = 0, tables = 0, inverse = 0;
+  for (int round = 0; round < 3; ++round)
+    for (const V2Shape& sh : v2_shapes())
+      for (Dtype d : kAllDtypes)
+        for (Layout l : kAllLayouts) {
+          RopeCase c = make_v2_case(d, l, sh, rng, true);
+          testing::add_random_v3_features(rng, c);
+          if (c.table && rng() % 2) c.positions[0] = 0;  // row 0 of a rotation's table: cos 1, sin 0 (copied)
+          ASSERT_EQ(c.validate(), "") << c.summary();
+          Bytes want(c.n_bytes(), 0), want_ip = c.input;
+          const rc_rope_args w = c.args(c.input.data(), want.data(), 3), wi = c.args(want_ip.data(), want_ip.data(), 3);
+          ASSERT_EQ(scalar->fn(&w), RC_OK) << c.summary();
+          ASSERT_EQ(scalar->fn(&wi), RC_OK) << c.summary();
+          ++cases;
+          tables += bool(c.table);
+          inverse += c.direction == Direction::inverse;
+          for (const Implementation* impl : simd_impls()) {
+            Bytes got(c.n_bytes(), 0), got_ip = c.input;
+            const rc_rope_args g = c.args(c.input.data(), got.data(), 3), gi = c.args(got_ip.data(), got_ip.data(), 3);
+            ASSERT_EQ(impl->fn(&g), RC_OK) << impl->name << " " << c.summary();
+            ASSERT_EQ(impl->fn(&gi), RC_OK) << impl->name << " " << c.summary();
+            std::string first;
+            EXPECT_EQ(count_mismatches(c, got, want, &first), 0u)
+                << impl->name << " vs scalar, " << c.summary() << "\n  first: " << first;
+            EXPECT_EQ(count_mismatches(c, got_ip, want_ip, &first), 0u)
+                << impl->name << " in place vs scalar in place, " << c.summary() << "\n  first: " << first;
+          }
+        }
+  EXPECT_EQ(cases, 3 * v2_shapes().size() * 6);
+  EXPECT_GT(tables, cases / 2);
+  EXPECT_GT(inverse, cases / 4);
+}
+
+// A position outside the table is an error before anything is written, on every target.
+TEST(SimdKernelsV3, APositionOutsideTheTableWritesNothing) {
+  std::mt19937_64 rng(2028);
+  RopeCase c;
+  do {
+    c = make_v2_case(Dtype::f32, Layout::half_split, v2_shapes()[0], rng, false);
+    testing::add_random_v3_features(rng, c);
+  } while (!c.table);
+  c.positions.back() = int64_t(c.table->rows);
+  for (const Implementation* impl : simd_impls()) {
+    Bytes out(c.n_bytes(), 0x5a);
+    const rc_rope_args a = c.args(c.input.data(), out.data(), 3);
+    EXPECT_EQ(impl->fn(&a), 2) << impl->name;
+    EXPECT_EQ(out, Bytes(c.n_bytes(), 0x5a)) << impl->name;
+  }
+}
+
 TEST(SimdKernelsV2, VersionNegotiation) {
   std::mt19937_64 rng(8);
   for (Dtype d : kAllDtypes)
@@ -520,7 +577,7 @@ TEST(SimdKernelsV2, VersionNegotiation) {
       for (const Implementation* impl : simd_impls()) {
         Bytes out(c.n_bytes(), 0);
         rc_rope_args a = c.args(c.input.data(), out.data());
-        a.abi_version = 3;
+        a.abi_version = ROPECHECK_ABI_DRAFT_VERSION + 1;  // (3, the v3 draft, is taken: SimdKernelsV3)
         EXPECT_EQ(impl->fn(&a), RC_UNSUPPORTED) << impl->name;
         a.abi_version = 0;
         EXPECT_EQ(impl->fn(&a), RC_UNSUPPORTED) << impl->name;

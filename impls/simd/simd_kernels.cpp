@@ -43,7 +43,9 @@
 #include <cstring>
 #include <vector>
 
+#include "impls/given_table.hpp"
 #include "impls/registry.hpp"
+#include "impls/tensor_form.hpp"
 #include "impls/simd/simd_common.hpp"
 #include "impls/simd/simd_kernels.hpp"
 
@@ -613,8 +615,14 @@ void FixOverflowedPairs(const rc_rope_args* a, const T* x, T* y, size_t np, cons
   }
 }
 
+// The v3 draft's fields of a legacy-form call: the direction, and the caller-given table (null: none).
+struct CallV3 {
+  bool inverse = false;
+  const GivenTable* table = nullptr;
+};
+
 template <int S, bool kInterleaved>
-void Kernel(const rc_rope_args* a) {
+void Kernel(const rc_rope_args* a, const CallV3& v3) {
   using T = typename Io<S>::T;
   const T* in = static_cast<const T*>(a->in);
   T* out = static_cast<T*>(a->out);
@@ -643,16 +651,37 @@ void Kernel(const rc_rope_args* a) {
   const bool copy_head = a->out != a->in && o > 0;
   const bool copy_tail = a->out != a->in && end < a->head_dim;
   TokenAngle m[4];
+  thread_local std::vector<CosSin> given;  // a table's row, as the scalar kernel takes it (impls/given_table.hpp)
+  if (v3.table) given.resize(np);
+  // A product can overflow f32 where the exact output is finite: with an attention factor > 1, or a table's
+  // values beyond 1.
+  const bool fix = v.af > 1.0 || v3.table;
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    if (TokenRow(a, th, v, t, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr,
-                 kDup ? row.ss.data() : nullptr, row, m)) {
-      rotate_token_scalar(a, th, m, v.pair_axis, t, row.c.data(), row.s.data());
-      continue;
+    if (v3.table) {
+      if (given_row(a, *v3.table, t, v.af, v3.inverse, given.data())) {  // a pair copied: the scalar kernel's row
+        ropecheck::rotate_token_scalar(a, t, given.data());
+        continue;
+      }
+      for (size_t i = 0; i < np; ++i) {
+        row.c[i] = given[i].c;
+        row.s[i] = given[i].s;
+      }
+      DupRow(row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr, kDup ? row.ss.data() : nullptr, 0, np);
+    } else {
+      const bool identity = TokenRow(a, th, v, t, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr,
+                                     kDup ? row.ss.data() : nullptr, row, m);
+      if (v3.inverse) {  // e^{-j phi}: the same row, sin negated
+        for (size_t i = 0; i < np; ++i) row.s[i] = -row.s[i];
+        DupRow(row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr, kDup ? row.ss.data() : nullptr, 0, np);
+      }
+      if (identity) {
+        rotate_token_scalar(a, th, m, v.pair_axis, t, row.c.data(), row.s.data());
+        continue;
+      }
     }
     if (kEvenOdd) EvenOddRows(row, np, N);
     for (uint32_t h = 0; h < a->n_heads; ++h) {
       const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
-      const bool fix = v.af > 1.0;
       thread_local std::vector<T> saved;
       if (fix && a->in == a->out) saved.assign(in + base + o, in + base + o + a->rotary_dim);
       if constexpr (kInterleaved) {
@@ -670,18 +699,30 @@ void Kernel(const rc_rope_args* a) {
 }
 
 template <int S>
-void KernelFor(const rc_rope_args* a) {
-  a->layout == RC_INTERLEAVED ? Kernel<S, true>(a) : Kernel<S, false>(a);
+void KernelFor(const rc_rope_args* a, const CallV3& v3) {
+  a->layout == RC_INTERLEAVED ? Kernel<S, true>(a, v3) : Kernel<S, false>(a, v3);
 }
 
 int Apply(const rc_rope_args* call) {
   rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
-  if (int rc = normalize_kernel_args(call, n); rc != RC_OK) return rc;
+  if (int rc = normalize_kernel_args(call, n, ROPECHECK_ABI_DRAFT_VERSION); rc != RC_OK) return rc;
+  // The v3 draft as the scalar kernel takes it: the tensor form through the legacy form (impls/tensor_form.hpp),
+  // the inverse, and a caller-given table of every kind and dtype.
+  if (n.abi_version >= 3 && n.q.data) return apply_tensor_form(n, &Apply);
   const rc_rope_args* a = &n;
+  CallV3 v3;
+  GivenTable g;
+  if (a->abi_version >= 3) {
+    v3.inverse = a->direction == RC_INVERSE;
+    if (a->table_kind != RC_TABLE_NONE) {
+      if (int rc = given_table_of(a, a->attention_factor, g); rc != RC_OK) return rc;
+      v3.table = &g;
+    }
+  }
   switch (a->dtype) {
-    case RC_F32: KernelFor<kF32>(a); break;
-    case RC_F16: KernelFor<kF16>(a); break;
-    case RC_BF16: UseBF16Insn() ? KernelFor<kBF16Insn>(a) : KernelFor<kBF16>(a); break;
+    case RC_F32: KernelFor<kF32>(a, v3); break;
+    case RC_F16: KernelFor<kF16>(a, v3); break;
+    case RC_BF16: UseBF16Insn() ? KernelFor<kBF16Insn>(a, v3) : KernelFor<kBF16>(a, v3); break;
     default: return 2;
   }
   return RC_OK;
