@@ -75,6 +75,7 @@ std::string RopeCase::validate() const {
   }
   if (!std::isfinite(position_scale)) why << "position_scale must be finite; ";
   if (table) why << validate_table();
+  if (tensor) why << validate_tensor();
   if (why.tellp() == 0 && input.size() != n_bytes())
     why << "input has " << input.size() << " bytes, expected " << n_bytes() << "; ";
   std::string s = why.str();
@@ -105,6 +106,118 @@ std::string RopeCase::validate_table() const {
       why << "position " << m << " is outside the table's rows [0, " << t.rows << "); ";
       break;
     }
+  return why.str();
+}
+
+std::string_view to_string(PositionForm f) {
+  switch (f) {
+    case PositionForm::int64: return "int64";
+    case PositionForm::int32: return "int32";
+    case PositionForm::implicit: return "implicit";
+  }
+  return "?";
+}
+
+uint64_t TensorLayout::head(uint64_t t, uint64_t h) const {
+  if (ndim == 4) return (t / uint64_t(shape[1])) * uint64_t(strides[0]) + (t % uint64_t(shape[1])) * uint64_t(strides[1]) +
+                        h * uint64_t(strides[2]);
+  return t * uint64_t(strides[0]) + h * uint64_t(strides[1]);
+}
+
+TensorLayout RopeCase::tensor_layout(int which) const {
+  const TensorCall& tc = *tensor;
+  TensorLayout l;
+  l.ndim = int32_t(tc.rank);
+  const uint64_t T = n_tokens(), H = which >= 2 ? tc.k_heads : n_heads;
+  int d = 0;
+  if (tc.rank == 4) {
+    l.shape[d++] = int64_t(tc.batch);
+    l.shape[d++] = int64_t(tc.batch ? T / tc.batch : 0);
+  } else {
+    l.shape[d++] = int64_t(T);
+  }
+  l.shape[d++] = int64_t(H);
+  l.shape[d] = head_dim;
+  l.strides[d] = 1;
+  int64_t inner = head_dim;
+  for (int k = d - 1, p = 0; k >= 0; --k, ++p) {
+    l.strides[k] = inner + int64_t(tc.pad[which][p]);
+    inner = l.strides[k] * l.shape[k];
+  }
+  uint64_t last = 0;
+  for (int k = 0; k <= d; ++k) {
+    if (l.shape[k] == 0) return l;  // (span 0: no element)
+    last += uint64_t(l.shape[k] - 1) * uint64_t(l.strides[k]);
+  }
+  l.span = last + 1;
+  return l;
+}
+
+RopeCase RopeCase::k_case() const {
+  RopeCase k = *this;
+  k.tensor.reset();
+  k.n_heads = tensor->k_heads;
+  k.input = tensor->k_input;
+  return k;
+}
+
+std::string RopeCase::validate_tensor() const {
+  std::ostringstream why;
+  const TensorCall& tc = *tensor;
+  const uint64_t T = n_tokens();
+  if (tc.rank != 3 && tc.rank != 4) why << "the tensor form's rank is 3 or 4 (got " << tc.rank << "); ";
+  if (tc.rank == 4 && (tc.batch == 0 || T % tc.batch != 0))
+    why << "rank 4: " << T << " tokens are not " << tc.batch << " sequences of one length; ";
+  if (tc.k_input.size() != T * tc.k_heads * head_dim * dtype_size(dtype))
+    why << "k_input has " << tc.k_input.size() << " bytes, expected " << T * tc.k_heads * head_dim * dtype_size(dtype)
+        << "; ";
+  if (tc.rank == 4 && !tc.cu_seqlens.empty()) why << "cu_seqlens is for rank 3 only; ";
+  uint64_t nseq = tc.rank == 4 ? tc.batch : 1;
+  if (!tc.cu_seqlens.empty()) {
+    nseq = tc.cu_seqlens.size() - 1;
+    bool ok = tc.cu_seqlens.size() >= 2 && tc.cu_seqlens.front() == 0 && uint64_t(tc.cu_seqlens.back()) == T;
+    for (size_t b = 1; ok && b < tc.cu_seqlens.size(); ++b) ok = tc.cu_seqlens[b] >= tc.cu_seqlens[b - 1];
+    if (!ok) why << "cu_seqlens must rise from 0 to the " << T << " tokens; ";
+  }
+  if (tc.pos == PositionForm::int32)
+    for (int64_t m : positions)
+      if (m != int64_t(int32_t(m))) {
+        why << "position " << m << " does not fit in int32; ";
+        break;
+      }
+  if (tc.index_int32)
+    for (const std::vector<int64_t>* v : {&tc.seq_offsets, &tc.cu_seqlens})
+      for (int64_t x : *v)
+        if (x != int64_t(int32_t(x))) {
+          why << "seq_offsets and cu_seqlens passed as int32 must fit (" << x << " does not); ";
+          break;
+        }
+  if (tc.pos != PositionForm::implicit) {
+    if (!tc.seq_offsets.empty()) why << "seq_offsets go with implicit positions only; ";
+  } else if (n_pos_axes != 1 || tc.axes_first) {
+    why << "implicit positions have one axis; ";
+  } else if (!tc.seq_offsets.empty() && tc.seq_offsets.size() != nseq) {
+    why << tc.seq_offsets.size() << " seq_offsets for " << nseq << " sequences; ";
+  } else if (why.tellp() == 0) {
+    const uint64_t S = tc.rank == 4 ? T / tc.batch : T;
+    for (uint64_t t = 0, b = 0; t < T; ++t) {
+      uint64_t seq = 0, s = t;
+      if (tc.rank == 4) {
+        seq = t / S;
+        s = t % S;
+      } else if (!tc.cu_seqlens.empty()) {
+        while (uint64_t(tc.cu_seqlens[b + 1]) <= t) ++b;
+        seq = b;
+        s = t - uint64_t(tc.cu_seqlens[b]);
+      }
+      const int64_t off = tc.seq_offsets.empty() ? 0 : tc.seq_offsets[seq];
+      int64_t m;
+      if (__builtin_add_overflow(int64_t(s), off, &m) || m != positions[t]) {
+        why << "implicit positions: token " << t << " is at " << positions[t] << ", not " << s << " + " << off << "; ";
+        break;
+      }
+    }
+  }
   return why.str();
 }
 
@@ -287,6 +400,21 @@ std::string RopeCase::summary() const {
   }
   if (attention_factor != 1.0)
     s << " attention_factor=" << hexfloat(attention_factor) << " (" << attention_factor << ")";
+  if (direction == Direction::inverse) s << " inverse";
+  if (table) s << " table=" << to_string(table->kind) << "/" << to_string(table->dtype) << "[" << table->rows << "]";
+  if (tensor) {
+    const TensorCall& tc = *tensor;
+    s << " tensor=rank" << tc.rank;
+    if (tc.rank == 4) s << "(B=" << tc.batch << ")";
+    if (tc.k_heads) s << " k_heads=" << tc.k_heads;
+    s << " pos=" << to_string(tc.pos) << (tc.axes_first ? "{A,..}" : "");
+    if (!tc.seq_offsets.empty()) s << " seq_offsets[" << tc.seq_offsets.size() << "]";
+    if (!tc.cu_seqlens.empty()) s << " varlen[" << tc.cu_seqlens.size() - 1 << "]";
+    bool padded = false;
+    for (const auto& p : tc.pad)
+      for (uint32_t x : p) padded = padded || x;
+    if (padded) s << " strided";
+  }
   return s.str();
 }
 

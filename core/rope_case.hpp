@@ -49,6 +49,44 @@ struct CosSinTable {
   double sin_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return sin[row * n_pairs + pair]; }
 };
 
+// ABI v3 (draft): the call made in the tensor form (include/ropecheck/kernel_abi.h), and how its tensors
+// are laid out. What is computed is the case's as ever: q's values are the case's input ([n_tokens][n_heads]
+// [head_dim]) and its positions the case's (explicit, axis-major); this says how they are passed, and adds
+// k (its own heads, the same positions).
+enum class PositionForm : uint8_t {
+  int64,     // pos {T'} or {A, T'} (rank 4: {B, S} or {A, B, S}) of int64
+  int32,     // the same of int32 (every position fits)
+  implicit,  // no pos: token s of sequence b is at s + seq_offsets[b] (one axis)
+};
+std::string_view to_string(PositionForm f);
+
+struct TensorCall {
+  uint32_t rank = 3;                 // 3: q {T, Hq, D}; 4: q {B, S, Hq, D} (B = batch, S = n_tokens / B)
+  uint64_t batch = 1;                // B, rank 4
+  uint32_t k_heads = 0;              // Hk (0: no k)
+  Bytes k_input;                     // [n_tokens][k_heads][head_dim] of the case's dtype
+  PositionForm pos = PositionForm::int64;
+  bool axes_first = false;           // explicit positions of one axis given as {1, ...}
+  std::vector<int64_t> seq_offsets;  // implicit: one per sequence (empty: none passed, 0 each)
+  std::vector<int64_t> cu_seqlens;   // rank 3: B + 1 sequence starts (empty: none passed, one sequence)
+  bool index_int32 = false;          // seq_offsets and cu_seqlens passed as int32 (else int64)
+  // Elements added to each stride beyond the compact one, per tensor (q, q_out, k, k_out) and dimension from
+  // the heads' outward: the strides' gaps, which a kernel must not write. An in-place call (the call's flag,
+  // as ever: q and k alike) passes q as q_out and k as k_out.
+  uint32_t pad[4][3] = {};
+};
+
+// One tensor of a tensor-form call as the harness lays it out: rank, shape and strides in elements, and the
+// elements its buffer spans (the last element's offset + 1).
+struct TensorLayout {
+  int32_t ndim = 0;
+  int64_t shape[4] = {};
+  int64_t strides[4] = {};
+  uint64_t span = 0;
+  // Element offset of token t's head h in the buffer (t in row-major order of the leading dimensions).
+  uint64_t head(uint64_t t, uint64_t h) const;
+};
+
 struct RopeCase {
   Dtype dtype = Dtype::f32;
   Layout layout = Layout::interleaved;
@@ -74,6 +112,7 @@ struct RopeCase {
   // used (inv_freq empty, no rule), and attention_factor is 1 except for an angle table.
   Direction direction = Direction::forward;
   std::optional<CosSinTable> table;
+  std::optional<TensorCall> tensor;  // made in the tensor form (its validity: validate())
 
   size_t n_tokens() const { return n_pos_axes ? positions.size() / n_pos_axes : 0; }
   // Position of token t on an axis, and the axis that drives pair i.
@@ -83,7 +122,7 @@ struct RopeCase {
   // Whether every v2 field is neutral and no position is negative: abi_version 1 expresses the call.
   bool is_v1() const;
   // Whether a v3 field is not neutral (the direction, a table).
-  bool uses_v3() const { return direction != Direction::forward || table.has_value(); }
+  bool uses_v3() const { return direction != Direction::forward || table.has_value() || tensor.has_value(); }
   // The lowest abi_version that expresses the call (1 when is_v1(), 3 when uses_v3(), else 2).
   uint32_t min_abi_version() const { return uses_v3() ? 3 : is_v1() ? 1 : 2; }
   size_t n_elements() const { return n_tokens() * n_heads * head_dim; }
@@ -94,6 +133,12 @@ struct RopeCase {
   std::string validate() const;
   std::string validate_for_kernel() const { return validate(); }
   std::string validate_table() const;  // the table's part of validate() ("" when there is no table)
+  std::string validate_tensor() const;  // the tensor form's part ("" when the call is not in it)
+
+  // The tensor form: the layout of q (0), q_out (1), k (2), k_out (3); and k as a case of its own (the same
+  // parameters and positions, k_heads heads, k_input), which the reference and the judge take as any case.
+  TensorLayout tensor_layout(int which) const;
+  RopeCase k_case() const;
 
   // The ABI call for this case, reading `in` and writing `out`, at abi_version `version` (0: the lowest that
   // expresses it, min_abi_version()). At a version >= 2 every v2 field carries its value explicitly (neutral

@@ -57,7 +57,7 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 constexpr uint32_t kMagic = 0x52435048;  // "RCPH"
 constexpr int kHostFd = 3;
-constexpr size_t kMaxGuards = 20;  // two per region: up to 9 regions (ABI v2 adds 4)
+constexpr size_t kMaxGuards = 32;  // two per region: up to 16 regions (ABI v2 adds 4, the v3 draft 10)
 constexpr uint64_t kFileSizeLimit = 16u << 20;  // RLIMIT_FSIZE of the host: its stdout/stderr files
 constexpr int kLostSocket = 121;                 // the host's exit status when its control socket broke
 
@@ -276,6 +276,181 @@ Region place(const char* name, unsigned char pattern, size_t n, Placement p, siz
   return r;
 }
 
+// ---- the ABI v3 draft's tensors in the arena -----------------------------------------------------------
+// A tensor-form call's q, q_out, k, k_out are laid out by the case (RopeCase::tensor_layout: strides with the
+// case's gaps), each in a region of its own whose gaps keep the region's pattern, so a write between the
+// elements is seen as a write out of bounds; the index tensors are compact; every shape and stride array is
+// in one region ("tensor shapes"), so a kernel that writes into one is seen as modifying its arguments.
+
+constexpr size_t kShapeSlots = 4 * 8 + 3 * 3 + 2 * 2;  // q, q_out, k, k_out (shape, strides); pos, seq_offsets, cu_seqlens; 2 tables
+
+struct TensorRegions {
+  size_t k = 0, k_out = 0, pos = 0, seq_offsets = 0, cu_seqlens = 0, shapes = 0;  // region indices (0: none)
+  size_t table[2] = {0, 0};
+};
+
+size_t index_elem(const RopeCase& c, bool positions) {
+  const TensorCall& tc = *c.tensor;
+  if (positions) return tc.pos == PositionForm::int32 ? 4 : 8;
+  return tc.index_int32 ? 4 : 8;
+}
+
+template <class Placer>
+void add_tensor_regions(const RopeCase& c, bool in_place, TensorRegions& tr, std::vector<Region>& regions,
+                        size_t& cursor, Placer placement) {
+  const TensorCall& tc = *c.tensor;
+  const size_t es = dtype_size(c.dtype);
+  if (tc.k_heads) {
+    tr.k = regions.size();
+    regions.push_back(place(in_place ? "in-place k" : "k", 0x6A, size_t(c.tensor_layout(2).span) * es, placement(12), cursor));
+    tr.k_out = tr.k;
+    if (!in_place) {
+      tr.k_out = regions.size();
+      regions.push_back(place("k_out", 0x95, size_t(c.tensor_layout(3).span) * es, placement(13), cursor));
+    }
+  }
+  if (tc.pos != PositionForm::implicit) {
+    tr.pos = regions.size();
+    regions.push_back(place("pos", 0x3C, c.positions.size() * index_elem(c, true), placement(1), cursor));
+  }
+  if (!tc.seq_offsets.empty()) {
+    tr.seq_offsets = regions.size();
+    regions.push_back(place("seq_offsets", 0x63, tc.seq_offsets.size() * index_elem(c, false), placement(14), cursor));
+  }
+  if (!tc.cu_seqlens.empty()) {
+    tr.cu_seqlens = regions.size();
+    regions.push_back(place("cu_seqlens", 0x36, tc.cu_seqlens.size() * index_elem(c, false), placement(15), cursor));
+  }
+}
+
+void store_index(unsigned char* p, size_t k, size_t elem, int64_t v) {
+  if (elem == 4) {
+    const int32_t x = int32_t(v);
+    std::memcpy(p + 4 * k, &x, 4);
+  } else {
+    std::memcpy(p + 8 * k, &v, 8);
+  }
+}
+
+// Copies compact [T][H][D] values into a laid-out tensor (values) or poisons its elements (values null).
+void scatter(const RopeCase& c, const TensorLayout& l, unsigned char* base, const unsigned char* values, uint32_t poison) {
+  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < H; ++h) {
+      unsigned char* at = base + size_t(l.head(t, h)) * es;
+      if (values) std::memcpy(at, values + ((t * H + h) * D) * es, D * es);
+      else for (size_t e = 0; e < D; ++e) store_bits(c.dtype, at, e, poison);
+    }
+}
+
+// The compact [T][H][D] values of a laid-out tensor.
+Bytes gather(const RopeCase& c, const TensorLayout& l, const unsigned char* base) {
+  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
+  Bytes out(c.n_tokens() * H * D * es);
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < H; ++h) std::memcpy(out.data() + ((t * H + h) * D) * es, base + size_t(l.head(t, h)) * es, D * es);
+  return out;
+}
+
+// Bytes of a laid-out tensor's buffer that lie between its elements (its strides' gaps) and changed from the
+// region's pattern.
+size_t gap_bytes_changed(const RopeCase& c, const TensorLayout& l, const unsigned char* base, unsigned char pattern) {
+  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
+  std::vector<bool> element(size_t(l.span) * es, false);
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < H; ++h) std::fill_n(element.begin() + long(size_t(l.head(t, h)) * es), D * es, true);
+  size_t k = 0;
+  for (size_t b = 0; b < element.size(); ++b) k += !element[b] && base[b] != pattern;
+  return k;
+}
+
+void fill_tensors(const RopeCase& c, bool in_place, const TensorRegions& tr, const std::vector<Region>& regions,
+                  size_t in_idx, size_t out_idx, unsigned char* A, uint32_t poison) {
+  const TensorCall& tc = *c.tensor;
+  scatter(c, c.tensor_layout(0), A + regions[in_idx].data, c.input.data(), 0);
+  if (!in_place) scatter(c, c.tensor_layout(1), A + regions[out_idx].data, nullptr, poison);
+  if (tc.k_heads) {
+    const RopeCase k = c.k_case();
+    scatter(k, c.tensor_layout(2), A + regions[tr.k].data, tc.k_input.data(), 0);
+    if (!in_place) scatter(k, c.tensor_layout(3), A + regions[tr.k_out].data, nullptr, poison);
+  }
+  if (tr.pos)
+    for (size_t i = 0; i < c.positions.size(); ++i) store_index(A + regions[tr.pos].data, i, index_elem(c, true), c.positions[i]);
+  if (tr.seq_offsets)
+    for (size_t i = 0; i < tc.seq_offsets.size(); ++i)
+      store_index(A + regions[tr.seq_offsets].data, i, index_elem(c, false), tc.seq_offsets[i]);
+  if (tr.cu_seqlens)
+    for (size_t i = 0; i < tc.cu_seqlens.size(); ++i)
+      store_index(A + regions[tr.cu_seqlens].data, i, index_elem(c, false), tc.cu_seqlens[i]);
+}
+
+rc_dl_dtype dl_dtype_of(Dtype d) {
+  return {uint8_t(d == Dtype::bf16 ? RC_DL_BFLOAT : RC_DL_FLOAT), uint8_t(8 * dtype_size(d)), 1};
+}
+
+// The v3 fields of `args` (built by RopeCase::args for the arena) pointed at the arena: the table(s), and in
+// the tensor form the tensors (the legacy fields zero), their shapes and strides written to the shapes region.
+void point_v3_args(const RopeCase& c, bool in_place, const TensorRegions& tr, const std::vector<Region>& regions,
+                   size_t in_idx, size_t out_idx, unsigned char* A, rc_rope_args& args) {
+  int64_t* slot = reinterpret_cast<int64_t*>(A + regions[tr.shapes].data);
+  auto take = [&](std::initializer_list<int64_t> v) {
+    int64_t* p = slot;
+    for (int64_t x : v) *slot++ = x;
+    return p;
+  };
+  for (int n = 0; n < 2; ++n)
+    if (tr.table[n]) {
+      rc_tensor& t = n == 0 ? args.table : args.table2;
+      std::memcpy(A + regions[tr.table[n]].data, c.abi_table_bytes[n].data(), c.abi_table_bytes[n].size());
+      t.data = A + regions[tr.table[n]].data;
+      t.shape = take({c.abi_table_shape[n][0], c.abi_table_shape[n][1]});
+    }
+  if (!c.tensor) return;
+  const TensorCall& tc = *c.tensor;
+  args.in = nullptr;
+  args.out = nullptr;
+  args.positions = nullptr;
+  args.n_tokens = 0;
+  args.n_heads = 0;
+  auto activation = [&](int which, size_t region) {
+    const TensorLayout l = c.tensor_layout(which);
+    rc_tensor t{};
+    t.data = A + regions[region].data;
+    t.device = {RC_DL_CPU, 0};
+    t.ndim = l.ndim;
+    t.dtype = dl_dtype_of(c.dtype);
+    t.shape = slot;
+    for (int k = 0; k < l.ndim; ++k) *slot++ = l.shape[k];
+    t.strides = slot;
+    for (int k = 0; k < l.ndim; ++k) *slot++ = l.strides[k];
+    return t;
+  };
+  args.q = activation(0, in_idx);
+  args.q_out = in_place ? args.q : activation(1, out_idx);
+  if (tc.k_heads) {
+    args.k = activation(2, tr.k);
+    args.k_out = in_place ? args.k : activation(3, tr.k_out);
+  }
+  auto index = [&](size_t region, size_t elem, std::initializer_list<int64_t> shape) {
+    rc_tensor t{};
+    t.data = A + regions[region].data;
+    t.device = {RC_DL_CPU, 0};
+    t.ndim = int32_t(shape.size());
+    t.dtype = {uint8_t(RC_DL_INT), uint8_t(8 * elem), 1};
+    t.shape = take(shape);
+    return t;
+  };
+  const int64_t T = int64_t(c.n_tokens()), B = int64_t(tc.batch), A_ = int64_t(c.n_pos_axes);
+  if (tr.pos) {
+    const size_t e = index_elem(c, true);
+    const bool first = tc.axes_first || c.n_pos_axes > 1;
+    if (tc.rank == 4) args.pos = first ? index(tr.pos, e, {A_, B, T / B}) : index(tr.pos, e, {B, T / B});
+    else args.pos = first ? index(tr.pos, e, {A_, T}) : index(tr.pos, e, {T});
+  }
+  if (tr.seq_offsets) args.seq_offsets = index(tr.seq_offsets, index_elem(c, false), {int64_t(tc.seq_offsets.size())});
+  if (tr.cu_seqlens) args.cu_seqlens = index(tr.cu_seqlens, index_elem(c, false), {int64_t(tc.cu_seqlens.size())});
+}
+
 size_t count_changed(const unsigned char* p, size_t from, size_t to, unsigned char pattern) {
   // Whole pages at a time against a page of the pattern; byte by byte only where something differs.
   static thread_local std::array<std::vector<unsigned char>, 256> pages;
@@ -289,6 +464,82 @@ size_t count_changed(const unsigned char* p, size_t from, size_t to, unsigned ch
     i += n;
   }
   return k;
+}
+
+// After a tensor-form call: k's output (compact, in r.k_out) and what became of k's input out of place; bytes
+// written into the strides' gaps of q, q_out, k, k_out; the index tensors, tables and shapes unchanged.
+void check_tensors_after(const RopeCase& c, bool in_place, const TensorRegions& tr, const std::vector<Region>& regions,
+                         size_t in_idx, size_t out_idx, const unsigned char* A, CallResult& r) {
+  const TensorCall& tc = *c.tensor;
+  struct Laid {
+    const char* name;
+    int which;
+    size_t region;
+  };
+  std::vector<Laid> laid = {{regions[in_idx].name, 0, in_idx}};
+  if (!in_place) laid.push_back({"q_out", 1, out_idx});
+  if (tc.k_heads) {
+    laid.push_back({regions[tr.k].name, 2, tr.k});
+    if (!in_place) laid.push_back({"k_out", 3, tr.k_out});
+  }
+  for (const Laid& t : laid) {
+    const Region& g = regions[t.region];
+    if (size_t n = gap_bytes_changed(c, c.tensor_layout(t.which), A + g.data, g.pattern))
+      r.memory.push_back({"out-of-bounds write", fmt::format("memory: {} byte(s) between the elements of {} (its "
+                                                             "strides' gaps) were written",
+                                                             n, t.name)});
+  }
+  if (tc.k_heads) {
+    const RopeCase k = c.k_case();
+    r.k_out = gather(k, c.tensor_layout(in_place ? 2 : 3), A + regions[tr.k_out].data);
+    const uint32_t pb = poison_bits(c.dtype);
+    size_t unwritten = 0, written = 0;
+    for (size_t e = 0; e < k.n_elements(); ++e) {
+      const uint32_t got = load_bits(c.dtype, r.k_out.data(), e), was = load_bits(c.dtype, tc.k_input.data(), e);
+      unwritten += !in_place && got == pb && was != pb;
+      written += got != (in_place ? was : pb);
+    }
+    if (r.status == CallStatus::ok && unwritten)
+      r.memory.push_back({"unwritten output", fmt::format("memory: {} of {} element(s) of k_out still hold the poison "
+                                                          "(0x{:x})",
+                                                          unwritten, k.n_elements(), pb)});
+    if (r.status == CallStatus::declined && written)
+      r.memory.push_back({"declined after writing", fmt::format("memory: the call was declined but wrote {} of {} "
+                                                                "element(s) of {}",
+                                                                written, k.n_elements(), in_place ? "k" : "k_out")});
+    if (!in_place) {
+      const Bytes now = gather(k, c.tensor_layout(2), A + regions[tr.k].data);
+      size_t changed = 0, first = 0;
+      for (size_t e = 0; e < k.n_elements(); ++e)
+        if (load_bits(c.dtype, now.data(), e) != load_bits(c.dtype, tc.k_input.data(), e) && !changed++) first = e;
+      if (changed)
+        r.memory.push_back({"input modified", fmt::format("memory: the out-of-place call wrote into its input k: {} of "
+                                                          "{} element(s) changed, the first k[{}][{}][{}]",
+                                                          changed, k.n_elements(), first / (k.n_heads * k.head_dim),
+                                                          first / k.head_dim % k.n_heads, first % k.head_dim)});
+    }
+  }
+  bool index_ok = true;
+  auto compare_index = [&](size_t region, const std::vector<int64_t>& v, size_t elem) {
+    if (!region) return;
+    for (size_t i = 0; i < v.size(); ++i) {
+      int64_t x = 0;
+      if (elem == 4) {
+        int32_t y;
+        std::memcpy(&y, A + regions[region].data + 4 * i, 4);
+        x = y;
+      } else {
+        std::memcpy(&x, A + regions[region].data + 8 * i, 8);
+      }
+      index_ok = index_ok && x == v[i];
+    }
+  };
+  compare_index(tr.pos, c.positions, index_elem(c, true));
+  compare_index(tr.seq_offsets, tc.seq_offsets, index_elem(c, false));
+  compare_index(tr.cu_seqlens, tc.cu_seqlens, index_elem(c, false));
+  if (!index_ok)
+    r.memory.push_back({"argument modified", "memory: the call wrote into its (const) positions, seq_offsets or "
+                                             "cu_seqlens"});
 }
 
 // On-CPU plus run-queue nanoseconds of a thread from its schedstat file ("cpu_ns wait_ns slices"), or
@@ -557,7 +808,10 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   r.abi_version = abi_version;
   const Dtype d = c.dtype;
   const size_t nb = c.n_bytes(), ne = c.n_elements();
-  const size_t n_tok = c.positions.size(), n_freq = c.inv_freq.size();
+  const bool tensor = abi_version >= 3 && c.tensor;
+  // (The tensor form passes positions as its own tensor, and q and k as tensors: no positions region, and q's
+  // regions hold its strided layout.)
+  const size_t n_tok = tensor ? 0 : c.positions.size(), n_freq = c.inv_freq.size();
   // The placement of each buffer follows from the case (deterministic), differing between buffers.
   const size_t h = c.n_tokens() * 7 + c.head_dim * 3 + c.n_heads + c.rotary_dim;
   auto placement = [&](size_t k) { return Placement((h + k) % 3); };
@@ -567,9 +821,12 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   regions.push_back(place("positions", 0x3C, n_tok * sizeof(int64_t), placement(1), cursor));
   if (n_freq) regions.push_back(place("inv_freq", 0x96, n_freq * sizeof(double), placement(2), cursor));
   const size_t in_idx = regions.size();
-  regions.push_back(place(in_place ? "in-place" : "input", 0xA5, nb, placement(3), cursor));
+  const size_t q_bytes = tensor ? size_t(c.tensor_layout(0).span) * dtype_size(d) : nb;
+  const size_t q_out_bytes = tensor ? size_t(c.tensor_layout(1).span) * dtype_size(d) : nb;
+  regions.push_back(place(tensor ? (in_place ? "in-place q" : "q") : in_place ? "in-place" : "input", 0xA5, q_bytes,
+                          placement(3), cursor));
   const size_t out_idx = in_place ? in_idx : regions.size();
-  if (!in_place) regions.push_back(place("output", 0x5A, nb, placement(4), cursor));
+  if (!in_place) regions.push_back(place(tensor ? "q_out" : "output", 0x5A, q_out_bytes, placement(4), cursor));
   // ABI v2 arrays (only in a v2 call): the pair-axis map, the rule descriptor and its factor lists.
   const bool v2 = abi_version >= 2;
   const FrequencyRule* rule = v2 && c.freq_rule ? &*c.freq_rule : nullptr;
@@ -590,6 +847,24 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
       regions.push_back(place("long_factor", 0xB4, rule->long_factor.size() * sizeof(double), placement(8), cursor));
     }
   }
+  // ABI v3 draft (only in a v3 call): the caller-given table(s), and the tensor form's k, index tensors and the
+  // shapes and strides of every tensor (in one region of int64).
+  const bool v3 = abi_version >= 3;
+  TensorRegions tr;
+  if (v3 && c.table) {
+    (void)c.args(nullptr, nullptr, 3);  // lays the table out for its kind (RopeCase::abi_table_bytes)
+    tr.table[0] = regions.size();
+    regions.push_back(place("table", 0x4B, c.abi_table_bytes[0].size(), placement(9), cursor));
+    if (!c.abi_table_bytes[1].empty()) {
+      tr.table[1] = regions.size();
+      regions.push_back(place("table2", 0xB2, c.abi_table_bytes[1].size(), placement(10), cursor));
+    }
+  }
+  if (tensor) add_tensor_regions(c, in_place, tr, regions, cursor, placement);
+  if (v3 && (c.table || tensor)) {
+    tr.shapes = regions.size();
+    regions.push_back(place("tensor shapes", 0xD2, kShapeSlots * sizeof(int64_t), placement(11), cursor));
+  }
   ensure_arena(cursor);
   start();
   r.host_start = starts_;
@@ -598,11 +873,20 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   const Region &ra = regions[0], &rp = regions[1], &ri = regions[in_idx], &ro = regions[out_idx];
   if (n_tok) std::memcpy(A + rp.data, c.positions.data(), rp.n);
   if (n_freq) std::memcpy(A + regions[2].data, c.inv_freq.data(), regions[2].n);
-  if (nb) std::memcpy(A + ri.data, c.input.data(), nb);
   const uint32_t pb = poison_bits(d);
-  if (!in_place)
-    for (size_t k = 0; k < ne; ++k) store_bits(d, A + ro.data, k, pb);
+  if (tensor) {
+    fill_tensors(c, in_place, tr, regions, in_idx, out_idx, A, pb);
+  } else {
+    if (nb) std::memcpy(A + ri.data, c.input.data(), nb);
+    if (!in_place)
+      for (size_t k = 0; k < ne; ++k) store_bits(d, A + ro.data, k, pb);
+  }
   rc_rope_args args = c.args(A + ri.data, A + ro.data, abi_version);
+  Bytes shapes_before;  // the shapes and strides as the call got them
+  if (v3 && (c.table || tensor)) {
+    point_v3_args(c, in_place, tr, regions, in_idx, out_idx, A, args);
+    shapes_before.assign(A + regions[tr.shapes].data, A + regions[tr.shapes].data + regions[tr.shapes].n);
+  }
   args.positions = n_tok ? reinterpret_cast<const int64_t*>(A + rp.data) : nullptr;
   args.inv_freq = n_freq ? reinterpret_cast<const double*>(A + regions[2].data) : nullptr;
   rc_freq_rule rule_args{};
@@ -724,9 +1008,20 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   }
 
   // What the call did to memory, whatever it returned.
-  r.out.assign(A + ro.data, A + ro.data + nb);
+  if (tensor) r.out = gather(c, c.tensor_layout(in_place ? 0 : 1), A + ro.data);
+  else r.out.assign(A + ro.data, A + ro.data + nb);
   r.guard_before_bytes = count_changed(A, ro.guard_lo, ro.data, ro.pattern);
-  r.guard_after_bytes = count_changed(A, ro.data + nb, ro.end(), ro.pattern);
+  r.guard_after_bytes = count_changed(A, ro.data + ro.n, ro.end(), ro.pattern);
+  // The tensor form: q's input as it is now (compact), and what the call did to k and to the strides' gaps.
+  const Bytes q_now = tensor && !in_place ? gather(c, c.tensor_layout(0), A + ri.data) : Bytes{};
+  const unsigned char* in_now = tensor ? (in_place ? r.out.data() : q_now.data()) : A + ri.data;
+  if (tensor) check_tensors_after(c, in_place, tr, regions, in_idx, out_idx, A, r);
+  for (int n = 0; n < 2; ++n)
+    if (tr.table[n] && std::memcmp(A + regions[tr.table[n]].data, c.abi_table_bytes[n].data(), regions[tr.table[n]].n) != 0)
+      r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) {}",
+                                                           regions[tr.table[n]].name)});
+  if (!shapes_before.empty() && std::memcmp(A + regions[tr.shapes].data, shapes_before.data(), shapes_before.size()) != 0)
+    r.memory.push_back({"argument modified", "memory: the call wrote into its tensors' (const) shapes or strides"});
   auto guards = [&](const Region& g) {
     const size_t lo = count_changed(A, g.guard_lo, g.data, g.pattern);
     const size_t hi = count_changed(A, g.data + g.n, g.end(), g.pattern);
@@ -754,7 +1049,8 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     RC_FIELD(abi_version) RC_FIELD(dtype) RC_FIELD(layout) RC_FIELD(head_dim) RC_FIELD(rotary_dim) RC_FIELD(n_heads)
     RC_FIELD(n_tokens) RC_FIELD(positions) RC_FIELD(base) RC_FIELD(position_scale) RC_FIELD(inv_freq) RC_FIELD(in)
     RC_FIELD(out) RC_FIELD(rotary_offset) RC_FIELD(n_pos_axes) RC_FIELD(pair_axis) RC_FIELD(attention_factor)
-    RC_FIELD(freq_rule)
+    RC_FIELD(freq_rule) RC_FIELD(direction) RC_FIELD(table_kind) RC_FIELD(table) RC_FIELD(table2) RC_FIELD(q)
+    RC_FIELD(q_out) RC_FIELD(k) RC_FIELD(k_out) RC_FIELD(pos) RC_FIELD(seq_offsets) RC_FIELD(cu_seqlens)
 #undef RC_FIELD
     r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) args struct: {} "
                                                          "changed",
@@ -787,7 +1083,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   }
   if (!in_place) {
     for (size_t k = 0; k < ne; ++k)
-      if (load_bits(d, A + ri.data, k) != load_bits(d, c.input.data(), k))
+      if (load_bits(d, in_now, k) != load_bits(d, c.input.data(), k))
         if (!r.input_changed++) r.first_input_changed = k;
   }
   if (r.status == CallStatus::ok && !in_place) {

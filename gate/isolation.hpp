@@ -50,7 +50,9 @@ struct CallResult {
   // Of that, the time the kernel's calling thread was blocked (sleeping, waiting on I/O, a lock or a device):
   // neither on a CPU nor waiting for one, while the gate waited for it (docs/gate.md, "The budget").
   double blocked_seconds = 0;
-  Bytes out;            // the output buffer after the call (in place: the buffer)
+  Bytes out;            // the output buffer after the call (in place: the buffer); the tensor form: q's output,
+                        // compact [n_tokens][n_heads][head_dim]
+  Bytes k_out;          // the tensor form with k: k's output, compact [n_tokens][k_heads][head_dim]
   // Memory checks (made after every call, whatever its status):
   size_t unwritten = 0;              // output elements still holding the poison (ok calls)
   size_t first_unwritten = 0;

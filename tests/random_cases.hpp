@@ -176,3 +176,77 @@ inline RopeCase random_v3_case(std::mt19937_64& rng, bool specials) {
 }
 
 }  // namespace ropecheck::testing
+
+namespace ropecheck::testing {
+
+// A random case made in the ABI v3 draft's tensor form: a random v3 case (maybe a table, maybe the inverse)
+// whose tokens become rank 3 {T, H, D} or rank 4 {B, S, H, D} tensors with padded strides, with k of its own
+// head count (or none), positions passed as int64, int32 or implicitly (offsets per sequence), varlen
+// batches by cu_seqlens. The positions the case holds are the ones the call encodes.
+inline RopeCase random_tensor_case(std::mt19937_64& rng, bool specials) {
+  RopeCase c = random_v3_case(rng, specials);
+  TensorCall tc;
+  const size_t T = 1 + rng() % 6;
+  const int64_t rows = c.table ? int64_t(c.table->rows) : 0;
+  tc.rank = rng() % 2 ? 4 : 3;
+  if (tc.rank == 4) {
+    const uint64_t divisors[] = {1, 2, 3, 6};
+    do tc.batch = divisors[rng() % 4];
+    while (T % tc.batch);
+  } else if (rng() % 2) {  // varlen: sequences of random lengths (some empty)
+    tc.cu_seqlens = {0};
+    while (uint64_t(tc.cu_seqlens.back()) < T)
+      tc.cu_seqlens.push_back(std::min<int64_t>(int64_t(T), tc.cu_seqlens.back() + int64_t(rng() % 4)));
+  }
+  const uint64_t nseq = tc.rank == 4 ? tc.batch : tc.cu_seqlens.empty() ? 1 : tc.cu_seqlens.size() - 1;
+  auto random_position = [&](uint32_t axis) -> int64_t {
+    if (rows) return int64_t(rng() % uint64_t(rows));
+    if (axis > 0) return int64_t(rng() % 4096) - 2048;
+    return rng() % 2 ? int64_t(rng() % 100000) - 1000 : int64_t(rng() >> 2) - (int64_t(1) << 61);
+  };
+  c.positions.assign(size_t(c.n_pos_axes) * T, 0);
+  if (c.n_pos_axes == 1 && (!rows || rows >= int64_t(T)) && rng() % 3 != 0) {
+    tc.pos = PositionForm::implicit;
+    const uint64_t S = tc.rank == 4 ? T / tc.batch : T;
+    std::vector<uint64_t> seq_of(T, 0), s_of(T, 0);
+    uint64_t longest = 0;
+    for (uint64_t t = 0, b = 0; t < T; ++t) {
+      s_of[t] = t;
+      if (tc.rank == 4) {
+        seq_of[t] = t / S;
+        s_of[t] = t % S;
+      } else if (!tc.cu_seqlens.empty()) {
+        while (uint64_t(tc.cu_seqlens[b + 1]) <= t) ++b;
+        seq_of[t] = b;
+        s_of[t] = t - uint64_t(tc.cu_seqlens[b]);
+      }
+      longest = std::max(longest, s_of[t] + 1);
+    }
+    const bool offsets = !(tc.rank == 3 && tc.cu_seqlens.empty() && rng() % 3 == 0);
+    for (uint64_t b = 0; offsets && b < nseq; ++b)  // (with a table: every position a row)
+      tc.seq_offsets.push_back(rows ? int64_t(rng() % uint64_t(rows - int64_t(longest) + 1)) : random_position(0) / 2);
+    for (uint64_t t = 0; t < T; ++t) c.positions[t] = int64_t(s_of[t]) + (offsets ? tc.seq_offsets[seq_of[t]] : 0);
+  } else {
+    for (uint32_t a = 0; a < c.n_pos_axes; ++a)
+      for (size_t t = 0; t < T; ++t) c.positions[a * T + t] = random_position(a);
+    bool fits = true;
+    for (int64_t m : c.positions) fits = fits && m == int64_t(int32_t(m));
+    tc.pos = fits && rng() % 2 ? PositionForm::int32 : PositionForm::int64;
+    tc.axes_first = c.n_pos_axes == 1 && rng() % 3 == 0;
+  }
+  bool small = true;
+  for (int64_t x : tc.seq_offsets) small = small && x == int64_t(int32_t(x));
+  tc.index_int32 = small && rng() % 2;
+  tc.k_heads = rng() % 3 == 0 ? 0 : 1 + uint32_t(rng() % 3);
+  for (auto& p : tc.pad)
+    for (uint32_t& x : p) x = rng() % 3 == 0 ? uint32_t(rng() % 5) : 0;
+  c.input.assign(T * c.n_heads * c.head_dim * dtype_size(c.dtype), 0);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype, specials));
+  tc.k_input.assign(T * tc.k_heads * c.head_dim * dtype_size(c.dtype), 0);
+  for (size_t k = 0; k < tc.k_input.size() / dtype_size(c.dtype); ++k)
+    store_f32(c.dtype, tc.k_input.data(), k, random_value(rng, c.dtype, specials));
+  c.tensor = std::move(tc);
+  return c;
+}
+
+}  // namespace ropecheck::testing

@@ -1,0 +1,143 @@
+// The kernel host marshals ABI v3 (draft) calls: caller-given tables, and the tensor form (q and k laid out
+// with the case's strides, each tensor in a region of its own between guard pages, the strides' gaps holding
+// the region's pattern; positions as int64, int32 or implicit with seq_offsets; cu_seqlens; every shape and
+// stride array in the arena). What comes back: q's and k's outputs compact, bit for bit what the same kernel
+// gives the same heads in this process; and every misdeed of a planted kernel named: a write into a gap, into
+// an input, into a table, a shape or an index tensor, k left unwritten, a declined call that wrote k.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "gate/isolation.hpp"
+#include "impls/registry.hpp"
+#include "tests/random_cases.hpp"
+
+using namespace ropecheck;
+
+namespace {
+
+// The same kernel in this process, in the legacy form: the case's q (or its k as a case of its own).
+Bytes legacy_output(const RopeCase& c, bool in_place) {
+  RopeCase q = c;
+  q.tensor.reset();
+  Bytes out = in_place ? q.input : Bytes(q.n_bytes(), 0);
+  const rc_rope_args a = q.args(in_place ? out.data() : q.input.data(), out.data(), 3);
+  EXPECT_EQ(ropecheck_scalar_rope(&a), RC_OK) << q.summary();
+  return out;
+}
+
+bool has_finding(const gate::CallResult& r, const std::string& fault, const std::string& text) {
+  return std::any_of(r.memory.begin(), r.memory.end(), [&](const gate::MemoryFinding& m) {
+    return m.fault == fault && m.message.find(text) != std::string::npos;
+  });
+}
+
+std::string findings(const gate::CallResult& r) {
+  std::string s;
+  for (const auto& m : r.memory) s += "\n  " + m.fault + ": " + m.message;
+  return s;
+}
+
+}  // namespace
+
+TEST(KernelHostV3, TensorFormAndTableCallsComeBackAsTheKernelComputesThem) {
+  gate::KernelHost host(gate::KernelSource{"", &ropecheck_scalar_rope}, gate::HostOptions{});
+  std::mt19937_64 rng(51);
+  int tensor = 0, with_k = 0, implicit = 0, int32 = 0, varlen = 0, tables = 0, legacy_tables = 0;
+  for (int n = 0; n < 240; ++n) {
+    const bool legacy = n % 4 == 3;  // a legacy-form v3 call (its table, if any, through the host)
+    const RopeCase c = legacy ? ropecheck::testing::random_v3_case(rng, n % 5 == 0) : ropecheck::testing::random_tensor_case(rng, n % 5 == 0);
+    ASSERT_EQ(c.validate(), "") << n << " " << c.summary();
+    const bool in_place = rng() % 3 == 0;
+    const gate::CallResult r = host.call_at(c, in_place, 30, 3);
+    ASSERT_EQ(r.status, gate::CallStatus::ok) << n << " " << c.summary() << " rc " << r.rc;
+    EXPECT_TRUE(r.memory.empty()) << n << " " << c.summary() << findings(r);
+    EXPECT_EQ(r.input_changed, 0u) << n;
+    EXPECT_EQ(r.guard_before_bytes + r.guard_after_bytes + r.input_guard_bytes, 0u) << n;
+    ASSERT_EQ(r.out, legacy_output(c, in_place)) << n << " q: " << c.summary();
+    if (c.tensor && c.tensor->k_heads) {
+      ASSERT_EQ(r.k_out, legacy_output(c.k_case(), in_place)) << n << " k: " << c.summary();
+      ++with_k;
+    }
+    if (c.tensor) {
+      ++tensor;
+      implicit += c.tensor->pos == PositionForm::implicit;
+      int32 += c.tensor->pos == PositionForm::int32;
+      varlen += !c.tensor->cu_seqlens.empty();
+      tables += bool(c.table);
+    } else {
+      legacy_tables += bool(c.table);
+    }
+  }
+  EXPECT_GT(tensor, 150);
+  EXPECT_GT(with_k, 80);
+  EXPECT_GT(implicit, 20);
+  EXPECT_GT(int32, 20);
+  EXPECT_GT(varlen, 30);
+  EXPECT_GT(tables, 80);
+  EXPECT_GT(legacy_tables, 30);
+  EXPECT_EQ(host.starts(), 1u);
+}
+
+// Planted kernels: each computes the call with the scalar kernel, then does one thing wrong.
+namespace {
+enum Misdeed { kGapWrite, kKInputWrite, kShapeWrite, kTableWrite, kPosWrite, kKUnwritten, kDeclineAfterK };
+Misdeed g_misdeed;
+
+int planted(const rc_rope_args* a) {
+  if (g_misdeed == kKUnwritten || g_misdeed == kDeclineAfterK) {
+    rc_rope_args q = *a;
+    q.k = q.k_out = rc_tensor{};
+    const int rc = ropecheck_scalar_rope(&q);  // q only
+    if (g_misdeed == kKUnwritten) return rc;
+    std::memset(static_cast<char*>(a->k_out.data) + a->k_out.byte_offset, 0, 2);
+    return RC_UNSUPPORTED;
+  }
+  const int rc = ropecheck_scalar_rope(a);
+  const size_t es = a->dtype == RC_F32 ? 4 : 2;
+  switch (g_misdeed) {
+    case kGapWrite: {  // one element past the first head of q_out: the head stride's gap
+      const rc_tensor& t = a->q_out;
+      static_cast<char*>(t.data)[t.byte_offset + size_t(a->head_dim) * es] ^= 1;
+      break;
+    }
+    case kKInputWrite: static_cast<char*>(a->k.data)[a->k.byte_offset] ^= 1; break;
+    case kShapeWrite: a->q.strides[0] += 1; break;
+    case kTableWrite: static_cast<char*>(a->table.data)[0] ^= 1; break;
+    case kPosWrite: static_cast<char*>(a->pos.data)[0] ^= 1; break;
+    default: break;
+  }
+  return rc;
+}
+}  // namespace
+
+TEST(KernelHostV3, PlantedMisdeedsAreNamed) {
+  std::mt19937_64 rng(52);
+  // A case fit for every misdeed: out of place, a head stride with a gap, k, explicit positions, a table.
+  RopeCase c;
+  do c = ropecheck::testing::random_tensor_case(rng, false);
+  while (!(c.table && c.tensor->k_heads && c.tensor->pos != PositionForm::implicit && c.tensor->pad[1][0] > 0 &&
+           c.n_tokens() > 0));
+  const struct {
+    Misdeed m;
+    const char* fault;
+    const char* text;
+  } plan[] = {
+      {kGapWrite, "out-of-bounds write", "between the elements of q_out"},
+      {kKInputWrite, "input modified", "into its input k"},
+      {kShapeWrite, "argument modified", "shapes or strides"},
+      {kTableWrite, "argument modified", "(const) table"},
+      {kPosWrite, "argument modified", "positions, seq_offsets or cu_seqlens"},
+      {kKUnwritten, "unwritten output", "of k_out still hold the poison"},
+      {kDeclineAfterK, "declined after writing", "element(s) of k_out"},
+  };
+  for (const auto& p : plan) {
+    g_misdeed = p.m;  // (a host forked after this sees it)
+    gate::KernelHost host(gate::KernelSource{"", &planted}, gate::HostOptions{});
+    const gate::CallResult r = host.call_at(c, false, 30, 3);
+    EXPECT_TRUE(has_finding(r, p.fault, p.text)) << p.fault << " / " << p.text << " in " << c.summary() << findings(r);
+  }
+}
