@@ -213,8 +213,28 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
   jo.keep_values = true;  // percentiles and the histogram of the run's report
   v.judgement = judge_output(c, *ref, r.out.data(), cr, jo);
   v.judged = true;
-  v.worst_error = v.judgement.stats.max;
   if (!v.judgement.ok()) failed(v.judgement.report(2), nullptr);
+  if (c.tensor && c.tensor->k_heads) {
+    // The tensor form's k: a case of its own (the same parameters and positions), judged as q is; its pairs
+    // count with q's, its findings are said as k's.
+    ReferenceOptions ro;
+    ro.angle_model = model;
+    const RopeCase kc = c.k_case();
+    const Judgement kj = judge_output(kc, reference_rope(kc, ro), r.k_out.data(), cr, jo);
+    if (!kj.ok()) failed("k: " + kj.report(2), nullptr);
+    Judgement& j = v.judgement;
+    j.pairs += kj.pairs;
+    j.violations += kj.violations;
+    j.stats.merge(kj.stats);
+    for (const auto& [b, st] : kj.by_bucket) j.by_bucket[b].merge(st);
+    j.bias.merge(kj.bias);
+    if (kj.worst_ratio > j.worst_ratio) {
+      j.worst_ratio = kj.worst_ratio;
+      j.worst_pe = kj.worst_pe;
+      j.worst_allowance = kj.worst_allowance;
+    }
+  }
+  v.worst_error = v.judgement.stats.max;
   if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
   return v;
 }

@@ -1017,6 +1017,7 @@ ReferenceOutput reference_rope(const RopeCase& c, const ReferenceOptions& opt) {
     // IEEE arithmetic on the negated sin).
     RopeCase f = c;
     f.direction = Direction::forward;
+    f.tensor.reset();  // (how the call is passed, not what it computes: its positions are negated below)
     if (f.table) {
       for (double& v : f.table->is_angle() ? f.table->cos : f.table->sin) v = -v;
       return reference_rope(f, opt);

@@ -339,6 +339,27 @@ TEST(ScalarKernelV3, RejectsWhatTheDraftForbids) {
   EXPECT_EQ(ropecheck_scalar_rope(&a), 2);
 }
 
+// The tensor form says how a call is passed, not what it computes: the reference of a tensor-form case (the
+// inverse with implicit positions included, whose negated positions no longer read as implicit) is the
+// reference of the same case without it. And a tensor form whose encoding contradicts the positions is invalid.
+TEST(Reference, TheTensorFormIsHowACallIsPassedNotWhatItComputes) {
+  std::mt19937_64 rng(54);
+  int inverse_implicit = 0;
+  for (int n = 0; n < 300; ++n) {
+    RopeCase c = random_tensor_case(rng, false);
+    ASSERT_EQ(c.validate(), "") << n;
+    RopeCase plain = c;
+    plain.tensor.reset();
+    EXPECT_EQ(reference_rope(c).rounded, reference_rope(plain).rounded) << n << " " << c.summary();
+    inverse_implicit += c.direction == Direction::inverse && c.tensor->pos == PositionForm::implicit && !c.table;
+    if (c.tensor->pos == PositionForm::implicit) {
+      c.positions[0] += 1;
+      EXPECT_NE(c.validate().find("implicit positions: token 0"), std::string::npos) << c.validate();
+    }
+  }
+  EXPECT_GT(inverse_implicit, 3);
+}
+
 TEST(Reference, TablesAreValidated) {
   RopeCase c = make_case(Dtype::f32, Layout::interleaved, 4, 4, {0, 3}, {1.0f, 2.0f});
   CosSinTable t;

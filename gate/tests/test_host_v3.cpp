@@ -11,7 +11,9 @@
 #include <random>
 #include <string>
 
+#include "gate/gate.hpp"
 #include "gate/isolation.hpp"
+#include "properties/promise.hpp"
 #include "impls/registry.hpp"
 #include "tests/random_cases.hpp"
 
@@ -84,10 +86,20 @@ TEST(KernelHostV3, TensorFormAndTableCallsComeBackAsTheKernelComputesThem) {
 
 // Planted kernels: each computes the call with the scalar kernel, then does one thing wrong.
 namespace {
-enum Misdeed { kGapWrite, kKInputWrite, kShapeWrite, kTableWrite, kPosWrite, kKUnwritten, kDeclineAfterK };
+enum Misdeed { kGapWrite, kKInputWrite, kShapeWrite, kTableWrite, kPosWrite, kKUnwritten, kDeclineAfterK, kKInverted };
 Misdeed g_misdeed;
 
 int planted(const rc_rope_args* a) {
+  if (g_misdeed == kKInverted && a->k.data) {  // q right; k rotated the other way
+    rc_rope_args q = *a, k = *a;
+    q.k = q.k_out = rc_tensor{};
+    k.q = a->k;
+    k.q_out = a->k_out;
+    k.k = k.k_out = rc_tensor{};
+    k.direction = a->direction == RC_INVERSE ? RC_FORWARD : RC_INVERSE;
+    const int rc = ropecheck_scalar_rope(&q);
+    return rc != RC_OK ? rc : ropecheck_scalar_rope(&k);
+  }
   if (g_misdeed == kKUnwritten || g_misdeed == kDeclineAfterK) {
     rc_rope_args q = *a;
     q.k = q.k_out = rc_tensor{};
@@ -140,4 +152,33 @@ TEST(KernelHostV3, PlantedMisdeedsAreNamed) {
     const gate::CallResult r = host.call_at(c, false, 30, 3);
     EXPECT_TRUE(has_finding(r, p.fault, p.text)) << p.fault << " / " << p.text << " in " << c.summary() << findings(r);
   }
+}
+
+// The gate's judge takes k as a case of its own: the scalar kernel's tensor-form calls pass, with k's pairs
+// counted; a kernel that rotates k the other way fails, its finding said as k's.
+TEST(KernelHostV3, TheJudgeTakesKAsACaseOfItsOwn) {
+  const Implementation& scalar = *find_implementation("scalar");
+  const KernelPromise p = promise_of(scalar);
+  const Criteria cr = Criteria::of(p.error_model, p.contract);
+  gate::KernelHost good(gate::KernelSource{"", &ropecheck_scalar_rope}, gate::HostOptions{});
+  g_misdeed = kKInverted;
+  gate::KernelHost bad(gate::KernelSource{"", &planted}, gate::HostOptions{});
+  std::mt19937_64 rng(53);
+  int judged = 0, caught = 0;
+  for (int n = 0; n < 60; ++n) {
+    RopeCase c = ropecheck::testing::random_tensor_case(rng, false);
+    if (!c.tensor->k_heads) continue;
+    const gate::CaseVerdict g = gate::judge_call(c, false, p.angle_model, cr, good.call_at(c, false, 30, 3));
+    ASSERT_TRUE(g.accepted && g.pass) << n << " " << c.summary() << "\n" << g.message;
+    EXPECT_EQ(g.judgement.pairs, c.n_tokens() * (c.n_heads + c.tensor->k_heads) * (c.rotary_dim / 2))
+        << "q's and k's pairs";
+    ++judged;
+    const gate::CaseVerdict b = gate::judge_call(c, false, p.angle_model, cr, bad.call_at(c, false, 30, 3));
+    if (!b.pass) {
+      ++caught;
+      EXPECT_EQ(b.message.rfind("k: ", 0), 0u) << b.message;  // q is right: the finding is k's alone
+    }
+  }
+  EXPECT_GT(judged, 25);
+  EXPECT_GT(caught, judged * 3 / 4);
 }
