@@ -250,6 +250,11 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
   ReferenceOptions ro;
   ro.angle_model = model;
   const ReferenceOutput ref = reference_rope(c, ro);
+  if (c.tensor && c.tensor->k_heads && judge_output(c, ref, r.out.data(), cr).ok()) {
+    // q is within its allowances: the failure is k's (judge_call), diagnosed as a case of its own.
+    const RopeCase kc = c.k_case();
+    return "k: " + diagnose(kc, r.k_out.data(), reference_rope(kc, ro), cr, model).text();
+  }
   return diagnose(c, r.out.data(), ref, cr, model).text();
 }
 

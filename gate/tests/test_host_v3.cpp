@@ -177,6 +177,8 @@ TEST(KernelHostV3, TheJudgeTakesKAsACaseOfItsOwn) {
     if (!b.pass) {
       ++caught;
       EXPECT_EQ(b.message.rfind("k: ", 0), 0u) << b.message;  // q is right: the finding is k's alone
+      const std::string why = gate::diagnose_call(c, p.angle_model, cr, b, bad.call_at(c, false, 30, 3));
+      EXPECT_EQ(why.rfind("k: ", 0), 0u) << why;  // and so is the diagnosis
     }
   }
   EXPECT_GT(judged, 25);
