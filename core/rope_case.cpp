@@ -369,7 +369,7 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
         tt.data = b.data();
         tt.device = {RC_DL_CPU, 0};
         tt.ndim = 2;
-        tt.dtype = {uint8_t(t.dtype == Dtype::bf16 ? RC_DL_BFLOAT : RC_DL_FLOAT), uint8_t(8 * es), 1};
+        tt.dtype = dl_dtype_of(t.dtype);
         tt.shape = abi_table_shape[n];
         tt.strides = nullptr;
         tt.byte_offset = 0;

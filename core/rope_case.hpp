@@ -35,6 +35,13 @@ enum class TableKind : uint8_t {
 };
 std::string_view to_string(TableKind k);
 
+#ifdef ROPECHECK_ABI_DRAFT_V3
+// The DLPack dtype of a storage type (f32, f16: float; bf16: bfloat), as the v3 draft's tensors carry it.
+inline rc_dl_dtype dl_dtype_of(Dtype d) {
+  return {uint8_t(d == Dtype::bf16 ? RC_DL_BFLOAT : RC_DL_FLOAT), uint8_t(8 * dtype_size(d)), 1};
+}
+#endif
+
 // A table the caller gives the kernel, in its canonical form: one value per (row, pair); row r is position r.
 // The kind and dtype say how the harness lays it out for the kernel; the values are exactly values of the
 // dtype (of f32 for angles) and, for the cos/sin kinds, hold the attention factor (af cos, af sin).

@@ -384,10 +384,6 @@ void fill_tensors(const RopeCase& c, bool in_place, const TensorRegions& tr, con
       store_index(A + regions[tr.cu_seqlens].data, i, index_elem(c, false), tc.cu_seqlens[i]);
 }
 
-rc_dl_dtype dl_dtype_of(Dtype d) {
-  return {uint8_t(d == Dtype::bf16 ? RC_DL_BFLOAT : RC_DL_FLOAT), uint8_t(8 * dtype_size(d)), 1};
-}
-
 // The v3 fields of `args` (built by RopeCase::args for the arena) pointed at the arena: the table(s), and in
 // the tensor form the tensors (the legacy fields zero), their shapes and strides written to the shapes region.
 void point_v3_args(const RopeCase& c, bool in_place, const TensorRegions& tr, const std::vector<Region>& regions,

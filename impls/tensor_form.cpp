@@ -55,9 +55,8 @@ bool view_of(const rc_tensor& t, size_t elem, View& v) {
   return true;
 }
 
-int64_t index_at(const View& v, int64_t k) {  // element k of a rank-1 index tensor
-  const char* p = v.base + size_t(k * v.stride[0]) * v.elem;
-  if (v.elem == 4) {
+int64_t load_index(const char* p, size_t elem) {  // an int32 or int64 element
+  if (elem == 4) {
     int32_t x;
     __builtin_memcpy(&x, p, 4);
     return x;
@@ -65,6 +64,10 @@ int64_t index_at(const View& v, int64_t k) {  // element k of a rank-1 index ten
   int64_t x;
   __builtin_memcpy(&x, p, 8);
   return x;
+}
+
+int64_t index_at(const View& v, int64_t k) {  // element k of a rank-1 index tensor
+  return load_index(v.base + size_t(k * v.stride[0]) * v.elem, v.elem);
 }
 
 // An activation tensor (q, q_out, k, k_out): rank 3 or 4, the call's dtype, head_dim last with stride 1.
@@ -146,16 +149,7 @@ int positions_of(const rc_rope_args& n, const Call& c, std::vector<int64_t>& out
         int64_t off = first ? int64_t(a) * p.stride[0] : 0;
         off += lead == 2 ? (t / c.tok.seq) * p.stride[first] + (t % c.tok.seq) * p.stride[first + 1]
                          : t * p.stride[first];
-        const char* e = p.base + size_t(off) * p.elem;
-        int64_t x;
-        if (p.elem == 4) {
-          int32_t v;
-          __builtin_memcpy(&v, e, 4);
-          x = v;
-        } else {
-          __builtin_memcpy(&x, e, 8);
-        }
-        out[size_t(a) * size_t(T) + size_t(t)] = x;
+        out[size_t(a) * size_t(T) + size_t(t)] = load_index(p.base + size_t(off) * p.elem, p.elem);
       }
     return RC_OK;
   }
