@@ -34,6 +34,203 @@ T need_uint(const json& j, const char* key, T max) {
   return T(x);
 }
 
+// The same for a field of a nested object, named by its path in messages ("tensor.rank"): a malformed v3 field
+// is then told from the case's own field of the same name.
+const json& need_at(const json& j, const std::string& path, const char* key) {
+  if (!j.is_object()) fail("field '" + path + "' must be an object");
+  auto it = j.find(key);
+  if (it == j.end()) fail("missing field '" + path + "." + key + "'");
+  return *it;
+}
+
+template <class T>
+T need_uint_at(const json& j, const std::string& path, const char* key, T max) {
+  const json& v = need_at(j, path, key);
+  const std::string name = path + "." + key;
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+    fail("field '" + name + "' must be a non-negative integer");
+  const uint64_t x = v.get<uint64_t>();
+  if (x > uint64_t(max)) fail("field '" + name + "' is too large (" + std::to_string(x) + ", at most " +
+                              std::to_string(uint64_t(max)) + ")");
+  return T(x);
+}
+
+bool need_bool_at(const json& j, const std::string& path, const char* key) {
+  const json& v = need_at(j, path, key);
+  if (!v.is_boolean()) fail("field '" + path + "." + key + "' must be true or false");
+  return v.get<bool>();
+}
+
+// Elements of a dtype as their bit patterns (input_bits, tensor.k_input_bits): exact, NaN payloads included.
+json bits_to_json(Dtype d, const Bytes& b) {
+  json bits = json::array();
+  for (size_t k = 0; k < b.size() / dtype_size(d); ++k) bits.push_back(load_bits(d, b.data(), k));
+  return bits;
+}
+
+// Reads `n` bit patterns of dtype d from field `name` into out; `of` says whose count n is in the message.
+void bits_from_json(const json& bits, const std::string& name, Dtype d, uint64_t n, const std::string& of, Bytes& out) {
+  if (!bits.is_array()) fail("field '" + name + "' must be an array");
+  // (n is compared before anything is allocated: a count in the file never sizes a buffer of its own)
+  if (bits.size() != n)
+    fail("field '" + name + "' has " + std::to_string(bits.size()) + " elements, " + of + " has " + std::to_string(n));
+  out.assign(n * dtype_size(d), 0);
+  const uint64_t maxbits = d == Dtype::f32 ? 0xffffffffull : 0xffffull;
+  for (size_t k = 0; k < bits.size(); ++k) {
+    if (!bits[k].is_number_unsigned() || bits[k].get<uint64_t>() > maxbits)
+      fail(name + "[" + std::to_string(k) + "] is not a bit pattern of " + std::string(to_string(d)));
+    store_bits(d, out.data(), k, uint32_t(bits[k].get<uint64_t>()));
+  }
+}
+
+// Names of the v3 enums as to_string (core/rope_case.cpp) writes them.
+std::optional<Direction> parse_direction(const std::string& s) {
+  for (Direction d : {Direction::forward, Direction::inverse})
+    if (to_string(d) == s) return d;
+  return std::nullopt;
+}
+
+std::optional<TableKind> parse_table_kind(const std::string& s) {
+  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+    if (to_string(k) == s) return k;
+  return std::nullopt;
+}
+
+std::optional<PositionForm> parse_position_form(const std::string& s) {
+  for (PositionForm f : {PositionForm::int64, PositionForm::int32, PositionForm::implicit})
+    if (to_string(f) == s) return f;
+  return std::nullopt;
+}
+
+// The caller's table (ABI v3): its kind, dtype, rows, and the values per (row, pair) as hex floats; an angle
+// table has no "sin".
+json table_to_json(const CosSinTable& t) {
+  json j;
+  j["kind"] = std::string(to_string(t.kind));
+  j["dtype"] = std::string(to_string(t.dtype));
+  j["rows"] = t.rows;
+  json cv = json::array(), sv = json::array();
+  for (double v : t.cos) cv.push_back(double_to_text(v));
+  j["cos"] = cv;
+  if (!t.is_angle() || !t.sin.empty()) {  // (a malformed angle table's sin kept, for validate() to name)
+    for (double v : t.sin) sv.push_back(double_to_text(v));
+    j["sin"] = sv;
+  }
+  return j;
+}
+
+// Values, dtype and the positions' rows are validate()'s (validate_table); here the shape, before anything
+// is allocated: rows x rotary_dim/2 values in each array, at most 2^24.
+CosSinTable table_from_json(const json& j, uint32_t rotary_dim) {
+  if (!j.is_object()) fail("field 'table' must be an object");
+  CosSinTable t;
+  const json& k = need_at(j, "table", "kind");
+  const auto kind = k.is_string() ? parse_table_kind(k.get<std::string>()) : std::nullopt;
+  if (!kind) fail("field 'table.kind' must be \"cos-sin-2\", \"cos-sin-cat\", \"cos-sin-full\" or \"angle\"");
+  t.kind = *kind;
+  const json& dt = need_at(j, "table", "dtype");
+  const auto d = dt.is_string() ? parse_dtype(dt.get<std::string>()) : std::nullopt;
+  if (!d) fail("field 'table.dtype' must be \"f32\", \"f16\" or \"bf16\"");
+  t.dtype = *d;
+  constexpr uint64_t kMaxValues = uint64_t(1) << 24;
+  t.rows = need_uint_at<uint64_t>(j, "table", "rows", kMaxValues);
+  const uint64_t np = rotary_dim / 2, n = t.rows * np;
+  if (n > kMaxValues)
+    fail("field 'table.rows': " + std::to_string(t.rows) + " rows of rotary_dim/2 = " + std::to_string(np) +
+         " values is more than 2^24 values");
+  auto values = [&](const char* key, std::vector<double>& out) {
+    const std::string name = std::string("table.") + key;
+    const json& a = need_at(j, "table", key);
+    if (!a.is_array()) fail("field '" + name + "' must be an array of hex-float strings");
+    if (a.size() != n)
+      fail("field '" + name + "' has " + std::to_string(a.size()) + " values, expected rows x rotary_dim/2 = " +
+           std::to_string(t.rows) + " x " + std::to_string(np) + " = " + std::to_string(n));
+    out.reserve(n);
+    for (const json& x : a) out.push_back(double_from_json(x, name.c_str()));
+  };
+  values("cos", t.cos);
+  if (!t.is_angle()) {
+    values("sin", t.sin);
+  } else if (j.contains("sin") && !(j["sin"].is_array() && j["sin"].empty())) {
+    fail("field 'table.sin': an angle table has angles only (\"sin\" absent or empty)");
+  }
+  return t;
+}
+
+// The tensor form (ABI v3): every field written, k's input as bit patterns of the case's dtype.
+json tensor_to_json(const TensorCall& tc, Dtype d) {
+  json j;
+  j["rank"] = tc.rank;
+  j["batch"] = tc.batch;
+  j["k_heads"] = tc.k_heads;
+  j["pos"] = std::string(to_string(tc.pos));
+  j["axes_first"] = tc.axes_first;
+  j["seq_offsets"] = tc.seq_offsets;
+  j["cu_seqlens"] = tc.cu_seqlens;
+  j["index_int32"] = tc.index_int32;
+  json pad = json::array();
+  for (const auto& p : tc.pad) pad.push_back({p[0], p[1], p[2]});
+  j["pad"] = pad;
+  j["k_input_bits"] = bits_to_json(d, tc.k_input);
+  return j;
+}
+
+// "rank" and "pos" are required; the rest default to their neutral values (a hand-written file may leave them
+// out). The sequences' consistency with the tokens and positions is validate()'s (validate_tensor); here each
+// field's type and range, and k's element count (n_tokens x k_heads x head_dim) before it is allocated.
+TensorCall tensor_from_json(const json& j, const RopeCase& c) {
+  if (!j.is_object()) fail("field 'tensor' must be an object");
+  TensorCall tc;
+  const json& rk = need_at(j, "tensor", "rank");
+  if (!rk.is_number_integer() || (rk.get<int64_t>() != 3 && rk.get<int64_t>() != 4))
+    fail("field 'tensor.rank' must be 3 or 4 (got " + rk.dump() + ")");
+  tc.rank = uint32_t(rk.get<int64_t>());
+  constexpr uint64_t kMaxTokens = uint64_t(1) << 24;  // as 'positions'
+  if (j.contains("batch")) tc.batch = need_uint_at<uint64_t>(j, "tensor", "batch", kMaxTokens);
+  if (j.contains("k_heads")) tc.k_heads = need_uint_at<uint32_t>(j, "tensor", "k_heads", 1u << 16);  // as n_heads
+  const json& ps = need_at(j, "tensor", "pos");
+  const auto pos = ps.is_string() ? parse_position_form(ps.get<std::string>()) : std::nullopt;
+  if (!pos) fail("field 'tensor.pos' must be \"int64\", \"int32\" or \"implicit\"");
+  tc.pos = *pos;
+  if (j.contains("axes_first")) tc.axes_first = need_bool_at(j, "tensor", "axes_first");
+  if (j.contains("index_int32")) tc.index_int32 = need_bool_at(j, "tensor", "index_int32");
+  auto ints = [&](const char* key, std::vector<int64_t>& out) {
+    if (!j.contains(key)) return;
+    const json& a = j[key];
+    const std::string name = std::string("tensor.") + key;
+    if (!a.is_array()) fail("field '" + name + "' must be an array of integers");
+    if (a.size() > kMaxTokens + 1) fail("field '" + name + "' is too long (" + std::to_string(a.size()) + ")");
+    for (const json& x : a) {
+      if (!x.is_number_integer()) fail("field '" + name + "' must hold integers only");
+      out.push_back(x.get<int64_t>());
+    }
+  };
+  ints("seq_offsets", tc.seq_offsets);
+  ints("cu_seqlens", tc.cu_seqlens);
+  if (j.contains("pad")) {
+    const json& pad = j["pad"];
+    if (!pad.is_array() || pad.size() != 4)
+      fail("field 'tensor.pad' must be 4 arrays (q, q_out, k, k_out) of 3 stride paddings");
+    for (int w = 0; w < 4; ++w) {
+      if (!pad[w].is_array() || pad[w].size() != 3)
+        fail("field 'tensor.pad[" + std::to_string(w) + "]' must be an array of 3 stride paddings");
+      for (int p = 0; p < 3; ++p) {
+        const json& x = pad[w][p];
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (1 << 16))
+          fail("field 'tensor.pad[" + std::to_string(w) + "][" + std::to_string(p) + "]' must be an integer 0..65536");
+        tc.pad[w][p] = uint32_t(x.get<int64_t>());
+      }
+    }
+  }
+  // (each factor is bounded above: n_tokens 2^24, k_heads 2^16, head_dim 2^20; the product fits in 64 bits)
+  const uint64_t k_elems = uint64_t(c.n_tokens()) * tc.k_heads * c.head_dim;
+  if (double(k_elems) > double(1u << 28)) fail("the case's k is too large (" + std::to_string(k_elems) + " elements)");
+  if (j.contains("k_input_bits") || k_elems)
+    bits_from_json(need_at(j, "tensor", "k_input_bits"), "tensor.k_input_bits", c.dtype, k_elems,
+                   "the case's k (n_tokens x k_heads x head_dim)", tc.k_input);
+  return tc;
+}
+
 }  // namespace
 
 namespace {
@@ -149,6 +346,11 @@ json case_params_to_json(const RopeCase& c) {
     if (c.rule_seq_len) fr["seq_len"] = c.rule_seq_len;
     j["freq_rule"] = fr;
   }
+  // ABI v3 fields, likewise only when not neutral (forward, no table, not the tensor form): a v1 or v2 case
+  // writes exactly what it did before, for readers of the released format.
+  if (c.direction != Direction::forward) j["direction"] = std::string(to_string(c.direction));
+  if (c.table) j["table"] = table_to_json(*c.table);
+  if (c.tensor) j["tensor"] = tensor_to_json(*c.tensor, c.dtype);
   return j;
 }
 
@@ -183,8 +385,10 @@ void case_params_from_json(const json& j, RopeCase& c) {
     const json& a = j["pair_axis"];
     if (!a.is_array() || a.size() > (1u << 19)) fail("field 'pair_axis' must be an array of axis indices");
     for (const json& x : a) {
-      if (!x.is_number_unsigned() || x.get<uint64_t>() > 3) fail("field 'pair_axis' must hold axis indices 0..3");
-      c.pair_axis.push_back(uint8_t(x.get<uint64_t>()));
+      // (signed or unsigned: the writer's int(x) is a signed number until the JSON goes through text)
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > 3)
+        fail("field 'pair_axis' must hold axis indices 0..3");
+      c.pair_axis.push_back(uint8_t(x.get<int64_t>()));
     }
   }
   c.attention_factor =
@@ -232,13 +436,29 @@ void case_params_from_json(const json& j, RopeCase& c) {
   }
   const double elems = double(c.positions.size()) * c.n_heads * c.head_dim;
   if (elems > double(1u << 28)) fail("the case is too large (" + std::to_string(elems) + " elements)");
+  // ABI v3. Unlike q's input, k's input is part of the parameters (tensor.k_input_bits): a case set's
+  // input file holds q only, and a record's case then carries its k wherever it is read.
+  c.direction = Direction::forward;
+  if (j.contains("direction")) {
+    const json& d = j["direction"];
+    const auto dir = d.is_string() ? parse_direction(d.get<std::string>()) : std::nullopt;
+    if (!dir) fail("field 'direction' must be \"forward\" or \"inverse\"");
+    c.direction = *dir;
+  }
+  c.table.reset();
+  if (j.contains("table")) c.table = table_from_json(j["table"], c.rotary_dim);
+  c.tensor.reset();
+  if (j.contains("tensor")) c.tensor = tensor_from_json(j["tensor"], c);
   c.input.clear();
 }
 
 json record_to_json(const CaseRecord& r) {
   json j;
   j["format"] = "ropecheck-case";
-  j["version"] = 3;
+  // 4: the case uses an ABI v3 field (direction, table, tensor form), which a reader of version 3 would drop
+  // without a word (it ignores keys it does not know): such a reader refuses the file instead. Every other case
+  // is written as version 3, byte for byte what it was.
+  j["version"] = r.c.uses_v3() ? 4 : 3;
   j["check"] = r.check;
   j["failure"] = r.failure;
   j["contract"] = r.contract.spec();
@@ -261,7 +481,7 @@ json record_to_json(const CaseRecord& r) {
   j["angle_model"] = std::string(to_string(r.angle_model));
   j["bound"] = double_to_text(r.bound);
   j["bound_decimal"] = r.bound;
-  j["case"] = case_params_to_json(r.c);
+  j["case"] = case_params_to_json(r.c);  // (a tensor-form case's k input: its "tensor.k_input_bits")
   json bits = json::array();
   for (size_t k = 0; k < r.c.n_elements(); ++k) bits.push_back(load_bits(r.c.dtype, r.c.input.data(), k));
   j["input_bits"] = bits;
@@ -273,7 +493,7 @@ CaseRecord record_from_json(const json& j) {
   const json& f = need(j, "format");
   if (!f.is_string() || f.get<std::string>() != "ropecheck-case") fail("not a ropecheck case file (format field)");
   const int version = need_uint<int>(j, "version", 1000);
-  if (version < 1 || version > 3) fail("unsupported case file version " + std::to_string(version));
+  if (version < 1 || version > 4) fail("unsupported case file version " + std::to_string(version));
   if (j.contains("check") && j["check"].is_string()) r.check = j["check"].get<std::string>();
   if (j.contains("failure") && j["failure"].is_string()) r.failure = j["failure"].get<std::string>();
   if (j.contains("diagnosis") && j["diagnosis"].is_string()) r.diagnosis = j["diagnosis"].get<std::string>();
@@ -336,19 +556,10 @@ CaseRecord record_from_json(const json& j) {
   r.bound = double_from_json(need(j, "bound"), "bound");
   if (!(r.bound > 0) || !std::isfinite(r.bound)) fail("field 'bound' must be a positive number");
   if (version == 1) r.tolerance = r.bound;  // version 1 held every pair to this flat bound
+  // The parameters, k's input with them (tensor.k_input_bits, read with the checks of input_bits), then q's.
   case_params_from_json(need(j, "case"), r.c);
-  const json& bits = need(j, "input_bits");
-  if (!bits.is_array()) fail("field 'input_bits' must be an array");
-  if (bits.size() != r.c.n_elements())
-    fail("field 'input_bits' has " + std::to_string(bits.size()) + " elements, the case has " +
-         std::to_string(r.c.n_elements()));
-  r.c.input.assign(r.c.n_bytes(), 0);
-  const uint64_t maxbits = r.c.dtype == Dtype::f32 ? 0xffffffffull : 0xffffull;
-  for (size_t k = 0; k < bits.size(); ++k) {
-    if (!bits[k].is_number_unsigned() || bits[k].get<uint64_t>() > maxbits)
-      fail("input_bits[" + std::to_string(k) + "] is not a bit pattern of " + std::string(to_string(r.c.dtype)));
-    store_bits(r.c.dtype, r.c.input.data(), k, uint32_t(bits[k].get<uint64_t>()));
-  }
+  bits_from_json(need(j, "input_bits"), "input_bits", r.c.dtype, r.c.n_elements(), "the case", r.c.input);
+  // Every v1..v3 field's consistency (the table's shape and values, the tensor form's sequences and positions).
   if (std::string why = r.c.validate_for_kernel(); !why.empty()) fail("malformed case: " + why);
   return r;
 }

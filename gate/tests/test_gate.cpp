@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cfenv>
 #include <ctime>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <regex>
@@ -31,6 +33,7 @@
 #include "impls/plugin_loader.hpp"
 #include "reports/report.hpp"
 #include "support.hpp"
+#include "tests/random_cases.hpp"
 
 extern char** environ;
 
@@ -499,6 +502,332 @@ TEST(CaseJson, PropertyExecutionIndexMayPassTheCaseCount) {
   EXPECT_EQ(gate::record_from_json(j).property_case, 5u);
   j["property"]["cases"] = 0;
   EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
+}
+
+namespace {
+
+// Bit-exact compares: -0 and NaN payloads are told apart (== would not), every field of the case compared.
+bool same_bits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](double x, double y) { return same_bits(x, y); });
+}
+
+void expect_same_case(const RopeCase& a, const RopeCase& b, const std::string& what) {
+  SCOPED_TRACE(what + ": " + a.summary());
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.layout, b.layout);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.rotary_dim, b.rotary_dim);
+  EXPECT_EQ(a.n_heads, b.n_heads);
+  EXPECT_EQ(a.positions, b.positions);
+  EXPECT_TRUE(same_bits(a.base, b.base));
+  EXPECT_TRUE(same_bits(a.position_scale, b.position_scale));
+  EXPECT_TRUE(same_bits(a.inv_freq, b.inv_freq));
+  EXPECT_EQ(a.input, b.input);
+  EXPECT_EQ(a.rotary_offset, b.rotary_offset);
+  EXPECT_EQ(a.n_pos_axes, b.n_pos_axes);
+  EXPECT_EQ(a.pair_axis, b.pair_axis);
+  EXPECT_TRUE(same_bits(a.attention_factor, b.attention_factor));
+  ASSERT_EQ(a.freq_rule.has_value(), b.freq_rule.has_value());
+  if (a.freq_rule) {
+    const FrequencyRule &x = *a.freq_rule, &y = *b.freq_rule;
+    EXPECT_EQ(x.type, y.type);
+    EXPECT_EQ(x.factor.has_value(), y.factor.has_value());
+    if (x.factor && y.factor) {
+      EXPECT_TRUE(same_bits(*x.factor, *y.factor));
+    }
+    EXPECT_EQ(x.max_position_embeddings, y.max_position_embeddings);
+    EXPECT_EQ(x.original_max_position_embeddings, y.original_max_position_embeddings);
+    EXPECT_TRUE(same_bits(x.short_factor, y.short_factor));
+    EXPECT_TRUE(same_bits(x.long_factor, y.long_factor));
+  }
+  EXPECT_EQ(a.rule_seq_len, b.rule_seq_len);
+  EXPECT_EQ(a.direction, b.direction);
+  ASSERT_EQ(a.table.has_value(), b.table.has_value());
+  if (a.table) {
+    EXPECT_EQ(a.table->kind, b.table->kind);
+    EXPECT_EQ(a.table->dtype, b.table->dtype);
+    EXPECT_EQ(a.table->rows, b.table->rows);
+    EXPECT_TRUE(same_bits(a.table->cos, b.table->cos));
+    EXPECT_TRUE(same_bits(a.table->sin, b.table->sin));
+  }
+  ASSERT_EQ(a.tensor.has_value(), b.tensor.has_value());
+  if (a.tensor) {
+    const TensorCall &x = *a.tensor, &y = *b.tensor;
+    EXPECT_EQ(x.rank, y.rank);
+    EXPECT_EQ(x.batch, y.batch);
+    EXPECT_EQ(x.k_heads, y.k_heads);
+    EXPECT_EQ(x.k_input, y.k_input);
+    EXPECT_EQ(x.pos, y.pos);
+    EXPECT_EQ(x.axes_first, y.axes_first);
+    EXPECT_EQ(x.seq_offsets, y.seq_offsets);
+    EXPECT_EQ(x.cu_seqlens, y.cu_seqlens);
+    EXPECT_EQ(x.index_int32, y.index_int32);
+    for (int w = 0; w < 4; ++w)
+      for (int p = 0; p < 3; ++p) EXPECT_EQ(x.pad[w][p], y.pad[w][p]) << "pad[" << w << "][" << p << "]";
+  }
+}
+
+// A case through a replay file's JSON, as text (write_record / read_record without the file): the case read.
+RopeCase through_record_text(const RopeCase& c) {
+  gate::CaseRecord r;
+  r.c = c;
+  r.bound = 2;
+  r.check = "v3";
+  const std::string text = gate::record_to_json(r).dump(1);
+  return gate::record_from_json(nlohmann::json::parse(text)).c;
+}
+
+// A value of d near v (v rounded to d through f32).
+double in_dtype(Dtype d, double v) {
+  unsigned char b[4];
+  store_f32(d, b, 0, float(v));
+  return load_f32(d, b, 0);
+}
+
+// An ABI v3 case with a table: af cos/sin (angles for an angle table) of `rows` positions, rounded to the
+// table's dtype, with a -0 and the dtype's smallest subnormal among them (hex floats carry both exactly).
+RopeCase table_case(TableKind kind, Dtype td) {
+  RopeCase c = small_case(Dtype::f16, Layout::half_split, 10, 8);
+  c.positions = {3, 0, 6, 2};
+  c.input.assign(c.n_bytes(), 0);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, float(k % 7) - 3.5f);
+  CosSinTable t;
+  t.kind = kind;
+  t.dtype = td;
+  t.rows = 7;
+  const uint32_t np = c.rotary_dim / 2;
+  for (size_t r = 0; r < t.rows; ++r)
+    for (uint32_t i = 0; i < np; ++i) {
+      const double ang = double(r) * std::pow(10000.0, -2.0 * i / c.rotary_dim);
+      if (t.is_angle()) {
+        t.cos.push_back(in_dtype(td, ang));
+      } else {
+        t.cos.push_back(in_dtype(td, std::cos(ang)));
+        t.sin.push_back(in_dtype(td, std::sin(ang)));
+      }
+    }
+  const double tiny = td == Dtype::f32 ? 0x1p-149 : td == Dtype::f16 ? 0x1p-24 : 0x1p-133;
+  t.cos[1] = -0.0;
+  t.cos[2] = tiny;
+  if (!t.is_angle()) t.sin[3] = -tiny;
+  if (t.is_angle()) c.attention_factor = 1.25;  // (an angle table's factor is the case's)
+  c.table = std::move(t);
+  return c;
+}
+
+}  // namespace
+
+// Every ABI v3 field of a case survives a replay file exactly: the direction, each table kind and dtype (values
+// bit for bit), and the tensor form's rank, batch, k and its input, position form, sequences and strides.
+TEST(CaseJson, AbiV3FieldsRoundTripExactly) {
+  {
+    RopeCase c = small_case(Dtype::bf16, Layout::half_split, 20, 8);
+    c.direction = Direction::inverse;
+    ASSERT_EQ(c.validate(), "");
+    expect_same_case(c, through_record_text(c), "inverse");
+  }
+  for (TableKind kind : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+    for (Dtype td : kAllDtypes) {
+      if (kind == TableKind::angle && td != Dtype::f32) continue;  // angles are f32
+      RopeCase c = table_case(kind, td);
+      c.direction = td == Dtype::f16 ? Direction::inverse : Direction::forward;
+      ASSERT_EQ(c.validate(), "") << c.summary();
+      expect_same_case(c, through_record_text(c), std::string(to_string(kind)) + "/" + std::string(to_string(td)));
+      gate::CaseRecord rec;
+      rec.c = c;
+      EXPECT_EQ(gate::record_to_json(rec)["version"], 4);  // a reader of version 3 refuses it, never drops the table
+      const auto j = gate::case_params_to_json(c);
+      EXPECT_EQ(j["table"]["kind"], std::string(to_string(kind)));
+      EXPECT_EQ(j["table"].contains("sin"), kind != TableKind::angle);
+    }
+  // Rank 3, k of its own heads, int32 positions, padded strides; k's input with a NaN payload and -0 (bits kept).
+  {
+    RopeCase c = small_case(Dtype::f32, Layout::interleaved, 12, 8);
+    TensorCall tc;
+    tc.rank = 3;
+    tc.k_heads = 3;
+    tc.pos = PositionForm::int32;
+    tc.k_input.assign(c.n_tokens() * tc.k_heads * c.head_dim * 4, 0);
+    for (size_t k = 0; k < c.n_tokens() * tc.k_heads * c.head_dim; ++k)
+      store_f32(c.dtype, tc.k_input.data(), k, 0.25f * float(k));
+    store_bits(c.dtype, tc.k_input.data(), 1, 0x7fc00123u);
+    store_bits(c.dtype, tc.k_input.data(), 2, 0x80000000u);
+    uint32_t v = 0;
+    for (auto& p : tc.pad)
+      for (uint32_t& x : p) x = (v++ * 5) % 4;
+    c.tensor = std::move(tc);
+    ASSERT_EQ(c.validate(), "");
+    const RopeCase d = through_record_text(c);
+    expect_same_case(c, d, "rank 3, k, int32, strided");
+    EXPECT_EQ(load_bits(d.dtype, d.tensor->k_input.data(), 1), 0x7fc00123u);
+  }
+  // Rank 4 ({B, S} = {2, 3}), implicit positions from per-sequence offsets passed as int32, bf16 k.
+  {
+    RopeCase c = small_case(Dtype::bf16, Layout::half_split, 8, 8);
+    c.positions = {10, 11, 12, 100, 101, 102};
+    c.input.assign(c.n_bytes(), 0);
+    for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, float(k) - 40);
+    TensorCall tc;
+    tc.rank = 4;
+    tc.batch = 2;
+    tc.k_heads = 1;
+    tc.pos = PositionForm::implicit;
+    tc.seq_offsets = {10, 100};
+    tc.index_int32 = true;
+    tc.k_input.assign(c.n_tokens() * tc.k_heads * c.head_dim * 2, 0);
+    for (size_t k = 0; k < c.n_tokens() * c.head_dim; ++k) store_bits(c.dtype, tc.k_input.data(), k, uint32_t(k * 977));
+    tc.pad[2][1] = 1 << 16;  // the largest padding a file may hold
+    c.tensor = std::move(tc);
+    ASSERT_EQ(c.validate(), "");
+    expect_same_case(c, through_record_text(c), "rank 4, implicit, seq_offsets");
+  }
+  // Rank 3 varlen (cu_seqlens, an empty sequence among them), int64 positions given axis-first, no k.
+  {
+    RopeCase c = small_case(Dtype::f16, Layout::interleaved, 6, 4);
+    c.positions = {-7, int64_t(1) << 40, 0, 5, 5};
+    c.input.assign(c.n_bytes(), 0);
+    TensorCall tc;
+    tc.rank = 3;
+    tc.pos = PositionForm::int64;
+    tc.axes_first = true;
+    tc.cu_seqlens = {0, 2, 2, 5};
+    c.tensor = std::move(tc);
+    ASSERT_EQ(c.validate(), "");
+    expect_same_case(c, through_record_text(c), "rank 3, cu_seqlens");
+    EXPECT_EQ(gate::case_params_to_json(c)["tensor"]["k_input_bits"].size(), 0u);
+  }
+  // The random generator's v3 and tensor-form cases (tables, directions, every position form, special values);
+  // few: a table has up to 9000 rows, ~150k values through the JSON text.
+  std::mt19937_64 rng(20240603);
+  for (int n = 0; n < 40; ++n) {
+    const RopeCase c = n % 3 == 0 ? ropecheck::testing::random_v3_case(rng, n % 5 == 0)
+                                  : ropecheck::testing::random_tensor_case(rng, n % 5 == 0);
+    ASSERT_EQ(c.validate(), "") << n << " " << c.summary();
+    expect_same_case(c, through_record_text(c), "random " + std::to_string(n));
+    // A case set's manifest holds the same parameters (k's input among them): they read back to the same JSON.
+    RopeCase p;
+    gate::case_params_from_json(gate::case_params_to_json(c), p);
+    EXPECT_EQ(gate::case_params_to_json(p), gate::case_params_to_json(c)) << n;
+  }
+}
+
+// The released format: a v1 or v2 case writes no v3 key (old readers read today's files of such cases as before),
+// and a v3 case writes only its non-neutral fields.
+TEST(CaseJson, V1AndV2CasesWriteNoV3Field) {
+  std::mt19937_64 rng(99);
+  for (int n = 0; n < 100; ++n) {
+    const RopeCase c = n == 0 ? small_case() : n % 2 ? ropecheck::testing::random_case(rng, false)
+                                                     : ropecheck::testing::random_v2_case(rng, n % 4 == 0);
+    ASSERT_FALSE(c.uses_v3());
+    gate::CaseRecord r;
+    r.c = c;
+    r.bound = 2;
+    const auto j = gate::record_to_json(r);
+    for (const char* key : {"direction", "table", "tensor"}) EXPECT_FALSE(j["case"].contains(key)) << key << " " << n;
+    EXPECT_FALSE(j.contains("k_input_bits"));
+    EXPECT_EQ(j["version"], 3) << n;  // as released
+  }
+  // A v1 case's parameters, byte for byte as released.
+  RopeCase c;
+  c.head_dim = 4;
+  c.rotary_dim = 2;
+  c.positions = {5, 0};
+  EXPECT_EQ(gate::case_params_to_json(c).dump(),
+            R"({"base":"0x1.388p+13","base_decimal":10000.0,"dtype":"f32","head_dim":4,"inv_freq":[],)"
+            R"("layout":"interleaved","n_heads":1,"n_tokens":2,"position_scale":"0x1p+0",)"
+            R"("position_scale_decimal":1.0,"positions":[5,0],"rotary_dim":2})");
+  // Only the fields that are not neutral: a table with the forward direction writes no "direction"; an explicit
+  // "forward" reads as the neutral value and is not written back.
+  RopeCase t = table_case(TableKind::cos_sin_2, Dtype::f32);
+  auto j = gate::case_params_to_json(t);
+  EXPECT_TRUE(j.contains("table"));
+  EXPECT_FALSE(j.contains("direction"));
+  EXPECT_FALSE(j.contains("tensor"));
+  j["direction"] = "forward";
+  RopeCase back;
+  gate::case_params_from_json(j, back);
+  EXPECT_EQ(back.direction, Direction::forward);
+  EXPECT_FALSE(gate::case_params_to_json(back).contains("direction"));
+}
+
+// A malformed v3 field is refused with a message naming it, never a crash or a case that is not well formed.
+TEST(CaseJson, MalformedAbiV3FieldsAreRefusedByName) {
+  gate::CaseRecord r;
+  r.c = table_case(TableKind::cos_sin_cat, Dtype::bf16);
+  r.c.direction = Direction::inverse;
+  TensorCall tc;
+  tc.k_heads = 1;
+  tc.k_input.assign(r.c.n_tokens() * r.c.head_dim * 2, 0);
+  r.c.tensor = tc;
+  r.bound = 2;
+  ASSERT_EQ(r.c.validate(), "");
+  ASSERT_NO_THROW(gate::record_from_json(gate::record_to_json(r)));
+  // Each edit of the record's JSON, and a piece of the message it must give.
+  using J = nlohmann::json;
+  using Edit = std::function<void(J&)>;
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {[](auto& c) { c["direction"] = "backward"; }, "field 'direction'"},
+      {[](auto& c) { c["direction"] = 1; }, "field 'direction'"},
+      {[](auto& c) { c["table"] = 3; }, "field 'table' must be an object"},
+      {[](auto& c) { c["table"]["kind"] = "cos-sin-3"; }, "field 'table.kind'"},
+      {[](auto& c) { c["table"].erase("kind"); }, "missing field 'table.kind'"},
+      {[](auto& c) { c["table"]["dtype"] = "f64"; }, "field 'table.dtype'"},
+      {[](auto& c) { c["table"]["rows"] = -1; }, "field 'table.rows'"},
+      {[](auto& c) { c["table"]["rows"] = uint64_t(1) << 23; }, "more than 2^24 values"},  // x 4 pairs
+      {[](auto& c) { c["table"]["cos"].erase(0); }, "field 'table.cos' has 27 values, expected rows x rotary_dim/2"},
+      {[](auto& c) { c["table"]["rows"] = 8; }, "field 'table.cos' has 28 values"},
+      {[](auto& c) { c["table"].erase("sin"); }, "missing field 'table.sin'"},
+      {[](auto& c) { c["table"]["sin"][0] = "one"; }, "field 'table.sin': not a number"},
+      {[](auto& c) { c["table"]["kind"] = "angle"; }, "field 'table.sin': an angle table has angles only"},
+      {[](auto& c) { c["table"]["cos"][0] = "0x1.001p+0"; },  // not a bf16
+       "malformed case: table values must be finite values of bf16"},
+      {[](auto& c) {
+         c["table"]["rows"] = 3;  // 3 rows of 4 pairs: position 3 is past them
+         for (int k = 0; k < 16; ++k) {
+           c["table"]["cos"].erase(0);
+           c["table"]["sin"].erase(0);
+         }
+       },
+       "malformed case: position 3 is outside the table's rows"},
+      {[](auto& c) { c["tensor"] = "rank 3"; }, "field 'tensor' must be an object"},
+      {[](auto& c) { c["tensor"]["rank"] = 5; }, "field 'tensor.rank' must be 3 or 4 (got 5)"},
+      {[](auto& c) { c["tensor"].erase("rank"); }, "missing field 'tensor.rank'"},
+      {[](auto& c) { c["tensor"]["pos"] = "int16"; }, "field 'tensor.pos'"},
+      {[](auto& c) { c["tensor"]["k_heads"] = 1 << 17; }, "field 'tensor.k_heads' is too large"},
+      {[](auto& c) { c["tensor"]["batch"] = "2"; }, "field 'tensor.batch' must be a non-negative integer"},
+      {[](auto& c) { c["tensor"]["axes_first"] = 1; }, "field 'tensor.axes_first' must be true or false"},
+      {[](auto& c) { c["tensor"]["cu_seqlens"] = J::array({0, 1.5, 4}); },
+       "field 'tensor.cu_seqlens' must hold integers"},
+      {[](auto& c) { c["tensor"]["pad"] = J::array({J::array({0, 0, 0})}); }, "field 'tensor.pad' must be 4 arrays"},
+      {[](auto& c) { c["tensor"]["pad"][3] = J::array({0, 0}); }, "field 'tensor.pad[3]'"},
+      {[](auto& c) { c["tensor"]["pad"][1][2] = (1 << 16) + 1; }, "field 'tensor.pad[1][2]'"},
+      {[](auto& c) { c["tensor"]["k_input_bits"].erase(0); }, "field 'tensor.k_input_bits' has"},
+      {[](auto& c) { c["tensor"].erase("k_input_bits"); }, "missing field 'tensor.k_input_bits'"},
+      {[](auto& c) { c["tensor"]["k_input_bits"][2] = 0x10000; }, "tensor.k_input_bits[2] is not a bit pattern of f16"},
+      {[](auto& c) { c["tensor"]["k_heads"] = 2; }, "field 'tensor.k_input_bits' has 40 elements, the case's k"},
+      // Each field well formed, the call not: validate() names what is wrong.
+      {[](auto& c) {
+         c["tensor"]["rank"] = 4;
+         c["tensor"]["batch"] = 3;
+       },
+       "malformed case: rank 4: 4 tokens are not 3"},
+      {[](auto& c) { c["tensor"]["cu_seqlens"] = J::array({0, 3}); }, "malformed case: cu_seqlens must rise from 0"},
+      {[](auto& c) { c["tensor"]["seq_offsets"] = J::array({1}); },
+       "malformed case: seq_offsets go with implicit positions only"},
+      {[](auto& c) { c["tensor"]["pos"] = "implicit"; }, "malformed case: implicit positions: token 0 is at 3"},
+  };
+  for (const auto& [edit, message] : cases) {
+    auto j = gate::record_to_json(r);
+    edit(j["case"]);
+    try {
+      gate::record_from_json(j);
+      ADD_FAILURE() << "accepted: " << j["case"].dump();
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what() << "\nexpected: " << message;
+    }
+  }
 }
 
 TEST(Tolerance, Parses) {
