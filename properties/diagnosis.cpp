@@ -51,6 +51,32 @@ Rows probe_rows(const RopeCase& c, std::vector<int64_t> positions, const std::ve
                 AngleModel model) {
   std::sort(positions.begin(), positions.end());
   positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  const double sign = c.direction == Direction::inverse ? -1.0 : 1.0;  // the inverse: R(-phi)
+  if (c.table) {
+    // A caller-given table: "position" m is row m of the table as given (a row outside it: no values, NaN, so
+    // no candidate that reads it fits); |angle| from its cos and sin.
+    const CosSinTable& t = *c.table;
+    Rows rows;
+    rows.np = c.rotary_dim / 2;
+    rows.pos = std::move(positions);
+    for (int64_t m : rows.pos)
+      for (uint32_t i = 0; i < rows.np; ++i) {
+        double cv = std::nan(""), sv = std::nan("");
+        if (m >= 0 && uint64_t(m) < t.rows) {
+          if (t.is_angle()) {
+            cv = c.attention_factor * std::cos(t.cos_at(size_t(m), i, rows.np));
+            sv = c.attention_factor * std::sin(t.cos_at(size_t(m), i, rows.np));
+          } else {
+            cv = t.cos_at(size_t(m), i, rows.np);
+            sv = t.sin_at(size_t(m), i, rows.np);
+          }
+        }
+        rows.c.push_back(cv);
+        rows.s.push_back(sign * sv);
+        rows.phi.push_back(std::fabs(std::atan2(sv, cv)));
+      }
+    return rows;
+  }
   RopeCase p;
   p.dtype = Dtype::f32;
   p.layout = Layout::interleaved;
@@ -79,7 +105,7 @@ Rows probe_rows(const RopeCase& c, std::vector<int64_t> positions, const std::ve
   rows.phi.resize(n);
   for (size_t k = 0; k < n; ++k) {
     rows.c[k] = r.exact[2 * k];
-    rows.s[k] = r.exact[2 * k + 1];
+    rows.s[k] = sign * r.exact[2 * k + 1];
     rows.phi[k] = r.angle[k];
   }
   return rows;
@@ -394,7 +420,10 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                      [](int64_t m) { return m > -(int64_t(1) << 62) && m < (int64_t(1) << 62); });
   bool token_index_differs = false;
   for (size_t t = 0; t < c.n_tokens(); ++t) token_index_differs |= c.position(t) != int64_t(t);
-  const bool exact_model = model == AngleModel::exact;
+  // A caller-given table: positions are its rows; a shift reads another row (no composition of angles), and the
+  // hypotheses about how angles are computed (theta's exponent, positions narrowed) do not apply.
+  const bool given = c.table.has_value();
+  const bool exact_model = model == AngleModel::exact && !given;
   std::optional<Rows> rows_a;
   auto rows = [&]() -> const Rows& {
     if (!rows_a) {
@@ -428,7 +457,10 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     const Rows& A = rows();
     const Layout other = c.layout == Layout::interleaved ? Layout::half_split : Layout::interleaved;
     auto plain = [&](size_t t, uint32_t i) { return at(A, c.pair_position(t, i), i); };
-    cands.push_back(rotation(c, "angle negated", "R(-phi) x", c.layout, [&](size_t t, uint32_t i) {
+    const bool inverse = c.direction == Direction::inverse;
+    cands.push_back(rotation(c, inverse ? "inverse computed as forward" : "angle negated",
+                             inverse ? "R(+phi) x: the direction ignored" : "R(-phi) x", c.layout,
+                             [&](size_t t, uint32_t i) {
       Trig g = plain(t, i);
       g.s = -g.s;
       return g;
@@ -455,7 +487,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                    return Trig{a.c * b.c - a.s * sb, a.s * b.c + a.c * sb, std::fabs(pa + pb)};
                                  }));
       }
-    if (c.inv_freq.empty()) {
+    if (c.inv_freq.empty() && !given) {
       auto table = [&](double num, uint32_t den) {
         std::vector<double> th(np);
         for (uint32_t i = 0; i < np; ++i)
@@ -474,7 +506,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     }
     // Positions taken as a narrower type: rounded to f32 (a float position tensor; every position up to 2^24
     // is an f32) or truncated to 32 bits (an int position: 2^31 -> -2^31, 2^32 + 1 -> 1).
-    {
+    if (!given) {
       auto as_f32 = [](int64_t m) {
         return std::llabs(m) < (int64_t(1) << 62) ? int64_t(static_cast<float>(m)) : m;
       };
@@ -493,9 +525,29 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
     }
     if (token_index_differs)
-      cands.push_back(rotation(c, "token index as position",
-                               fmt::format("the rotation at positions 0..{}", c.n_tokens() - 1), c.layout,
-                               [&](size_t t, uint32_t i) { return at(A, int64_t(t), i); }));
+      cands.push_back(rotation(c, given ? "table row indexed by token" : "token index as position",
+                               given ? fmt::format("rows 0..{} of the table, not the positions' rows", c.n_tokens() - 1)
+                                     : fmt::format("the rotation at positions 0..{}", c.n_tokens() - 1),
+                               c.layout, [&](size_t t, uint32_t i) { return at(A, int64_t(t), i); }));
+    // Implicit positions of several sequences counted from the start of the batch, not of each sequence (the
+    // varlen offset not reset: MLX #3494, TransformerEngine #1930): token t of sequence b at t + seq_offsets[b].
+    if (c.tensor && c.tensor->pos == PositionForm::implicit && c.n_pos_axes == 1 &&
+        (c.tensor->rank == 4 || c.tensor->cu_seqlens.size() > 2)) {
+      const TensorCall& tc = *c.tensor;
+      std::vector<int64_t> moved(c.n_tokens());
+      for (size_t t = 0, b = 0; t < c.n_tokens(); ++t) {
+        if (tc.rank == 4) b = t / (c.n_tokens() / tc.batch);
+        else
+          while (uint64_t(tc.cu_seqlens[b + 1]) <= t) ++b;
+        moved[t] = int64_t(t) + (tc.seq_offsets.empty() ? 0 : tc.seq_offsets[b]);
+      }
+      if (moved != c.positions) {
+        const Rows V = probe_rows(c, moved, c.inv_freq, model);
+        cands.push_back(rotation(c, "sequence start not subtracted",
+                                 "implicit positions counted from the batch's first token, not each sequence's",
+                                 c.layout, [&, moved](size_t t, uint32_t i) { return at(V, moved[t], i); }));
+      }
+    }
     // (x0 s - x1 c, x0 c + x1 s) = R(pi/2 - phi) x: a rotation whose cos is sin phi and sin is cos phi.
     cands.push_back(rotation(c, "cos and sin swapped", "(x0 sin - x1 cos, x0 cos + x1 sin)", c.layout,
                              [&](size_t t, uint32_t i) {

@@ -6,7 +6,11 @@
 //  1. structural: a candidate output is computed (the rotation by -phi, the
 //     other layout's pairing, positions m+-1 and m+-2, theta from head_dim,
 //     theta = base^(-i/d), the token index as position, cos and sin swapped,
-//     pairs left unrotated) and the output is measured against it as if it
+//     pairs left unrotated; ABI v3: the inverse computed as forward, implicit
+//     positions not reset per sequence; with a caller-given table the
+//     candidates read its rows as given, a position is a row -- "table row
+//     indexed by token" -- and the hypotheses about computing angles are not
+//     tried) and the output is measured against it as if it
 //     were exact; it fits when every finite pair is within the contract's
 //     allowance (Criteria::allowance) relative to the candidate. The fitting
 //     candidate with the smallest residual wins. A kernel that copies a pair
@@ -52,6 +56,9 @@ struct Diagnosis {
   std::string cause;     // a fixed short name: "none", "angle negated", "other layout", "position m+1",
                          // "position m-1", "position m+2", "position m-2", "theta from head_dim",
                          // "exponent i/d", "token index as position", "cos and sin swapped",
+                         // "inverse computed as forward", "table row indexed by token",
+                         // "sequence start not subtracted", "attention factor applied twice",
+                         // "attention factor not applied", "position axes ignored",
                          // "pairs left unrotated", "pass-through touched", "identity changed",
                          // "NaN inputs zeroed", "radial bias", "f32 angle drift",
                          // "cos/sin at f16 precision", "cos/sin at bf16 precision",
