@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 
@@ -29,6 +32,7 @@ std::string outcome_text(const AbiProbe& p) {
 
 bool AbiVersions::features_sent(bool declared) const {
   if (!probed || accepted == 0) return true;  // nothing learnt: as before
+  if (tables_only) return !blind || declared;
   if (declared) return true;
   return takes(1) && !blind;
 }
@@ -39,6 +43,8 @@ uint32_t AbiVersions::version_for(uint32_t needed, bool declared) const {
     for (uint32_t v = 2; v <= kNewestAbiVersion; ++v)
       if (declined >> v & 1u) return v;
   if (!probed || accepted == 0) return needed;
+  // A kernel that takes tables only is sent v3 calls (the gate gives every case a table first).
+  if (tables_only) return needed <= 3 && features_sent(declared) ? 3 : 0;
   if (needed == 1) {
     if (takes(1)) return 1;
     for (uint32_t v = 2; v <= kNewestAbiVersion; ++v)
@@ -54,6 +60,10 @@ uint32_t AbiVersions::version_for(uint32_t needed, bool declared) const {
 }
 
 std::string AbiVersions::why_not_sent(uint32_t needed) const {
+  if (tables_only && blind)
+    return fmt::format("the kernel takes tables only and accepts any abi_version (even {}, which no header "
+                       "defines): not sent (declare the features with --supports to have them run)",
+                       kUndefinedAbiVersion);
   if (blind)
     return fmt::format("the kernel accepts any abi_version (even {}, which no header defines), so it cannot be "
                        "told apart from a v1 kernel that never reads the v{} fields: not sent (declare the "
@@ -80,6 +90,17 @@ std::string AbiVersions::summary() const {
     return "the kernel refused every probe call at every ABI version";
   }
   std::string s = "the kernel speaks ABI " + versions_text(accepted);
+  if (tables_only) {
+    std::string kinds;
+    for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+      if (takes_table(k)) kinds += (kinds.empty() ? "" : ", ") + std::string(to_string(k));
+    s += fmt::format(" with caller-given tables only ({}{}{}): every case is sent with a table the gate builds", kinds,
+                     tensor_form_only ? ", in the tensor form" : "", in_place_only ? ", in place" : "");
+    if (blind) s += fmt::format("; it accepts abi_version {} too (it does not check the version): calls are not "
+                                "sent unless its features are declared",
+                                kUndefinedAbiVersion);
+    return s;
+  }
   if (blind) s += fmt::format(" and accepts abi_version {} too (it does not check the version)", kUndefinedAbiVersion);
   if (!features_sent()) {
     s += "; calls using features after v1 are not sent to it";
@@ -151,21 +172,50 @@ std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const st
   return cases;
 }
 
+RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form) {
+  RopeCase c = abi_probe_cases({d}, {l}).front();  // head_dim 64, one head, one token at position 1
+  CosSinTable t;
+  t.kind = k;
+  t.dtype = k == TableKind::angle ? Dtype::f32 : table_dtype;
+  t.rows = 2;
+  const uint32_t np = c.rotary_dim / 2;
+  for (int64_t m = 0; m < 2; ++m)
+    for (uint32_t i = 0; i < np; ++i) {
+      // The values need not be exact (a probe is not judged), only values of the table's dtype.
+      const double a = double(m) * std::pow(10000.0, -2.0 * i / c.rotary_dim);
+      unsigned char b[4];
+      if (k == TableKind::angle) {
+        t.cos.push_back(double(float(a)));
+        continue;
+      }
+      store_f32(t.dtype, b, 0, float(std::cos(a)));
+      t.cos.push_back(double(load_f32(t.dtype, b, 0)));
+      store_f32(t.dtype, b, 0, float(std::sin(a)));
+      t.sin.push_back(double(load_f32(t.dtype, b, 0)));
+    }
+  c.table = std::move(t);
+  if (tensor_form) c.tensor = TensorCall{};
+  return c;
+}
+
 AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dtypes,
                           const std::vector<Layout>& layouts, const std::function<bool()>& stop) {
   AbiVersions v;
   v.probed = true;
   const std::vector<RopeCase> cases = abi_probe_cases(dtypes, layouts);
   bool ended = false;  // a probe did not return, or `stop` said so: nothing more is asked
-  auto probe = [&](const RopeCase& c, uint32_t version) {
+  auto probe = [&](const RopeCase& c, uint32_t version, bool in_place = false) {
     if (ended || (stop && stop())) {
       ended = true;
       return false;
     }
-    AbiProbe p = call(c, version);
+    AbiProbe p = call(c, version, in_place);
     p.version = version;
     p.call = fmt::format("{} {} head_dim {}, 1 head, 1 token at position 1", to_string(c.dtype), to_string(c.layout),
                          c.head_dim);
+    if (c.table)
+      p.call += fmt::format(", a 2-row {} table of {}{}{}", to_string(c.table->kind), to_string(c.table->dtype),
+                            c.tensor ? ", the tensor form" : "", in_place ? ", in place" : "");
     v.probes.push_back(p);
     if (!p.outcome.empty()) ended = true;  // a crash or hang: one is enough to know
     if (p.outcome.empty() && p.rc == RC_UNSUPPORTED && version <= kNewestAbiVersion) v.declined |= 1u << version;
@@ -187,6 +237,47 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dt
     }
     if (ended) break;
   }
+  if (v.accepted || ended || kNewestAbiVersion < 3 || cases.empty()) return v;
+  // No neutral call taken: a kernel that takes caller-given tables only? The simplest table call of each kind,
+  // the table in the call's dtype then f32 (the first asked shape); the form of the call (legacy or tensor, out
+  // of place or in place) is the first the kernel takes, found on the first kind it takes.
+  std::vector<Dtype> order;  // the asked dtypes, f32 last
+  for (Dtype x : dtypes)
+    if (x != Dtype::f32) order.push_back(x);
+  if (std::find(dtypes.begin(), dtypes.end(), Dtype::f32) != dtypes.end()) order.push_back(Dtype::f32);
+  const Layout l = cases.front().layout;
+  std::optional<RopeCase> took;
+  bool took_in_place = false;
+  struct Form {
+    bool tensor, in_place;
+  };
+  const Form forms[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+    for (const Form& f : forms) {
+      if (took && (f.tensor != bool(took->tensor) || f.in_place != took_in_place)) continue;  // the form is known
+      bool kind_taken = false;
+      for (Dtype d : order) {
+        for (Dtype td : {d, Dtype::f32}) {
+          if ((k == TableKind::angle || d == Dtype::f32) && td != d) continue;  // one table dtype to try
+          const RopeCase c = abi_table_probe_case(d, l, k, td, f.tensor);
+          if (!probe(c, 3, f.in_place)) continue;
+          kind_taken = true;
+          v.table_dtypes[size_t(k)] |= uint8_t(1u << unsigned(td));
+          if (td == d && d != Dtype::f32) v.table_in_call_dtype[size_t(k)] = true;
+          if (!took) {
+            took = c;
+            took_in_place = f.in_place;
+          }
+        }
+        if (kind_taken) break;  // the first call dtype it takes tells
+      }
+    }
+  if (!took) return v;
+  v.accepted |= 1u << 3;
+  v.tables_only = true;
+  v.tensor_form_only = took->tensor.has_value();
+  v.in_place_only = took_in_place;
+  v.blind = probe(*took, kUndefinedAbiVersion, took_in_place);
   return v;
 }
 
@@ -199,10 +290,14 @@ const AbiVersions& abi_versions_of(rc_rope_apply_fn fn) {
     const std::vector<Dtype> d(std::begin(kAllDtypes), std::end(kAllDtypes));
     const std::vector<Layout> l(std::begin(kAllLayouts), std::end(kAllLayouts));
     slot = std::make_unique<AbiVersions>(negotiate_abi(
-        [fn](const RopeCase& c, uint32_t version) {
-          Bytes out(c.n_bytes(), 0);
-          const rc_rope_args a = c.args(c.input.data(), out.data(), version);
+        [fn](const RopeCase& c, uint32_t version, bool in_place) {
           AbiProbe p;
+          if (c.tensor) {  // RopeCase::args makes the legacy form only: in process, the tensor form is not asked
+            p.rc = RC_UNSUPPORTED;
+            return p;
+          }
+          Bytes out = in_place ? c.input : Bytes(c.n_bytes(), 0);
+          const rc_rope_args a = c.args(in_place ? out.data() : c.input.data(), out.data(), version);
           p.rc = fn(&a);
           return p;
         },

@@ -14,6 +14,11 @@
 //    a kernel that took version 1 too and refused the undefined version: a kernel that accepts any
 //    abi_version, or only one, cannot be told apart from one that never reads the fields of V, and is not
 //    sent such cases (its rows say so) unless the user declared the features (--supports);
+//  - a kernel that took no neutral probe is asked, at version 3 (ABI v3), the simplest call with a caller-given
+//    table of each kind (one token at position 1, a 2-row table; the table in the call's dtype, then f32; the
+//    call in the legacy form, then the tensor form). RC_OK there, with the undefined version refused, is "speaks
+//    v3, caller-given tables only" (AbiVersions::tables_only): the gate gives it its cases with tables it builds
+//    (gate/gate.cpp, docs/gate.md "Kernels that take tables");
 //  - a kernel that took no probe at all is called as before (the lowest version that expresses each case),
 //    except that neutral calls go at the lowest version it declined (RC_UNSUPPORTED) when version 1 got only
 //    error codes (AbiVersions::declined): its rows then show what it does with real cases, and the verdict
@@ -54,6 +59,16 @@ struct AbiVersions {
   uint32_t declined = 0;
   // The first refused probe of each version (for the verdict), and every probe made.
   std::vector<AbiProbe> probes;
+  // Took no neutral probe but a v3 table probe: it takes caller-given tables only (accepted then has bit 3).
+  // table_dtypes[k]: bit d, the table kind k (TableKind) took a probe with a table of Dtype d;
+  // table_in_call_dtype[k]: it took a table of the call's own dtype on a call that is not f32 (vLLM, ONNX
+  // Runtime: the cache has the activations' type); tensor_form_only: it took table probes in the tensor form only.
+  bool tables_only = false;
+  uint8_t table_dtypes[5] = {};
+  bool table_in_call_dtype[5] = {};
+  bool tensor_form_only = false;
+  bool in_place_only = false;  // it took table probes in place only
+  bool takes_table(TableKind k) const { return table_dtypes[size_t(k)] != 0; }
 
   bool takes(uint32_t v) const { return v >= 1 && v <= 31 && (accepted >> v & 1u); }
   // Features of versions >= 2 may be sent (see the file comment; `declared`: the user named them).
@@ -73,9 +88,16 @@ struct AbiVersions {
 // layout, one token at position 1, one head, base 10000.
 std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts);
 
-// A probe's call: make `c` at abi_version `version` (explicit neutral values in every later field) and say
-// what happened (AbiProbe::rc / outcome: empty outcome and rc when it returned).
-using AbiProbeCall = std::function<AbiProbe(const RopeCase& c, uint32_t version)>;
+// The table probes (v3): the simplest call of `d`, `l` (head_dim 64, one head, one token at position 1) with a
+// 2-row table of kind `k` in `table_dtype` (angle: f32), in the legacy form or the tensor form. The probes try
+// the asked dtypes, f16 and bf16 before f32 (a table in the call's dtype is then told apart from an f32 one),
+// each with a table of its own dtype and of f32, until one is taken.
+RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form);
+
+// A probe's call: make `c` at abi_version `version` (explicit neutral values in every later field), in place or
+// not, and say what happened (AbiProbe::rc / outcome: empty outcome and rc when it returned). The neutral probes
+// are out of place; the table probes try in place too (vLLM's kernel writes only in place).
+using AbiProbeCall = std::function<AbiProbe(const RopeCase& c, uint32_t version, bool in_place)>;
 
 // Ask a kernel which versions it speaks (the probes of the file comment). Each probe case in turn is tried at
 // every version until some version takes it; then the remaining versions and the undefined one are asked on

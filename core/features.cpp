@@ -14,6 +14,16 @@ bool beyond_int32(const RopeCase& c) {
                      [](int64_t m) { return m > int64_t(INT32_MAX) || m < int64_t(INT32_MIN); });
 }
 
+bool table_is(const RopeCase& c, TableKind k) { return c.table && c.table->kind == k; }
+
+bool padded(const RopeCase& c) {
+  if (!c.tensor) return false;
+  for (const auto& t : c.tensor->pad)
+    for (uint32_t p : t)
+      if (p) return true;
+  return false;
+}
+
 bool negative(const RopeCase& c) {
   return std::any_of(c.positions.begin(), c.positions.end(), [](int64_t m) { return m < 0; });
 }
@@ -64,6 +74,36 @@ const std::array<FeatureInfo, kFeatureCount> kFeatures = {{
      [](const RopeCase& c, bool) { return rule_is(c, FrequencyRuleType::longrope); }},
     {Feature::rule_llama3, "rule-llama3", 2, "the llama3 rule (wavelength bands: unchanged, smoothed, divided)",
      [](const RopeCase& c, bool) { return rule_is(c, FrequencyRuleType::llama3); }},
+    {Feature::inverse, "inverse", 3, "the inverse rotation (backward pass: sin negated, the attention factor kept)",
+     [](const RopeCase& c, bool) { return c.direction == Direction::inverse; }},
+    {Feature::table_cos_sin_2, "table-cos-sin-2", 3,
+     "cos and sin given by the caller as two tables [P][R/2] (FlashAttention, ONNX Runtime)",
+     [](const RopeCase& c, bool) { return table_is(c, TableKind::cos_sin_2); }},
+    {Feature::table_cos_sin_cat, "table-cos-sin-cat", 3,
+     "cos and sin given as one table [P][R], cos then sin (vLLM, FlashInfer)",
+     [](const RopeCase& c, bool) { return table_is(c, TableKind::cos_sin_cat); }},
+    {Feature::table_cos_sin_full, "table-cos-sin-full", 3,
+     "cos and sin given as two full-width tables [P][R], each value twice (Hugging Face, Liger)",
+     [](const RopeCase& c, bool) { return table_is(c, TableKind::cos_sin_full); }},
+    {Feature::table_angle, "table-angle", 3, "f32 angles given as a full-width table [P][R] (TransformerEngine)",
+     [](const RopeCase& c, bool) { return table_is(c, TableKind::angle); }},
+    {Feature::tensor_form, "tensor-form", 3, "the call in the tensor form (DLPack-layout q, q_out, positions)",
+     [](const RopeCase& c, bool) { return c.tensor.has_value(); }},
+    {Feature::strides, "strides", 3, "tensors with strides wider than compact (gaps the kernel must not write)",
+     [](const RopeCase& c, bool) { return padded(c); }},
+    {Feature::q_and_k, "q-and-k", 3, "q and k in one call, each with its own head count (GQA, MQA)",
+     [](const RopeCase& c, bool) { return c.tensor && c.tensor->k_heads > 0; }},
+    {Feature::batched, "batched", 3, "q of rank 4: B sequences of S tokens",
+     [](const RopeCase& c, bool) { return c.tensor && c.tensor->rank == 4; }},
+    {Feature::varlen, "varlen", 3, "sequences of their own lengths given by cu_seqlens",
+     [](const RopeCase& c, bool) { return c.tensor && !c.tensor->cu_seqlens.empty(); }},
+    {Feature::implicit_positions, "implicit-positions", 3,
+     "no positions given: token s of sequence b at s + seq_offsets[b]",
+     [](const RopeCase& c, bool) { return c.tensor && c.tensor->pos == PositionForm::implicit; }},
+    {Feature::int32_positions, "int32-positions", 3, "positions (or offsets, cu_seqlens) given as int32",
+     [](const RopeCase& c, bool) {
+       return c.tensor && (c.tensor->pos == PositionForm::int32 || c.tensor->index_int32);
+     }},
 }};
 
 bool same_rule(const FrequencyRule& a, const FrequencyRule& b) {
@@ -174,10 +214,14 @@ bool in_model_configuration(const RopeCase& c, const RopeCase& m) {
   return !c.freq_rule || same_rule(*c.freq_rule, *m.freq_rule);
 }
 
-void Coverage::add(const RopeCase& c, bool in_place, bool was_accepted, const RopeCase* model) {
+void Coverage::add(const RopeCase& c, bool in_place, bool was_accepted, const RopeCase* model, const RopeCase* as_sent) {
   ++sent;
   accepted += was_accepted;
-  for (Feature f : features_of(c, in_place).list()) {
+  FeatureSet fs = features_of(c, in_place);
+  if (as_sent)  // the asked case's features and positions, and how it was sent (its table, its form)
+    for (Feature f : features_of(*as_sent, in_place).list())
+      if (feature_info(f).abi_version >= 3) fs.add(f);
+  for (Feature f : fs.list()) {
     ++features[size_t(f)].sent;
     features[size_t(f)].accepted += was_accepted;
   }

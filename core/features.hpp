@@ -1,5 +1,5 @@
 // The feature vocabulary: one name for each thing a RoPE call can ask of a kernel (a dtype, a layout, partial
-// rotary, in place, an inv_freq table, each ABI v2 field, each frequency rule, ...), defined once here and used
+// rotary, in place, an inv_freq table, each ABI v2 field, each frequency rule, each ABI v3 call shape, ...), defined once here and used
 // everywhere a feature is named: `gate --supports/--require`, `cases export --supports`, `cases check
 // --require`, the case-set manifest, the verdict's coverage line. docs/gate.md, "Features", lists them.
 //
@@ -43,8 +43,21 @@ enum class Feature : uint8_t {
   rule_yarn,
   rule_longrope,
   rule_llama3,
+  // ABI v3
+  inverse,
+  table_cos_sin_2,
+  table_cos_sin_cat,
+  table_cos_sin_full,
+  table_angle,
+  tensor_form,
+  strides,
+  q_and_k,
+  batched,
+  varlen,
+  implicit_positions,
+  int32_positions,
 };
-inline constexpr size_t kFeatureCount = size_t(Feature::rule_llama3) + 1;
+inline constexpr size_t kFeatureCount = size_t(Feature::int32_positions) + 1;
 
 struct FeatureInfo {
   Feature feature;
@@ -109,7 +122,10 @@ struct Coverage {
   int64_t min_position = 0, max_position = 0;
   uint64_t model_sent = 0, model_accepted = 0;  // calls in the model's configuration (with a model)
   // One call: its features, whether it was accepted, and (with a model) whether it is in its configuration.
-  void add(const RopeCase& c, bool in_place, bool accepted, const RopeCase* model = nullptr);
+  // `as_sent`: the call as it was made when the harness changed how c is passed (a table it built for a kernel
+  // that takes tables only): c's features and positions are counted, with as_sent's ABI v3 features.
+  void add(const RopeCase& c, bool in_place, bool accepted, const RopeCase* model = nullptr,
+           const RopeCase* as_sent = nullptr);
   const FeatureTally& of(Feature f) const { return features[size_t(f)]; }
 };
 

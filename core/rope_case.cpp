@@ -328,7 +328,6 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
       a.freq_rule = &abi_rule;
     }
   }
-#ifdef ROPECHECK_ABI_DRAFT_V3
   if (a.abi_version >= 3) {
     a.direction = direction == Direction::inverse ? RC_INVERSE : RC_FORWARD;
     if (table) {
@@ -376,7 +375,6 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
       }
     }
   }
-#endif
   return a;
 }
 

@@ -20,7 +20,7 @@ namespace ropecheck {
 // Raw storage of n elements of a dtype.
 using Bytes = std::vector<unsigned char>;
 
-// ABI v3 (draft: include/ropecheck/kernel_abi.h (ROPECHECK_ABI_DRAFT_V3)): the direction of the rotation, and cos/sin given by the caller.
+// ABI v3 (include/ropecheck/kernel_abi.h): the direction of the rotation, and cos/sin given by the caller.
 enum class Direction : uint8_t {
   forward,  // out pair i = af e^{+j phi_i} z_i
   inverse,  // out pair i = af e^{-j phi_i} z_i (the attention factor kept: inverse(forward(x)) = af^2 x)
@@ -35,12 +35,10 @@ enum class TableKind : uint8_t {
 };
 std::string_view to_string(TableKind k);
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 // The DLPack dtype of a storage type (f32, f16: float; bf16: bfloat), as the v3 draft's tensors carry it.
 inline rc_dl_dtype dl_dtype_of(Dtype d) {
   return {uint8_t(d == Dtype::bf16 ? RC_DL_BFLOAT : RC_DL_FLOAT), uint8_t(8 * dtype_size(d)), 1};
 }
-#endif
 
 // A table the caller gives the kernel, in its canonical form: one value per (row, pair); row r is position r.
 // The kind and dtype say how the harness lays it out for the kernel; the values are exactly values of the

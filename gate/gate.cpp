@@ -154,9 +154,11 @@ class Gate {
   }
 
   // A call a row makes, counted in the run's coverage (reruns for shrinking and diagnosis are not).
-  CallResult counted_call(const RopeCase& c, bool in_place) {
+  // `asked`: the case the row asked for, when the call made is another form of it (table_call).
+  CallResult counted_call(const RopeCase& c, bool in_place, const RopeCase* asked = nullptr) {
     CallResult r = call(c, in_place);
-    res_.coverage.add(c, in_place, r.status != CallStatus::declined, model());
+    if (asked) res_.coverage.add(*asked, in_place, r.status != CallStatus::declined, model(), &c);
+    else res_.coverage.add(c, in_place, r.status != CallStatus::declined, model());
     return r;
   }
 
@@ -213,19 +215,34 @@ class Gate {
   // in_bias: the call's pairs join the radial bias check (docs/gate.md). The repeat row's 300 copies of one
   // case are not independent clusters, and the large row's prefill would outweigh every other row's pairs:
   // both stay out of it (their pairs are in the error decomposition all the same).
-  Outcome run_case(CheckRow& r, const RopeCase& c, bool in_place, bool in_bias = true) {
+  Outcome run_case(CheckRow& r, const RopeCase& asked, bool in_place, bool in_bias = true) {
     Outcome o;
     if (aborted_) return o;
     if (over_budget()) {
       ++not_run_[r.name];
       return o;
     }
+    // A kernel that takes tables only gets the case with a table the gate builds (docs/gate.md, "Kernels that
+    // take tables").
+    std::optional<RopeCase> given;
+    if (host_.abi().tables_only && !asked.table) {
+      std::string why;
+      given = table_call(asked, &why);
+      if (!given) {
+        ++r.not_sent["the kernel takes tables only and " + why];
+        return o;
+      }
+    } else if (host_.abi().tables_only && host_.abi().tensor_form_only && !asked.tensor) {
+      given = asked;  // a table case of the legacy form, to a kernel that took the tensor form only
+      given->tensor = TensorCall{};
+    }
+    const RopeCase& c = given ? *given : asked;
     if (const std::string why = why_not_sent(c, in_place); !why.empty()) {
       ++r.not_sent[why];
       return o;
     }
     const Criteria cr = criteria(c);
-    o.call = counted_call(c, in_place);
+    o.call = counted_call(c, in_place, given ? &asked : nullptr);
     ++res_.calls;
     if (o.call.status == CallStatus::ok) ++ok_calls_;
     o.v = judge_call(c, in_place, opt_.angle_model, cr, o.call);
@@ -246,6 +263,43 @@ class Gate {
       progress("the kernel hung twice: the remaining cases are not run");
     }
     return o;
+  }
+
+  // The case as a kernel that takes tables only is called (AbiVersions::tables_only): its cos/sin given as a
+  // table the gate builds under the contract's clauses -- in the call's dtype or f32 as the kernel took them, by
+  // the conventional f32 pipeline under angles=f32 (else correctly rounded) --
+  // of the kinds the kernel took in turn, in the tensor form when it took only that. nullopt (*why) when a table
+  // cannot express the case.
+  std::optional<RopeCase> table_call(const RopeCase& c, std::string* why) {
+    const AbiVersions& abi = host_.abi();
+    std::vector<TableKind> kinds;
+    for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+      if (abi.takes_table(k)) kinds.push_back(k);
+    if (kinds.empty()) return std::nullopt;
+    const TableKind k = kinds[table_turn_++ % kinds.size()];
+    // A kernel that took a table of its call's dtype (vLLM, ONNX Runtime) gets one, unless it took f32 tables too
+    // and the contract says cos and sin are f32; otherwise f32.
+    const bool f32_taken = abi.table_dtypes[size_t(k)] >> unsigned(Dtype::f32) & 1u;
+    const Dtype td = c.dtype != Dtype::f32 && abi.table_in_call_dtype[size_t(k)] &&
+                             !(f32_taken && opt_.contract.cos_sin == Dtype::f32)
+                         ? c.dtype
+                         : Dtype::f32;
+    const TablePipeline p = opt_.contract.angles == Contract::Angles::f32 || opt_.angle_model != AngleModel::exact
+                                ? TablePipeline::conventional_f32
+                                : TablePipeline::correctly_rounded;
+    std::string w;
+    std::optional<RopeCase> t;
+    try {
+      t = with_given_table(c, k, td, p, &w);
+    } catch (const std::exception& e) {  // (an angle field the table builder cannot evaluate: the case says why)
+      w = e.what();
+    }
+    if (!t) {
+      if (why) *why = "a table cannot express this case (" + w + ")";
+      return std::nullopt;
+    }
+    if (abi.tensor_form_only && !t->tensor) t->tensor = TensorCall{};
+    return t;
   }
 
   // The probes found no ABI version the kernel speaks, and no call made since returned RC_OK.
@@ -294,7 +348,7 @@ class Gate {
   void run_matrix();
   void run_specials();
   void run_long_positions();
-  void run_v2_features();
+  void run_feature_rows(int version);  // the "v2: ..." (2) or "v3: ..." (3) rows
   void run_properties();
   void run_sequences();
   void run_repeat();
@@ -320,6 +374,7 @@ class Gate {
   std::vector<std::string> budget_cuts_;     // what the budget cut besides calls (random phase, shrinking, ...)
   int hangs_ = 0;
   uint64_t ok_calls_ = 0;  // calls of run_case that returned RC_OK
+  uint64_t table_turn_ = 0;  // table_call: whose turn among the table kinds the kernel takes
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
   KernelHost host_;
   HostHandle property_handle_;  // the kernel host as the property engine's kernel
@@ -328,6 +383,7 @@ class Gate {
 
 void Gate::shrink(CheckRow& r) {
   if (!r.smallest || aborted_ || !r.smallest->property.empty()) return;  // a property is not one call
+  if (r.smallest->c.tensor) return;  // (a tensor-form call's k and sequences are not sliced: shown as it failed)
   CaseRecord best = *r.smallest;
   if (r.smallest_fault == "hang") return;  // a hang costs a timeout per try
   bool cut = false;
@@ -451,15 +507,16 @@ void Gate::run_matrix() {
     }
 }
 
-void Gate::run_v2_features() {
+void Gate::run_feature_rows(int version) {
   if (opt_.model) return;  // a model's run tests that model's configuration: every row already carries its features
-  // One row per ABI v2 feature, over every accepted dtype x layout. Declining is fine (a v1 kernel declines
+  // One row per ABI v2 (v3) feature, over every accepted dtype x layout. Declining is fine (a v1 kernel declines
   // every v2 call); the row says which cases were declined.
   std::map<std::string, std::vector<std::string>> declined;
   std::vector<std::string> order;
   for (const auto& [d, l] : accepted_combos_)
-    for (const V2Case& v : v2_feature_cases(d, l, opt_.max_position, opt_.seed)) {
-      const std::string name = "v2: " + v.feature;
+    for (const V2Case& v : version == 2 ? v2_feature_cases(d, l, opt_.max_position, opt_.seed)
+                                        : v3_feature_cases(d, l, opt_.max_position, opt_.seed)) {
+      const std::string name = fmt::format("v{}: {}", version, v.feature);
       if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
       CheckRow& r = row(name, row_what(name, opt_.contract));
       const uint64_t before = r.declined;
@@ -472,7 +529,7 @@ void Gate::run_v2_features() {
   for (const std::string& name : order) {
     CheckRow& r = row(name, row_what(name, opt_.contract));
     if (!r.ran && r.declined > 0 && !aborted_)
-      r.note = "declined (RC_UNSUPPORTED): the kernel does not implement this ABI v2 feature";
+      r.note = fmt::format("declined (RC_UNSUPPORTED): the kernel does not implement this ABI v{} feature", version);
     else if (r.declined > 0)
       r.note = fmt::format("declined: {}", fmt::join(declined[name], "; "));
   }
@@ -881,8 +938,11 @@ GateResult Gate::run() {
     run_long_positions();
     charge("long positions");
     progress("ABI v2 features");
-    run_v2_features();
+    run_feature_rows(2);
     charge("v2");
+    progress("ABI v3 call shapes");
+    run_feature_rows(3);
+    charge("v3");
     progress("properties");
     run_properties();
     progress("sequences of calls in one process");

@@ -238,6 +238,10 @@ struct V2Case {
   bool in_place = false;
 };
 std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
+// ABI v3 call shapes, one group per row (inverse, tables, strides, q and k, sequences, int32 positions): the
+// same form as the v2 rows'. Tables are built correctly rounded (in f32 and in the case's dtype; the angle
+// kind f32); deterministic in the seed. A kernel may decline any of them.
+std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
 // The sequence row's calls: a base case and variants (base, rotary_dim, head_dim, scale, table, every other
 // accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back. With a model only the
 // dtype x layout variants (the model fixes the rest).

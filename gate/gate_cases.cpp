@@ -2,6 +2,7 @@
 // the seed; `cases export` writes the same). docs/gate.md, "Rows".
 #include "gate/gate.hpp"
 #include "reference/frequency_rules.hpp"
+#include "reference/reference.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -251,6 +252,151 @@ std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, ui
     c.freq_rule = y;
     c.attention_factor = rule_factor(c);
     add("combined", "yarn 40 on a rope slice at offset 128 (DeepSeek-V3)", c);
+  }
+  return out;
+}
+
+std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed) {
+  Rng rng(seed * 0xbf58476d1ce4e5b9ull + uint64_t(d) * 16 + uint64_t(l) + 13);
+  std::vector<V2Case> out;
+  auto make = [&](uint32_t hd, uint32_t rd, uint32_t heads, size_t tokens) {
+    RopeCase c;
+    c.dtype = d;
+    c.layout = l;
+    c.head_dim = hd;
+    c.rotary_dim = rd;
+    c.n_heads = heads;
+    c.base = 10000.0;
+    c.positions = position_mix(rng, max_position, tokens);
+    return c;
+  };
+  auto k_values = [&](RopeCase& c) {
+    TensorCall& tc = *c.tensor;
+    tc.k_input.assign(c.n_tokens() * tc.k_heads * c.head_dim * dtype_size(d), 0);
+    for (size_t k = 0; k < c.n_tokens() * tc.k_heads * c.head_dim; ++k)
+      store_f32(d, tc.k_input.data(), k, random_value(rng, d));
+  };
+  auto add = [&](const char* feature, std::string what, RopeCase c, bool in_place = false) {
+    fill_random(c, rng);
+    if (c.tensor) k_values(c);
+    out.push_back({feature, std::move(what), std::move(c), in_place});
+  };
+  auto table = [&](const RopeCase& c, TableKind k, Dtype td) {
+    return *with_given_table(c, k, td, TablePipeline::correctly_rounded);
+  };
+  // Implicit positions: token s of sequence b at s + offsets[b] (sequences of `lengths`).
+  auto implicit = [&](RopeCase& c, const std::vector<int64_t>& lengths, bool offsets) {
+    TensorCall& tc = *c.tensor;
+    tc.pos = PositionForm::implicit;
+    c.positions.clear();
+    for (size_t b = 0; b < lengths.size(); ++b) {
+      const int64_t o = offsets ? std::min<int64_t>(max_position - lengths[b], int64_t(rng() % 5000)) : 0;
+      if (offsets) tc.seq_offsets.push_back(std::max<int64_t>(o, 0));
+      for (int64_t s = 0; s < lengths[b]; ++s) c.positions.push_back(s + (offsets ? tc.seq_offsets.back() : 0));
+    }
+  };
+
+  // The inverse rotation (a backward kernel), with an attention factor it keeps, on a partial head.
+  {
+    RopeCase c = make(64, 64, 2, 6);
+    c.direction = Direction::inverse;
+    add("inverse", "inverse, head_dim 64", c);
+    RopeCase a = make(80, 48, 3, 5);
+    a.direction = Direction::inverse;
+    a.attention_factor = 1.1386294361119891;
+    add("inverse", "inverse, attention_factor 0.1 ln 4 + 1 (kept), partial rotary, in place", a, true);
+  }
+  // Caller-given tables of each kind: f32, and the data's own type (vLLM's cache follows the model's dtype).
+  {
+    add("tables", "cos/sin tables [P][R/2], f32 (FlashAttention, ONNX Runtime)",
+        table(make(64, 64, 2, 6), TableKind::cos_sin_2, Dtype::f32));
+    add("tables", "one cos|sin table [P][R] in the data's type (vLLM)",
+        table(make(128, 128, 2, 5), TableKind::cos_sin_cat, d), true);
+    add("tables", "full-width cos and sin tables [P][R], f32, partial rotary (Hugging Face, Liger)",
+        table(make(96, 64, 2, 5), TableKind::cos_sin_full, Dtype::f32));
+    add("tables", "an f32 angle table [P][R] (TransformerEngine)", table(make(64, 64, 2, 5), TableKind::angle, Dtype::f32));
+    RopeCase inv = table(make(64, 32, 2, 5), TableKind::cos_sin_2, d);
+    inv.direction = Direction::inverse;
+    add("tables", "cos/sin tables in the data's type, inverse (FlashAttention's conjugate)", inv);
+  }
+  // Strides: rows and heads apart in input and output (a fused qkv buffer's slice), out of place and in place.
+  {
+    RopeCase c = make(64, 64, 4, 5);
+    c.tensor = TensorCall{};
+    c.tensor->pad[0][0] = 3;   // q: heads 3 elements apart beyond head_dim
+    c.tensor->pad[0][1] = 64;  // q: tokens 64 more apart
+    c.tensor->pad[1][1] = 7;   // q_out: its own token stride
+    add("strides", "q's heads and tokens apart, q_out's tokens apart (a fused qkv slice)", c);
+    RopeCase ip = make(128, 64, 2, 4);
+    ip.tensor = TensorCall{};
+    ip.tensor->pad[0][0] = 128;
+    ip.tensor->pad[0][1] = 256;
+    add("strides", "in place on a strided slice, partial rotary", ip, true);
+    RopeCase i32 = make(64, 64, 2, 5);  // (kernels that take int32 positions only: ggml)
+    i32.tensor = TensorCall{};
+    i32.tensor->pos = PositionForm::int32;
+    i32.tensor->pad[0][1] = 32;
+    i32.tensor->pad[1][0] = 4;
+    add("strides", "q's tokens apart, q_out's heads apart, int32 positions", i32);
+  }
+  // q and k in one call, their own head counts (GQA 4:1, MQA 8:1), k strided.
+  {
+    RopeCase g = make(64, 64, 4, 5);
+    g.tensor = TensorCall{};
+    g.tensor->k_heads = 1;
+    g.tensor->pad[2][1] = 64;
+    add("q and k", "q 4 heads, k 1 head (GQA), k's tokens apart", g);
+    RopeCase m = make(128, 128, 8, 3);
+    m.tensor = TensorCall{};
+    m.tensor->k_heads = 2;
+    m.tensor->pad[2][0] = 8;  // k's heads 8 elements apart beyond head_dim: not q's head stride
+    add("q and k", "q 8 heads, k 2 heads 8 elements apart, in place", m, true);
+    // Compact (vLLM's CPU kernel: heads head_dim apart, in place), and int32 positions (ggml).
+    RopeCase v = make(64, 64, 4, 4);
+    v.tensor = TensorCall{};
+    v.tensor->k_heads = 2;
+    add("q and k", "q 4 heads, k 2 heads, compact, in place", v, true);
+    RopeCase i = make(64, 64, 4, 4);
+    i.tensor = TensorCall{};
+    i.tensor->k_heads = 2;
+    i.tensor->pos = PositionForm::int32;
+    i.tensor->pad[2][0] = 4;
+    add("q and k", "q 4 heads, k 2 heads 4 elements apart, int32 positions", i);
+  }
+  // Sequences: varlen with a length-1 and an empty sequence, implicit positions; a batch of rank 4.
+  {
+    RopeCase v = make(64, 64, 2, 1);
+    v.tensor = TensorCall{};
+    v.tensor->cu_seqlens = {0, 3, 4, 4, 7};
+    implicit(v, {3, 1, 0, 3}, true);
+    add("sequences", "varlen cu_seqlens {0, 3, 4, 4, 7} (a length-1 and an empty sequence), implicit positions with "
+        "offsets per sequence", v);
+    RopeCase b = make(64, 32, 2, 1);
+    b.tensor = TensorCall{};
+    b.tensor->rank = 4;
+    b.tensor->batch = 3;
+    implicit(b, {2, 2, 2}, true);
+    add("sequences", "rank 4: 3 sequences of 2 tokens, implicit positions with offsets, partial rotary", b);
+    RopeCase e = make(64, 64, 2, 6);
+    e.tensor = TensorCall{};
+    e.tensor->rank = 4;
+    e.tensor->batch = 2;
+    e.tensor->k_heads = 1;
+    add("sequences", "rank 4: 2 sequences of 3 tokens, explicit positions, with k", e);
+  }
+  // int32 positions and indices (ggml, TransformerEngine, MLX, FlashInfer).
+  {
+    RopeCase p = make(64, 64, 2, 6);
+    for (int64_t& m : p.positions) m = std::min<int64_t>(m, INT32_MAX);
+    p.tensor = TensorCall{};
+    p.tensor->pos = PositionForm::int32;
+    add("int32 positions", "explicit int32 positions", p);
+    RopeCase v = make(64, 64, 2, 1);
+    v.tensor = TensorCall{};
+    v.tensor->cu_seqlens = {0, 2, 5};
+    v.tensor->index_int32 = true;
+    implicit(v, {2, 3}, true);
+    add("int32 positions", "int32 cu_seqlens and seq_offsets, implicit positions", v);
   }
   return out;
 }

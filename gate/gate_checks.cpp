@@ -130,6 +130,22 @@ std::string row_what(const std::string& name, const Contract& contract) {
     return "ABI v2: theta from the rule descriptor (linear, ntk, dynamic, yarn x4 and x32, llama3, longrope short and "
            "long), judged against the rule's exact table";
   if (name == "v2: combined") return "ABI v2: yarn x40 with its attention factor on a slice at offset 128 (DeepSeek-V3)";
+  if (name == "v3: inverse")
+    return "ABI v3: the inverse rotation (backward), with an attention factor it keeps, partial rotary, in place";
+  if (name == "v3: tables")
+    return "ABI v3: cos/sin given by the caller, each table kind (two [P][R/2], one [P][R], two full-width, f32 "
+           "angles) in f32 and the data's type, rows in the opposite order to the positions; judged against the "
+           "table as given";
+  if (name == "v3: strides")
+    return "ABI v3: the tensor form with heads and tokens apart in q and q_out (gaps that must stay untouched), in "
+           "place and out of place, int64 and int32 positions";
+  if (name == "v3: q and k")
+    return "ABI v3: q and k in one call with their own head counts (GQA 4:1, 8:2, 4:2), k's tokens or heads apart, "
+           "compact, in place, int32 positions";
+  if (name == "v3: sequences")
+    return "ABI v3: varlen cu_seqlens (a length-1 and an empty sequence), implicit positions with per-sequence "
+           "offsets, rank 4 batches";
+  if (name == "v3: int32 positions") return "ABI v3: int32 positions, cu_seqlens and seq_offsets";
   if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
   if (name == "long positions")
     return "positions past the other rows': f32-inexact ones below 2^31, then beyond int32 (2^31, 2^32 + 1, ... up "

@@ -768,11 +768,11 @@ const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const
   po.output_dir.clear();  // the probes' output stays out of the run's capture files
   KernelHost probe(src_, po);
   abi_ = negotiate_abi(
-      [&](const RopeCase& c, uint32_t version) {
+      [&](const RopeCase& c, uint32_t version, bool in_place) {
         AbiProbe p;
         CallResult r;
         try {
-          r = probe.call_at(c, false, timeout_seconds, version);
+          r = probe.call_at(c, in_place, timeout_seconds, version);
         } catch (const LoadError& e) {
           r.status = CallStatus::crashed;
           r.host_error = e.what();

@@ -14,7 +14,6 @@
 
 namespace ropecheck {
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 
 struct GivenTable {
   const char* base[2] = {nullptr, nullptr};  // the first element of table and table2
@@ -90,6 +89,5 @@ inline bool given_row(const rc_rope_args* a, const GivenTable& g, uint64_t t, do
   return any;
 }
 
-#endif
 
 }  // namespace ropecheck

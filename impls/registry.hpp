@@ -47,14 +47,15 @@ extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* a);
 // formed, RC_UNSUPPORTED for an abi_version outside 1..ROPECHECK_ABI_VERSION, 2 (an error) otherwise.
 // A v3 call in the tensor form passes with its tensors unchecked: a kernel that takes the tensor form
 // checks them (impls/tensor_form.hpp), one that does not declines it.
-// `newest`: the newest version the kernel takes (the scalar kernel: the v3 draft's legacy form).
-int check_kernel_args(const rc_rope_args* a, uint32_t newest = ROPECHECK_ABI_VERSION);
+// `newest`: the newest version the kernel takes (each built-in kernel names its own: scalar and the SIMD
+// targets 3; conventional-fp32 3, declining every v3 feature).
+int check_kernel_args(const rc_rope_args* a, uint32_t newest);
 // The call a built-in kernel computes: n is a copy of *a with every field added after a's abi_version at its
 // neutral value (of a v1 call only the v1 fields are read: a v1 caller's struct ends at `out`), and the zeros
 // a v1-style caller leaves in the fields v2 added (a zero-initialised struct, abi_version set to the header's
 // ROPECHECK_ABI_VERSION) read as neutral: n_pos_axes 0 is one axis, attention_factor 0 is 1 (a zero in a field
 // a version adds means "as before"; docs/gate.md, "ABI versions"). Returns check_kernel_args(&n).
-int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n, uint32_t newest = ROPECHECK_ABI_VERSION);
+int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n, uint32_t newest);
 
 // Hook for implementation families compiled elsewhere (SIMD targets).
 void add_simd_implementations(std::vector<Implementation>& out);

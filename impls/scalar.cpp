@@ -71,7 +71,7 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
 
 extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
   rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
-  if (int rc = normalize_kernel_args(call, n, ROPECHECK_ABI_DRAFT_VERSION); rc != RC_OK) return rc;
+  if (int rc = normalize_kernel_args(call, n, 3); rc != RC_OK) return rc;
   if (n.abi_version >= 3 && n.q.data) return apply_tensor_form(n, &ropecheck_scalar_rope);
   const rc_rope_args* a = &n;
   const uint32_t npairs = a->rotary_dim / 2;
@@ -106,12 +106,16 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
 
 extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* call) {
   rc_rope_args n;
-  if (int rc = normalize_kernel_args(call, n); rc != RC_OK) return rc;
+  if (int rc = normalize_kernel_args(call, n, 3); rc != RC_OK) return rc;
   const rc_rope_args* a = &n;
   // Of ABI v2 it implements negative positions only: a rotated slice at an offset, position axes, an attention
-  // factor or a frequency rule is declined (it would otherwise be ignored).
+  // factor or a frequency rule is declined (it would otherwise be ignored). Of v3 nothing: the inverse, a table
+  // or the tensor form is declined (a v3 call with every v3 field neutral, as a caller that zero-initialises the
+  // struct and writes the header's ROPECHECK_ABI_VERSION sends, is the v1 call it always was).
   if (a->abi_version >= 2 && (a->rotary_offset != 0 || a->n_pos_axes != 1 || a->pair_axis ||
                               a->attention_factor != 1.0 || a->freq_rule))
+    return RC_UNSUPPORTED;
+  if (a->abi_version >= 3 && (a->direction != RC_FORWARD || a->table_kind != RC_TABLE_NONE || a->q.data))
     return RC_UNSUPPORTED;
   const uint32_t npairs = a->rotary_dim / 2;
   std::vector<float> inv(npairs);

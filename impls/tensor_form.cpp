@@ -4,7 +4,6 @@
 
 namespace ropecheck {
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 
 namespace {
 
@@ -232,6 +231,5 @@ int apply_tensor_form(const rc_rope_args& n, rc_rope_apply_fn legacy) {
   return RC_OK;
 }
 
-#endif
 
 }  // namespace ropecheck

@@ -22,7 +22,6 @@
 
 namespace ropecheck {
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 
 // `n`: a normalised v3 call in the tensor form (impls/registry.hpp, normalize_kernel_args). `legacy`: the
 // kernel's entry point, which computes legacy-form v3 calls. Returns RC_OK, RC_UNSUPPORTED or 2.
@@ -33,6 +32,5 @@ int apply_tensor_form(const rc_rope_args& n, rc_rope_apply_fn legacy);
 // RC_OK, or 2 when the call's tensors are malformed or a position does not fit in int64 (implicit ones).
 int tensor_form_positions(const rc_rope_args& n, std::vector<int64_t>& positions);
 
-#endif
 
 }  // namespace ropecheck

@@ -17,7 +17,7 @@ uint32_t sign_mask(Dtype d) { return d == Dtype::f32 ? 0x80000000u : 0x8000u; }
 // Run scalar on a modified copy of the call; write its result to a->out.
 template <typename EditCase>
 int scalar_on(const rc_rope_args* a, EditCase edit) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  if (int rc = check_kernel_args(a, 2); rc != RC_OK) return rc;
   RopeCase c = case_from_args(*a);
   edit(c);
   Bytes out(c.n_bytes());
@@ -40,7 +40,7 @@ void for_rotary(const RopeCase& c, F f) {  // f(element index, is first of its p
 
 // Rotates the wrong way: R_{-theta} x = conj(R_theta conj(x)).
 int mutant_conjugate(const rc_rope_args* a) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  if (int rc = check_kernel_args(a, 2); rc != RC_OK) return rc;
   RopeCase c = case_from_args(*a);
   const Dtype d = c.dtype;
   for_rotary(c, [&](size_t k, bool first) {
@@ -134,7 +134,7 @@ int mutant_nan_to_zero(const rc_rope_args* a) {
 
 // Does not copy pass-through dims out of place (leaves what out held).
 int mutant_no_pass_through_copy(const rc_rope_args* a) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  if (int rc = check_kernel_args(a, 2); rc != RC_OK) return rc;
   const size_t n = size_t(a->n_tokens) * a->n_heads * a->head_dim * dtype_size(Dtype(a->dtype));
   const Bytes before(static_cast<const unsigned char*>(a->out), static_cast<const unsigned char*>(a->out) + n);
   if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;

@@ -915,8 +915,17 @@ void cos_sin_f32(double a, float& cs, float& sn) {
 }  // namespace
 
 CosSinTable build_table(const RopeCase& c, TableKind kind, Dtype dtype, size_t rows, TablePipeline p) {
+  std::vector<int64_t> row_positions(rows);
+  for (size_t r = 0; r < rows; ++r) row_positions[r] = int64_t(r);
+  return build_table_rows(c, kind, dtype, row_positions, p);
+}
+
+CosSinTable build_table_rows(const RopeCase& c, TableKind kind, Dtype dtype, const std::vector<int64_t>& row_positions,
+                             TablePipeline p) {
   if (c.table) throw std::invalid_argument("build_table: the case already has a table");
-  RopeCase probe = c;  // validate the angle fields with positions inside the rows
+  const size_t rows = row_positions.size();
+  RopeCase probe = c;  // validate the angle fields with positions inside the rows (how the call is passed aside)
+  probe.tensor.reset();
   probe.positions.assign(probe.n_pos_axes, 0);
   probe.input.assign(probe.n_bytes(), 0);
   if (std::string why = probe.validate(); !why.empty()) throw std::invalid_argument("build_table: " + why);
@@ -932,7 +941,7 @@ CosSinTable build_table(const RopeCase& c, TableKind kind, Dtype dtype, size_t r
   const Fmt fd = fmt_of(t.dtype);
   for (size_t r = 0; r < rows; ++r)
     for (uint32_t i = 0; i < np; ++i) {
-      const int64_t m = int64_t(r);
+      const int64_t m = row_positions[r];
       if (p == TablePipeline::conventional_f32) {
         const float a = fp32_model_angle(c, i, m);
         if (kind == TableKind::angle) {
@@ -980,6 +989,96 @@ CosSinTable build_table(const RopeCase& c, TableKind kind, Dtype dtype, size_t r
                                    std::to_string(r) + " of " + c.summary());
       }
     }
+  return t;
+}
+
+std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtype dtype, TablePipeline p,
+                                         std::string* why) {
+  auto no = [&](const char* w) {
+    if (why) *why = w;
+    return std::nullopt;
+  };
+  if (c.table) return no("the case has a table already");
+  if (c.n_pos_axes != 1 || !c.pair_axis.empty()) return no("a table has one row per position: one position axis only");
+  if (c.tensor && c.tensor->pos == PositionForm::implicit) {
+    // Implicit positions (token s of sequence b at s + seq_offsets[b]) stay implicit: each sequence gets an offset
+    // of its own into the table, the sequences' rows in the opposite order to the sequences, one row of another
+    // position between them, the table ending with a row the call reads; without offsets (every sequence from 0)
+    // the rows are the positions themselves.
+    const TensorCall& tc = *c.tensor;
+    const uint64_t T = c.n_tokens();
+    std::vector<uint64_t> start, len;  // each sequence's first token and length
+    if (tc.rank == 4) {
+      for (uint64_t b = 0; b < tc.batch; ++b) {
+        start.push_back(b * (T / tc.batch));
+        len.push_back(T / tc.batch);
+      }
+    } else if (!tc.cu_seqlens.empty()) {
+      for (size_t b = 0; b + 1 < tc.cu_seqlens.size(); ++b) {
+        start.push_back(uint64_t(tc.cu_seqlens[b]));
+        len.push_back(uint64_t(tc.cu_seqlens[b + 1] - tc.cu_seqlens[b]));
+      }
+    } else {
+      start.push_back(0);
+      len.push_back(T);
+    }
+    RopeCase t = c;
+    std::vector<int64_t> row_positions;
+    if (tc.seq_offsets.empty()) {
+      uint64_t longest = 0;
+      for (uint64_t n : len) longest = std::max(longest, n);
+      for (uint64_t r = 0; r < std::max<uint64_t>(longest, 1); ++r) row_positions.push_back(int64_t(r));
+    } else {
+      std::vector<int64_t> offsets(start.size());
+      row_positions.push_back(c.positions.empty() ? 0 : c.positions.front());  // row 0: a real row, misplaced
+      for (size_t b = start.size(); b-- > 0;) {
+        offsets[b] = int64_t(row_positions.size());
+        for (uint64_t k = 0; k < len[b]; ++k) row_positions.push_back(tc.seq_offsets[b] + int64_t(k));
+        if (b > 0 || len[b] == 0)  // the row past the sequence's last (the table ends with sequence 0's last row)
+          row_positions.push_back(tc.seq_offsets[b] + int64_t(len[b]));
+      }
+      for (size_t b = 0; b < start.size(); ++b)
+        for (uint64_t k = 0; k < len[b]; ++k) t.positions[start[b] + k] = offsets[b] + int64_t(k);
+      t.tensor->seq_offsets = offsets;
+    }
+    t.table = build_table_rows(c, kind, dtype, row_positions, p);
+    t.base = 10000.0;
+    t.position_scale = 1.0;
+    t.inv_freq.clear();
+    t.freq_rule.reset();
+    t.rule_seq_len = 0;
+    if (kind != TableKind::angle) t.attention_factor = 1.0;
+    return t;
+  }
+  // The distinct positions, ascending; position p_k gets row 2(n-1-k)+1 (descending odd rows), so that rows and
+  // positions run in opposite directions and a kernel that indexes the table by anything but the position (the
+  // token, the position's low bits, the row before) reads another position's values. Each even row 2j repeats
+  // the row of p_{j mod n}: a real row in the wrong place. The last row is p_0's: a row the call reads ends
+  // where the table ends (the kernel host places it flush against a guard page in some calls, so a read past
+  // a row's end faults).
+  std::vector<int64_t> distinct = c.positions;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const size_t n = distinct.size();
+  std::vector<int64_t> own(n);  // own[k]: the row of distinct[k]
+  std::vector<int64_t> row_positions(2 * n);
+  for (size_t k = 0; k < n; ++k) {
+    own[k] = int64_t(2 * (n - 1 - k) + 1);
+    row_positions[size_t(own[k])] = distinct[k];
+  }
+  for (size_t j = 0; j < n; ++j) row_positions[2 * j] = distinct[j % n];
+  RopeCase t = c;
+  t.table = build_table_rows(c, kind, dtype, row_positions, p);
+  for (int64_t& m : t.positions)
+    m = own[size_t(std::lower_bound(distinct.begin(), distinct.end(), m) - distinct.begin())];
+  // The angle fields a table replaces take their neutral values; the attention factor is in a cos/sin table's
+  // values (an angle table leaves it to the kernel).
+  t.base = 10000.0;
+  t.position_scale = 1.0;
+  t.inv_freq.clear();
+  t.freq_rule.reset();
+  t.rule_seq_len = 0;
+  if (kind != TableKind::angle) t.attention_factor = 1.0;
   return t;
 }
 

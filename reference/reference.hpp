@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -92,6 +93,18 @@ std::string_view to_string(TablePipeline p);
 // attention factor of `c` (its base, scale, inv_freq or rule; c has no table itself). Throws
 // std::invalid_argument when c is malformed or has a table.
 CosSinTable build_table(const RopeCase& c, TableKind kind, Dtype dtype, size_t rows, TablePipeline p);
+// The same with row r holding the values of position row_positions[r].
+CosSinTable build_table_rows(const RopeCase& c, TableKind kind, Dtype dtype, const std::vector<int64_t>& row_positions,
+                             TablePipeline p);
+
+// The call of `c` (no table, one position axis) as a kernel that takes caller-given tables is called: the same
+// rotation, its cos and sin (times the attention factor) or its angles given as a table of `kind` in `dtype`
+// built by `p`, its positions now indices of the table's rows (each distinct position a row of its own, the rows
+// in the opposite order to the positions, other rows real rows of other positions). The kernel's output is
+// judged against the table as given (its arithmetic); the table's own error is the pipeline's, by construction.
+// nullopt (and *why) when a table cannot express the call (several position axes).
+std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtype dtype, TablePipeline p,
+                                         std::string* why = nullptr);
 
 // af cos(phi) and af sin(phi) of pair i at position m of `c` (its angle fields; no table: std::invalid_argument),
 // rounded to double

@@ -36,7 +36,7 @@ TEST(Features, NamesAreReleasedOnceEachLowercaseHyphenated) {
     EXPECT_EQ(size_t(f.feature), k++) << f.name;
     EXPECT_TRUE(std::regex_match(std::string(f.name), shape)) << f.name;
     EXPECT_TRUE(seen.insert(f.name).second) << f.name << " twice";
-    EXPECT_TRUE(f.abi_version == 1 || f.abi_version == 2) << f.name;
+    EXPECT_TRUE(f.abi_version >= 1 && f.abi_version <= 3) << f.name;
     EXPECT_FALSE(f.meaning.empty()) << f.name;
     EXPECT_EQ(parse_feature(f.name), f.feature);
     EXPECT_EQ(to_string(f.feature), f.name);
@@ -44,7 +44,9 @@ TEST(Features, NamesAreReleasedOnceEachLowercaseHyphenated) {
   EXPECT_EQ(FeatureSet::all().text(),
             "f32, f16, bf16, interleaved, half-split, partial-rotary, in-place, inv-freq, position-scale, "
             "positions-beyond-int32, rotary-offset, position-axes, attention-factor, negative-positions, rule-default, "
-            "rule-linear, rule-dynamic, rule-ntk, rule-yarn, rule-longrope, rule-llama3");
+            "rule-linear, rule-dynamic, rule-ntk, rule-yarn, rule-longrope, rule-llama3, inverse, table-cos-sin-2, "
+            "table-cos-sin-cat, table-cos-sin-full, table-angle, tensor-form, strides, q-and-k, batched, varlen, "
+            "implicit-positions, int32-positions");
   EXPECT_EQ(FeatureSet::of_abi_version(1).text(),
             "f32, f16, bf16, interleaved, half-split, partial-rotary, in-place, inv-freq, position-scale, "
             "positions-beyond-int32");

@@ -577,7 +577,7 @@ TEST(SimdKernelsV2, VersionNegotiation) {
       for (const Implementation* impl : simd_impls()) {
         Bytes out(c.n_bytes(), 0);
         rc_rope_args a = c.args(c.input.data(), out.data());
-        a.abi_version = ROPECHECK_ABI_DRAFT_VERSION + 1;  // (3, the v3 draft, is taken: SimdKernelsV3)
+        a.abi_version = ROPECHECK_ABI_VERSION + 1;  // (3 is taken: SimdKernelsV3)
         EXPECT_EQ(impl->fn(&a), RC_UNSUPPORTED) << impl->name;
         a.abi_version = 0;
         EXPECT_EQ(impl->fn(&a), RC_UNSUPPORTED) << impl->name;

@@ -69,7 +69,10 @@ TEST(Coverage, TheVerdictStatesItInItsFirstLines) {
                                                 "\\d+, positions-beyond-int32 \\d+, rotary-offset \\d+, "
                                                 "position-axes \\d+, attention-factor \\d+, negative-positions \\d+, "
                                                 "rule-linear \\d+, rule-dynamic \\d+, rule-ntk \\d+, rule-yarn \\d+, "
-                                                "rule-longrope \\d+, rule-llama3 \\d+$")))
+                                                "rule-longrope \\d+, rule-llama3 \\d+, inverse \\d+, "
+                                                "table-cos-sin-2 \\d+, table-cos-sin-cat \\d+, table-cos-sin-full \\d+, "
+                                                "table-angle \\d+, tensor-form \\d+, strides \\d+, q-and-k \\d+, "
+                                                "batched \\d+, varlen \\d+, implicit-positions \\d+, int32-positions \\d+$")))
       << cov;
   EXPECT_NE(table_row(log, "long positions").find("| pass |"), std::string::npos) << log;
   EXPECT_NE(slurp(d + "/j.xml").find("<property name=\"coverage\" value=\"coverage: "), std::string::npos);

@@ -1,4 +1,4 @@
-/* ropecheck kernel ABI, version 2 (a strict superset of version 1).
+/* ropecheck kernel ABI, version 3 (a strict superset of versions 1 and 2).
  *
  * A RoPE kernel under test exports one C function, rc_rope_apply. ropecheck
  * calls it with a filled rc_rope_args and judges the output against its exact
@@ -10,8 +10,8 @@
  * Versions. ROPECHECK_ABI_VERSION is the newest version this header
  * describes, not the version a kernel implements: compare abi_version with
  * your own literal,
- *     if (a->abi_version < 1 || a->abi_version > 2) return RC_UNSUPPORTED;
- * (2: the newest version your kernel implements).
+ *     if (a->abi_version < 1 || a->abi_version > 3) return RC_UNSUPPORTED;
+ * (3: the newest version your kernel implements).
  *  - ropecheck never calls a kernel at a version it does not speak. Before
  *    the first real call it makes the simplest neutral call (one token at
  *    position 1, every field after `out` neutral) at each version 1..newest
@@ -33,19 +33,19 @@
  *    for any feature it does not implement (e.g. a non-NULL freq_rule when it
  *    only takes tables). Declining is never a failure; a wrong answer is.
  *
- * The DRAFT of version 3 (issue 21; docs/abi-v3/README.md) is in this file
- * too, compiled only where ROPECHECK_ABI_DRAFT_V3 is defined: it is not
- * released (ROPECHECK_ABI_VERSION stays 2 and the gate never calls a kernel
- * at version 3), and its names and fields may still change. Without the
- * macro this header declares exactly what the v2 release did. With it:
+ * Version 3 (docs/abi-v3/README.md, docs/gate.md "ABI v3") adds, after the v2
+ * fields: the direction (the inverse rotation), caller-given cos/sin or angle
+ * tables of four kinds, and the tensor form of the call (DLPack-layout tensors:
+ * strides, q and k with their own head counts, int32 or int64, explicit or
+ * implicit positions, varlen cu_seqlens). From v3 on:
  *  - a call that does not return RC_OK must not have written any output (the
  *    gate reports a declined call that wrote: with an in-place call, a
  *    partial write destroys the caller's input);
  *  - a kernel that takes only caller-given tables (it cannot compute angles)
  *    declines the neutral calls; the gate then probes v3 with the simplest
- *    table call of each table kind (one token at position 1, a 2-row table,
- *    the tensor form): RC_OK there, with the undefined version refused, is
- *    "speaks v3, these table kinds only".
+ *    table call of each table kind (one token at position 1, a 2-row table):
+ *    RC_OK there, with the undefined version refused, is "speaks v3, these
+ *    table kinds only", and the gate gives it its cases with tables.
  *
  * Semantics (v2; v1 is the case rotary_offset = 0, n_pos_axes = 1,
  * pair_axis = NULL, attention_factor = 1, freq_rule = NULL). With R =
@@ -68,12 +68,9 @@
 extern "C" {
 #endif
 
-#define ROPECHECK_ABI_VERSION 2
+#define ROPECHECK_ABI_VERSION 3
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 #include <stddef.h>
-#define ROPECHECK_ABI_DRAFT_VERSION 3  /* the draft's version number (not released) */
-#endif
 
 enum rc_dtype  { RC_F32 = 0, RC_F16 = 1, RC_BF16 = 2 };   /* storage type of in and out */
 enum rc_layout { RC_INTERLEAVED = 0, RC_HALF_SPLIT = 1 };
@@ -105,7 +102,6 @@ typedef struct rc_freq_rule {
   const double *short_factor, *long_factor;    /* longrope: R/2 entries each; otherwise NULL */
 } rc_freq_rule;
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 /* ---- v3 ---------------------------------------------------------------------------------------------- */
 
 /* A tensor as DLPack describes it: the field order, types and sizes of dlpack.h's DLTensor, DLDevice and
@@ -169,7 +165,6 @@ enum rc_direction {
   RC_INVERSE = 1             /* out pair i = af * e^{-j phi_i} * z_i: sin negated, the attention factor KEPT (ggml's
                                 rope_back, FlashAttention's conjugate, vLLM's inverse); inverse(forward(x)) = af^2 x */
 };
-#endif /* ROPECHECK_ABI_DRAFT_V3 */
 
 typedef struct rc_rope_args {
   /* ---- v1 ---- */
@@ -198,7 +193,6 @@ typedef struct rc_rope_args {
   const rc_freq_rule *freq_rule;  /* NULL (neutral): theta from base or inv_freq. Otherwise inv_freq is NULL and
                                      theta_i is the rule's table for base and rotary_dim; the attention factor is
                                      never implied by the rule, only by attention_factor */
-#ifdef ROPECHECK_ABI_DRAFT_V3
   /* ---- v3: read only when abi_version >= 3; zero (and NULL) in each field is the v2 call ---- */
   uint32_t direction;        /* enum rc_direction. neutral RC_FORWARD */
   uint32_t table_kind;       /* enum rc_table_kind. neutral RC_TABLE_NONE. With a table, base, position_scale,
@@ -236,10 +230,8 @@ typedef struct rc_rope_args {
    * q and k (XPos, TransformerEngine's k_freqs), non-unit element strides, device memory, fp8. */
   rc_tensor q, q_out, k, k_out;
   rc_tensor pos, seq_offsets, cu_seqlens;
-#endif /* ROPECHECK_ABI_DRAFT_V3 */
 } rc_rope_args;
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
 /* The DLPack mirror: DLTensor's layout on every ABI DLPack supports (LP64 and ILP32 alike). */
 #if defined(__cplusplus)
 #define RC_STATIC_ASSERT(c, m) static_assert(c, m)
@@ -255,7 +247,6 @@ RC_STATIC_ASSERT(offsetof(rc_tensor, shape) == sizeof(void *) + 16, "DLTensor: s
 RC_STATIC_ASSERT(offsetof(rc_tensor, strides) == 2 * sizeof(void *) + 16, "DLTensor: strides after shape");
 RC_STATIC_ASSERT(offsetof(rc_tensor, byte_offset) == 3 * sizeof(void *) + 16, "DLTensor: byte_offset last");
 #undef RC_STATIC_ASSERT
-#endif /* ROPECHECK_ABI_DRAFT_V3 */
 
 #define RC_OK 0
 #define RC_UNSUPPORTED 1     /* the kernel declines this configuration (or does not know this abi_version) */

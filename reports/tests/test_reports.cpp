@@ -41,7 +41,7 @@ float round_toward_zero(long double x) {
 // RNE stores), with cos and sin rounded to f32 by Round instead of to nearest.
 template <float (*Round)(long double)>
 int degraded_trig_rope(const rc_rope_args* a) {
-  if (int rc = check_kernel_args(a); rc != RC_OK) return rc;
+  if (int rc = check_kernel_args(a, 2); rc != RC_OK) return rc;
   const Dtype d = Dtype(a->dtype);
   const Layout l = Layout(a->layout);
   const uint32_t npairs = a->rotary_dim / 2;

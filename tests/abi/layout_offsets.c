@@ -1,26 +1,28 @@
-/* The offsets of every v1 and v2 field of rc_rope_args, and sizes, as the header this file is built against
- * lays them out: built against the frozen v2 header (NAME rc_v2_offsets) and against today's header with the
- * ABI v3 draft (NAME rc_v3_draft_offsets, ROPECHECK_ABI_DRAFT_V3 defined; its first v3 field, direction, in
- * the v2 build's place of sizeof(rc_rope_args)). test_abi, AbiV3Draft.KeepsEveryReleasedFieldInPlace,
- * compares the two. Built as C11 with -Wall -Wextra -pedantic -Werror: the draft compiles as C. */
+/* The offsets of every field of rc_rope_args, and sizes, as the header this file is built against lays them
+ * out: built against each frozen released header (NAME rc_v2_offsets, rc_v3_offsets) and against today's
+ * header (rc_current_offsets). test_abi (AbiLayout.*) compares them: a later header keeps every released field
+ * where its release put it, and appends. Built as C11 with -Wall -Wextra -pedantic -Werror: each header
+ * compiles as C. Entries 0..17: the v1 and v2 fields; 18: where v2's struct ends (v2: its size; from v3 on the
+ * offset of the first v3 field, direction); 19: sizeof(rc_freq_rule); 20: sizeof(rc_tensor) (v2: DLTensor's 48
+ * bytes, what v3 mirrors); 21..33: the v3 fields (v2: 0); 34: sizeof(rc_rope_args). */
 #include <stddef.h>
 
 #include "ropecheck/kernel_abi.h"
 
-#ifdef ROPECHECK_ABI_DRAFT_V3
-#if ROPECHECK_ABI_DRAFT_VERSION != 3 || ROPECHECK_ABI_VERSION != 2
-#error "the draft describes version 3; the released version stays 2"
-#endif
-#define LAST offsetof(rc_rope_args, direction)
+#define F(name) offsetof(rc_rope_args, name)
+#if ROPECHECK_ABI_VERSION >= 3
+#define V2_END F(direction)
 #define TENSOR sizeof(rc_tensor)
+#define V3 F(direction), F(table_kind), F(table), F(table2), F(q), F(q_out), F(k), F(k_out), F(pos), \
+           F(seq_offsets), F(cu_seqlens), offsetof(rc_tensor, byte_offset), sizeof(rc_dl_dtype)
 #else
-#define LAST sizeof(rc_rope_args)
+#define V2_END sizeof(rc_rope_args)
 #define TENSOR 48
+#define V3 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 #endif
 
-#define F(name) offsetof(rc_rope_args, name)
-const size_t NAME[] = {F(abi_version), F(dtype), F(layout), F(head_dim), F(rotary_dim), F(n_heads), F(n_tokens),
-                       F(positions), F(base), F(position_scale), F(inv_freq), F(in), F(out), F(rotary_offset),
-                       F(n_pos_axes), F(pair_axis), F(attention_factor), F(freq_rule), LAST, sizeof(rc_freq_rule),
-                       TENSOR};
+const size_t NAME[35] = {F(abi_version), F(dtype), F(layout), F(head_dim), F(rotary_dim), F(n_heads),
+                         F(n_tokens), F(positions), F(base), F(position_scale), F(inv_freq), F(in), F(out),
+                         F(rotary_offset), F(n_pos_axes), F(pair_axis), F(attention_factor), F(freq_rule), V2_END,
+                         sizeof(rc_freq_rule), TENSOR, V3, sizeof(rc_rope_args)};
 #undef F

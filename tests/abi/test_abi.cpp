@@ -37,7 +37,7 @@ namespace {
 // every version), `refusal` for the others.
 AbiVersions negotiated(uint32_t takes, int refusal = RC_UNSUPPORTED) {
   return negotiate_abi(
-      [&](const RopeCase&, uint32_t v) {
+      [&](const RopeCase&, uint32_t v, bool) {
         AbiProbe p;
         p.rc = (takes >> 31 & 1u) || (v < 31 && (takes >> v & 1u)) ? RC_OK : refusal;
         return p;
@@ -49,38 +49,43 @@ constexpr uint32_t kAny = 1u << 31;
 constexpr uint32_t V(uint32_t v) { return 1u << v; }
 
 TEST(AbiNegotiation, EveryIdiomGetsEachCaseAtAVersionItSpeaksOrNotAtAll) {
-  static_assert(kNewestAbiVersion == 2, "add the new version's rows to this matrix");
+  static_assert(kNewestAbiVersion == 3, "add the new version's rows to this matrix");
   struct Row {
     const char* idiom;
     uint32_t takes;
     int refusal;
-    uint32_t neutral_at, v2_at;  // version_for(1), version_for(2) (0: not sent)
-    uint32_t v2_declared_at;     // version_for(2) with the features declared (--supports)
+    uint32_t neutral_at, v2_at, v3_at;  // version_for(1), (2), (3) (0: not sent)
+    uint32_t v2_declared_at, v3_declared_at;  // version_for(2), (3) with the features declared (--supports)
   };
   const Row rows[] = {
       // v1 header, `!= ROPECHECK_ABI_VERSION` (macro 1) or a literal 1, RC_UNSUPPORTED or an error code
-      {"v1 equality idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 2},
-      {"v1 literal 1, error code for others", V(1), 2, 1, 0, 2},
-      // the same equality idiom rebuilt against the v2 header: it takes only 2 and ignores the v2 fields
-      {"v1 equality idiom, rebuilt against v2", V(2), 2, 2, 0, 2},
+      {"v1 equality idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 0, 2, 3},
+      {"v1 literal 1, error code for others", V(1), 2, 1, 0, 0, 2, 3},
+      // the same equality idiom rebuilt against the v2 (v3) header: it takes only 2 (3) and ignores later fields
+      {"v1 equality idiom, rebuilt against v2", V(2), 2, 2, 0, 0, 2, 3},
+      {"v1 equality idiom, rebuilt against v3", V(3), 2, 3, 0, 0, 3, 3},
       // no version check at all
-      {"no version check", kAny, RC_UNSUPPORTED, 1, 0, 2},
+      {"no version check", kAny, RC_UNSUPPORTED, 1, 0, 0, 2, 3},
       // the v2 header's rule: RC_UNSUPPORTED above the newest version the kernel implements
-      {"v2 kernel (1 <= v <= 2)", V(1) | V(2), RC_UNSUPPORTED, 1, 2, 2},
+      {"v2 kernel (1 <= v <= 2)", V(1) | V(2), RC_UNSUPPORTED, 1, 2, 0, 2, 3},
+      {"v3 kernel (1 <= v <= 3)", V(1) | V(2) | V(3), RC_UNSUPPORTED, 1, 2, 3, 2, 3},
       // `abi_version > ROPECHECK_ABI_VERSION` built against v1: takes 1 only
-      {"v1 `> macro` idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 2},
+      {"v1 `> macro` idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 0, 2, 3},
       // built against a newer header than this ropecheck knows, equality idiom: nothing taken
-      {"equality idiom, newer header", 0, 2, 1, 2, 2},
+      {"equality idiom, newer header", 0, 2, 1, 2, 3, 2, 3},
       // takes nothing, declines everything (RC_UNSUPPORTED) at every version
-      {"declines everything", 0, RC_UNSUPPORTED, 1, 2, 2},
+      {"declines everything", 0, RC_UNSUPPORTED, 1, 2, 3, 2, 3},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.idiom);
     const AbiVersions v = negotiated(r.takes, r.refusal);
     EXPECT_TRUE(v.probed);
+    EXPECT_FALSE(v.tables_only);
     EXPECT_EQ(v.version_for(1), r.neutral_at);
     EXPECT_EQ(v.version_for(2), r.v2_at);
+    EXPECT_EQ(v.version_for(3), r.v3_at);
     EXPECT_EQ(v.version_for(2, /*declared=*/true), r.v2_declared_at);
+    EXPECT_EQ(v.version_for(3, /*declared=*/true), r.v3_declared_at);
     EXPECT_EQ(v.blind, r.takes == kAny);
     if (r.v2_at == 0) {
       EXPECT_FALSE(v.why_not_sent(2).empty());
@@ -89,11 +94,70 @@ TEST(AbiNegotiation, EveryIdiomGetsEachCaseAtAVersionItSpeaksOrNotAtAll) {
   }
 }
 
+// A kernel that takes caller-given tables only declines every neutral probe; the table probes find it (each
+// kind it takes, in the table dtypes it takes, the legacy or only the tensor form), and every case then goes at
+// version 3 (the gate gives it a table first). One that accepts the undefined version too is not sent anything
+// unless its features are declared.
+TEST(AbiNegotiation, AKernelThatTakesTablesOnlyIsFoundByTheTableProbes) {
+  struct Kernel {
+    const char* what;
+    uint8_t kinds;      // bit k: TableKind k taken
+    bool f32_tables;    // only f32 tables (FlashInfer), else any dtype
+    bool tensor_only;   // only the tensor form
+    bool in_place_only; // writes only in place (vLLM)
+    bool any_version;   // no version check
+  };
+  const Kernel kernels[] = {
+      {"vLLM-style: one cos|sin table, any dtype, in place only", 1u << 2, false, false, true, false},
+      {"ORT-style: cos and sin tables, tensor form only", 1u << 1, false, true, false, false},
+      {"FlashInfer-style: f32 tables only, tensor form in place", 1u << 2, true, true, true, false},
+      {"every kind, no version check", 0x1e, false, false, false, true}};
+  for (const Kernel& k : kernels) {
+    SCOPED_TRACE(k.what);
+    int calls = 0;
+    const AbiVersions v = negotiate_abi(
+        [&](const RopeCase& c, uint32_t version, bool in_place) {
+          ++calls;
+          AbiProbe p;
+          p.rc = RC_UNSUPPORTED;
+          if (!k.any_version && version != 3) return p;
+          if (!c.table || !(k.kinds >> unsigned(c.table->kind) & 1u)) return p;
+          if (k.f32_tables && c.table->dtype != Dtype::f32) return p;
+          if (k.tensor_only && !c.tensor) return p;
+          if (k.in_place_only && !in_place) return p;
+          p.rc = RC_OK;
+          return p;
+        },
+        {Dtype::bf16}, {Layout::half_split});
+    EXPECT_EQ(v.in_place_only, k.in_place_only);
+    EXPECT_TRUE(v.tables_only);
+    EXPECT_EQ(v.blind, k.any_version);
+    EXPECT_EQ(v.tensor_form_only, k.tensor_only);
+    for (TableKind t : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle}) {
+      EXPECT_EQ(v.takes_table(t), bool(k.kinds >> unsigned(t) & 1u)) << to_string(t);
+      if (!v.takes_table(t) || t == TableKind::angle) continue;
+      EXPECT_EQ(bool(v.table_dtypes[size_t(t)] >> unsigned(Dtype::bf16) & 1u), !k.f32_tables) << to_string(t);
+      EXPECT_EQ(v.table_in_call_dtype[size_t(t)], !k.f32_tables) << to_string(t);
+      EXPECT_TRUE(v.table_dtypes[size_t(t)] >> unsigned(Dtype::f32) & 1u) << to_string(t);
+    }
+    EXPECT_EQ(v.version_for(1), k.any_version ? 0u : 3u);
+    EXPECT_EQ(v.version_for(3), k.any_version ? 0u : 3u);
+    EXPECT_EQ(v.version_for(3, /*declared=*/true), 3u);
+    EXPECT_EQ(v.refusal(), "");
+    EXPECT_NE(v.summary().find("with caller-given tables only"), std::string::npos) << v.summary();
+    EXPECT_LE(calls, 70);
+  }
+  // A kernel that declines everything is not taken for a table kernel.
+  const AbiVersions none = negotiated(0);
+  EXPECT_FALSE(none.tables_only);
+  EXPECT_EQ(none.accepted, 0u);
+}
+
 // A probe that crashes is a fault, not a refusal: no one-line "rejected every call" verdict (the rows report the
 // crash and its cause, e.g. impls/hostile/h_close_fds.c's control socket), and the abi line says what happened.
 TEST(AbiNegotiation, AProbeThatCrashesIsNotARefusal) {
   const AbiVersions v = negotiate_abi(
-      [&](const RopeCase&, uint32_t) {
+      [&](const RopeCase&, uint32_t, bool) {
         AbiProbe p;
         p.outcome = "crashed with signal 11 (Segmentation fault)";
         return p;
@@ -122,7 +186,7 @@ TEST(AbiNegotiation, AShapeAKernelDeclinesIsNotMistakenForAVersionItRefuses) {
   // Takes versions 1 and 2, but only bf16 half-split at head_dim 128: the probes find that shape at version 1
   // and ask version 2 and the undefined version on it.
   const AbiVersions v = negotiate_abi(
-      [](const RopeCase& c, uint32_t ver) {
+      [](const RopeCase& c, uint32_t ver, bool) {
         AbiProbe p;
         const bool shape = c.dtype == Dtype::bf16 && c.layout == Layout::half_split && c.head_dim == 128;
         p.rc = shape && (ver == 1 || ver == 2) ? RC_OK : RC_UNSUPPORTED;
@@ -132,15 +196,15 @@ TEST(AbiNegotiation, AShapeAKernelDeclinesIsNotMistakenForAVersionItRefuses) {
   EXPECT_EQ(v.accepted, V(1) | V(2));
   EXPECT_FALSE(v.blind);
   EXPECT_EQ(v.version_for(2), 2u);
-  // 11 shapes refused at versions 1 and 2, the 12th taken at 1, then 2 and the undefined version on it.
-  EXPECT_EQ(v.probes.size(), 25u);
+  // 11 shapes refused at versions 1, 2 and 3, the 12th taken at 1, then 2, 3 and the undefined version on it.
+  EXPECT_EQ(v.probes.size(), 37u);
 }
 
 TEST(AbiNegotiation, AVersionDeclinedWhereVersion1GotErrorCodesCarriesTheNeutralCalls) {
   // The equality idiom built against header 2, returning 2 for other versions, that declines every shape: its
   // version check lets 2 through, then it declines. Its neutral calls go as 2, so its rows see the declines.
   const AbiVersions v = negotiate_abi(
-      [](const RopeCase&, uint32_t ver) {
+      [](const RopeCase&, uint32_t ver, bool) {
         AbiProbe p;
         p.rc = ver == 2 ? RC_UNSUPPORTED : 2;
         return p;
@@ -151,18 +215,18 @@ TEST(AbiNegotiation, AVersionDeclinedWhereVersion1GotErrorCodesCarriesTheNeutral
   EXPECT_FALSE(v.refusal().empty());
 }
 
-TEST(AbiNegotiation, AKernelThatTakesTheFirstShapeAnswersInThreeProbes) {
-  for (uint32_t takes : {V(1), V(2), V(1) | V(2)}) {
+TEST(AbiNegotiation, AKernelThatTakesTheFirstShapeAnswersInFourProbes) {
+  for (uint32_t takes : {V(1), V(2), V(3), V(1) | V(2), V(1) | V(2) | V(3)}) {
     const AbiVersions v = negotiated(takes);
     EXPECT_EQ(v.accepted, takes);
-    EXPECT_EQ(v.probes.size(), 3u) << takes;  // versions 1, 2 and the undefined one, all on the first shape
+    EXPECT_EQ(v.probes.size(), 4u) << takes;  // versions 1, 2, 3 and the undefined one, all on the first shape
   }
 }
 
 TEST(AbiNegotiation, ACrashingProbeEndsTheProbingAndNothingIsAssumed) {
   int calls = 0;
   const AbiVersions v = negotiate_abi(
-      [&](const RopeCase&, uint32_t) {
+      [&](const RopeCase&, uint32_t, bool) {
         ++calls;
         AbiProbe p;
         p.outcome = "was killed by signal 11 (SIGSEGV)";
@@ -304,16 +368,16 @@ const V1Kernel kV1Kernels[] = {
     // it has no planted-bug build)
     {"example", "v1", "the kernel speaks ABI v1;"},
     {"example", "v2", "neutral calls go as abi_version 2"},
-    {"example", "current", "neutral calls go as abi_version 2"},
+    {"example", "current", "neutral calls go as abi_version 3"},
     {"eq_unsupported", "v1", "the kernel speaks ABI v1;"},
     {"eq_unsupported", "v2", "neutral calls go as abi_version 2"},
-    {"eq_unsupported", "current", "neutral calls go as abi_version 2"},
+    {"eq_unsupported", "current", "neutral calls go as abi_version 3"},
     {"literal_error", "v1", "the kernel speaks ABI v1;"},
     {"literal_error", "v2", "the kernel speaks ABI v1;"},
     {"literal_error", "current", "the kernel speaks ABI v1;"},
     {"float_passthrough", "v1", "the kernel speaks ABI v1;"},
     {"float_passthrough", "v2", "neutral calls go as abi_version 2"},
-    {"float_passthrough", "current", "neutral calls go as abi_version 2"},
+    {"float_passthrough", "current", "neutral calls go as abi_version 3"},
     {"no_version_check", "v1", "does not check the version"},
     {"no_version_check", "v2", "does not check the version"},
     {"no_version_check", "current", "does not check the version"},
@@ -346,19 +410,86 @@ TEST_P(V2KernelsKeepTheirVerdict, WithAPlantedBugFailWithItsNamedCause) {
 INSTANTIATE_TEST_SUITE_P(Abi, V2KernelsKeepTheirVerdict, ::testing::Values("v2", "current"));
 
 extern "C" {
-extern const size_t rc_v3_draft_offsets[21];
-extern const size_t rc_v2_offsets[21];
+extern const size_t rc_v2_offsets[35];
+extern const size_t rc_v3_offsets[35];
+extern const size_t rc_current_offsets[35];
 }
 
-// The v3 draft (kernel_abi.h with ROPECHECK_ABI_DRAFT_V3) appends to the released struct: every v1 and v2 field
-// at the frozen v2 header's offset, the first v3 field where v2's struct ends, the rule descriptor unchanged,
-// rc_tensor DLTensor's 48 bytes.
-TEST(AbiV3Draft, KeepsEveryReleasedFieldInPlace) {
-  for (size_t k = 0; k < 20; ++k) EXPECT_EQ(rc_v3_draft_offsets[k], rc_v2_offsets[k]) << "entry " << k;
-  EXPECT_EQ(rc_v3_draft_offsets[20], 48u);
-  // and the harness, built with the draft, sees the same struct as the draft
+// Each later header appends to the released struct (tests/abi/layout_offsets.c): every v1 and v2 field at the
+// frozen v2 header's offset, the first v3 field where v2's struct ends, the rule descriptor unchanged,
+// rc_tensor DLTensor's 48 bytes; today's header keeps every v3 field at the frozen v3 header's offset.
+TEST(AbiLayout, EachHeaderKeepsEveryReleasedFieldInPlace) {
+  for (size_t k = 0; k < 18; ++k) {
+    EXPECT_EQ(rc_v3_offsets[k], rc_v2_offsets[k]) << "entry " << k;
+    EXPECT_EQ(rc_current_offsets[k], rc_v2_offsets[k]) << "entry " << k;
+  }
+  EXPECT_EQ(rc_v3_offsets[18], rc_v2_offsets[18]);  // direction where v2's struct ended
+  EXPECT_EQ(rc_v3_offsets[19], rc_v2_offsets[19]);  // rc_freq_rule
+  EXPECT_EQ(rc_v3_offsets[20], 48u);
+  for (size_t k = 18; k < 34; ++k) EXPECT_EQ(rc_current_offsets[k], rc_v3_offsets[k]) << "entry " << k;
+  EXPECT_GE(rc_current_offsets[34], rc_v3_offsets[34]);
+  // and the harness sees the struct today's header declares
   EXPECT_EQ(offsetof(rc_rope_args, direction), rc_v2_offsets[18]);
+  EXPECT_EQ(sizeof(rc_rope_args), rc_current_offsets[34]);
 }
+
+// ---- kernels written against the v3 header as production kernels take their arguments --------------------
+// (kernels/table_kernels.c). --max-position 65536: the backward kernel computes its angles in double, exact
+// enough to that far (the long positions row would otherwise see double's angle error at 2^40).
+
+const char* kV3Options = "--max-position 65536 --cases 100 --property-cases 5";
+
+TEST(AbiV3Kernels, AVllmStyleKernelThatTakesItsCacheOnlyPassesWithTablesTheGateBuilds) {
+  const GateRun g = gate(kernel("current", "table_vllm"), kV3Options, "v3_vllm");
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("with caller-given tables only (cos-sin-cat, in place)"), std::string::npos) << g.out;
+  for (const char* row : {"matrix bf16 half-split", "v3: tables", "v3: q and k", "random"})
+    EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
+}
+
+TEST(AbiV3Kernels, AFlashAttentionStyleKernelPassesItsSequencesInverseAndStrides) {
+  const GateRun g = gate(kernel("current", "table_fa"), kV3Options, "v3_fa");
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("with caller-given tables only (cos-sin-2, in the tensor form)"), std::string::npos) << g.out;
+  for (const char* row : {"matrix f16 interleaved", "v3: inverse", "v3: tables", "v3: strides", "v3: sequences",
+                          "v3: int32 positions", "random"})
+    EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
+}
+
+TEST(AbiV3Kernels, ABackwardKernelPassesItsInverseRow) {
+  const GateRun g = gate(kernel("current", "table_backward"), kV3Options, "v3_backward");
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("the kernel speaks ABI v1, v2, v3"), std::string::npos) << g.out;
+  EXPECT_NE(row_line(g.out, "v3: inverse").find("| pass |"), std::string::npos) << g.out;
+}
+
+struct V3Bug {
+  const char* kernel;
+  const char* row;    // a row that fails
+  const char* cause;  // what the verdict names
+};
+
+class AbiV3PlantedBugs : public ::testing::TestWithParam<V3Bug> {};
+
+TEST_P(AbiV3PlantedBugs, FailWithTheirCauseNamed) {
+  const V3Bug& b = GetParam();
+  const GateRun g = gate(kernel("current", b.kernel), kV3Options, std::string("v3_") + b.kernel);
+  EXPECT_EQ(g.exit, 1) << g.out;
+  EXPECT_NE(row_line(g.out, b.row).find("| FAIL"), std::string::npos) << b.row << "\n" << g.out;
+  EXPECT_NE(g.out.find(b.cause), std::string::npos) << b.cause << "\n" << g.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Abi, AbiV3PlantedBugs,
+    ::testing::Values(
+        V3Bug{"table_vllm_row_by_token", "matrix f32 interleaved", "verdict: FAIL (failed: table row indexed by token"},
+        V3Bug{"table_vllm_k_head_stride", "v3: q and k",
+              "out-of-bounds write: memory: 56 byte(s) between the elements of in-place k (its strides' gaps) were written"},
+        V3Bug{"table_fa_varlen_offset", "v3: sequences", "verdict: FAIL (failed: sequence start not subtracted"},
+        V3Bug{"table_fa_inverse_ignored", "v3: inverse", "verdict: FAIL (failed: inverse computed as forward)"},
+        V3Bug{"table_fa_table_overread", "matrix f32 interleaved", "verdict: FAIL (failed: crash)"},
+        V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)"}),
+    [](const auto& info) { return std::string(info.param.kernel); });
 
 TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
   const GateRun g = gate(kernel("current", "newer_header"), "--cases 50 --property-cases 3", "newer_header");
