@@ -125,6 +125,12 @@ const std::vector<PropertyDef>& property_set() {
       {"variant-accuracy", "property: variant accuracy",
        "one v2 case under every frequency rule, each pair within its allowance of the exact reference",
        &property_VariantsWithinBoundOfReference, false, false, true, true},
+      // ABI v3 (suite_variants.cpp): sent only to a kernel that speaks v3 (the others' rows: not run, with the
+      // reason); a kernel that declines the inverse discards. Not exported (the case-set protocol has no v3 yet).
+      {"inverse", "property: inverse",
+       "inverse(forward(x)) = s^2 x per pair (the backward rotation keeps the attention factor s), within both "
+       "calls' allowances",
+       &property_InverseUndoesForward, false, false, false, true},
   };
   return v;
 }

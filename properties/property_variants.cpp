@@ -6,7 +6,8 @@
 //  - relative invariance per axis (and pairs on other axes unmoved);
 //  - linear rule = plain RoPE at positions scaled by 1/f; NTK rule = plain RoPE with base alpha^(R/(R-2));
 //  - offset slice: outside, the input kept (the identity clause); the slice = the sub-head's output;
-//  - variant accuracy: every rule against the exact reference.
+//  - variant accuracy: every rule against the exact reference;
+//  - ABI v3: inverse(forward(x)) = s^2 x.
 #include "properties/property_support.hpp"
 
 namespace ropecheck::props {
@@ -29,6 +30,16 @@ ROPECHECK_V2_PROPERTY(LinearRuleEqualsScaledPositions)
 ROPECHECK_V2_PROPERTY(NtkRuleEqualsScaledBase)
 ROPECHECK_V2_PROPERTY(OffsetSliceEqualsSubHead)
 ROPECHECK_V2_PROPERTY(VariantsWithinBoundOfReference)
+
+// ABI v3: the inverse undoes the forward rotation (kernels that decline an inverse call are skipped).
+TEST_P(Variants, InverseUndoesForward) {
+  RopeCase probe = v2_probe_case(dtype(), layout());
+  probe.attention_factor = 1.0;
+  probe.direction = Direction::inverse;
+  if (handle().run(probe, {}).status == RunResult::Status::declined)
+    GTEST_SKIP() << GetParam().impl << " declines the inverse rotation (RC_UNSUPPORTED)";
+  check_property(property_InverseUndoesForward(handle(), dtype(), layout()));
+}
 
 INSTANTIATE_TEST_SUITE_P(Registry, Variants, testing::ValuesIn(kernel_params()), param_name);
 

@@ -45,6 +45,8 @@ Property property_LinearRuleEqualsScaledPositions(KernelHandle& k, Dtype d, Layo
 Property property_NtkRuleEqualsScaledBase(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_OffsetSliceEqualsSubHead(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_VariantsWithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+// ABI v3 (suite_variants.cpp): the inverse rotation undoes the forward one, the attention factor kept by both.
+Property property_InverseUndoesForward(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 
 // A case shape within the scope (positions at most scope.max_position).
 // Rounding of a double sum of n exact products: <= n 2^-53 sum|terms|.

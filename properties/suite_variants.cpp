@@ -125,6 +125,51 @@ Property property_AttentionFactorScalesNorms(KernelHandle& ker, Dtype d, Layout 
   };
 }
 
+// ABI v3: the inverse undoes the forward rotation up to the attention factor, which both keep:
+// I(F(x)) = s^2 x per pair. With F* and I* the exact maps (I* = s R(-phi), ||I*|| = s) and y = F(x) as stored,
+// ||I(y) - s^2 x|| <= ||I(y) - I*(y)|| + ||I*(y - F*(x))|| <= E_I(s ||y||) + s E_F(s ||x||): each call within
+// its own allowance (pair_error_allowance), plus the rounding of the double norms.
+Property property_InverseUndoesForward(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    gen::V2Shape v;  // the attention factor it keeps; offsets, axes and rules are the v2 properties' (and a
+    v.rules = false;  // backward kernel need not take them: ggml's rope_back takes none)
+    v.offset = false;
+    v.max_axes = 1;
+    gen::CaseShape sh = scoped(scope);
+    sh.max_elements = 2048;
+    const RopeCase c = *gen::v2_case(d, l, gen::Values::safe, v, sh);
+    const Bytes y = run_or_discard(ker, c);
+    RopeCase ci = c;
+    ci.direction = Direction::inverse;
+    ci.input = y;
+    for (size_t k = 0; k < ci.n_elements(); ++k)
+      if (!std::isfinite(load_f32(d, y.data(), k))) RC_DISCARD("the forward output is not finite");
+    const Bytes z = run_or_discard(ker, ci);
+    const double bf = ker.bound(c), bi = ker.bound(ci), s = c.attention_factor;
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      for (size_t h = 0; h < c.n_heads; ++h)
+        for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
+          const PairView p = pair_at(c, t, h, i);
+          const double x0 = value(c, c.input.data(), p.k0), x1 = value(c, c.input.data(), p.k1);
+          const double nx = pair_norm(x0, x1);
+          const double ny = pair_norm(value(c, y.data(), p.k0), value(c, y.data(), p.k1));
+          const double z0 = value(c, z.data(), p.k0), z1 = value(c, z.data(), p.k1);
+          const double err = pair_norm(z0 - s * s * x0, z1 - s * s * x1);
+          const double tol = pair_error_allowance(ci, bi, s * ny) + s * pair_error_allowance(c, bf, s * nx) +
+                             (s * s * nx + pair_norm(z0, z1)) * 0x1p-50;
+          if (!(err <= tol)) {
+            std::ostringstream o;
+            o << "inverse: ||inverse(forward(x)) - s^2 x|| = " << err << " > tolerance " << tol << " for pair " << i
+              << " (s = " << s << "; forward B = " << bf << " u, inverse B = " << bi << " u)\n  case: " << c.summary()
+              << "\n  token " << t << " (position " << c.pair_position(t, i) << "), head " << h
+              << "\n  x: " << pair_text(c, c.input.data(), p) << "\n  forward: " << pair_text(c, y.data(), p)
+              << "\n  inverse: " << pair_text(c, z.data(), p);
+            RC_FAIL(o.str());
+          }
+        }
+  };
+}
+
 // Tokens q, k, q', k': q' and k' are q and k with axis `a` moved by t. Per pair <q_i, k_i> = <q'_i, k'_i>
 // (relative invariance on axis a, nothing moved on the others), and a pair not on axis a has q'_i = q_i
 // (the position of another axis must not reach it: a wrong pair -> axis map fails here).

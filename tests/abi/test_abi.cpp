@@ -461,6 +461,9 @@ TEST(AbiV3Kernels, ABackwardKernelPassesItsInverseRow) {
   EXPECT_EQ(g.exit, 0) << g.out;
   EXPECT_NE(g.out.find("the kernel speaks ABI v1, v2, v3"), std::string::npos) << g.out;
   EXPECT_NE(row_line(g.out, "v3: inverse").find("| pass |"), std::string::npos) << g.out;
+  // inverse(forward(x)) = s^2 x, executions run (the row's case count is not 0)
+  EXPECT_NE(row_line(g.out, "property: inverse").find("| pass |"), std::string::npos) << g.out;
+  EXPECT_EQ(row_line(g.out, "property: inverse").rfind("| property: inverse | 0 |", 0), std::string::npos) << g.out;
 }
 
 struct V3Bug {
@@ -473,7 +476,8 @@ class AbiV3PlantedBugs : public ::testing::TestWithParam<V3Bug> {};
 
 TEST_P(AbiV3PlantedBugs, FailWithTheirCauseNamed) {
   const V3Bug& b = GetParam();
-  const GateRun g = gate(kernel("current", b.kernel), kV3Options, std::string("v3_") + b.kernel);
+  const std::string tag = ::testing::UnitTest::GetInstance()->current_test_info()->name();  // (one dir per test)
+  const GateRun g = gate(kernel("current", b.kernel), kV3Options, "v3_" + tag.substr(tag.rfind('/') + 1));
   EXPECT_EQ(g.exit, 1) << g.out;
   EXPECT_NE(row_line(g.out, b.row).find("| FAIL"), std::string::npos) << b.row << "\n" << g.out;
   EXPECT_NE(g.out.find(b.cause), std::string::npos) << b.cause << "\n" << g.out;
@@ -488,8 +492,9 @@ INSTANTIATE_TEST_SUITE_P(
         V3Bug{"table_fa_varlen_offset", "v3: sequences", "verdict: FAIL (failed: sequence start not subtracted"},
         V3Bug{"table_fa_inverse_ignored", "v3: inverse", "verdict: FAIL (failed: inverse computed as forward)"},
         V3Bug{"table_fa_table_overread", "matrix f32 interleaved", "verdict: FAIL (failed: crash)"},
-        V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)"}),
-    [](const auto& info) { return std::string(info.param.kernel); });
+        V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)"},
+        V3Bug{"table_backward_drops_af", "property: inverse", "attention factor not applied"}),
+    [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
 
 TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
   const GateRun g = gate(kernel("current", "newer_header"), "--cases 50 --property-cases 3", "newer_header");
