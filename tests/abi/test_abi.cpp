@@ -445,6 +445,9 @@ TEST(AbiV3Kernels, AVllmStyleKernelThatTakesItsCacheOnlyPassesWithTablesTheGateB
   EXPECT_NE(g.out.find("with caller-given tables only (cos-sin-cat, in place)"), std::string::npos) << g.out;
   for (const char* row : {"matrix bf16 half-split", "v3: tables", "v3: q and k", "random"})
     EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
+  // The property engine's calls carry no table: its rows are not run, and say why (no declined calls).
+  EXPECT_NE(g.out.find("note: property: norm: not run: the kernel takes caller-given tables only"), std::string::npos)
+      << g.out;
 }
 
 TEST(AbiV3Kernels, AFlashAttentionStyleKernelPassesItsSequencesInverseAndStrides) {
