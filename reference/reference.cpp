@@ -999,6 +999,18 @@ std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtyp
     return std::nullopt;
   };
   if (c.table) return no("the case has a table already");
+  // The call with its table: the angle fields a table replaces take their neutral values; the attention factor
+  // is in a cos/sin table's values (an angle table leaves it to the kernel).
+  auto with_table = [&](RopeCase t, const std::vector<int64_t>& row_positions) {
+    t.table = build_table_rows(c, kind, dtype, row_positions, p);
+    t.base = 10000.0;
+    t.position_scale = 1.0;
+    t.inv_freq.clear();
+    t.freq_rule.reset();
+    t.rule_seq_len = 0;
+    if (kind != TableKind::angle) t.attention_factor = 1.0;
+    return t;
+  };
   if (c.n_pos_axes != 1 || !c.pair_axis.empty()) return no("a table has one row per position: one position axis only");
   if (c.tensor && c.tensor->pos == PositionForm::implicit) {
     // Implicit positions (token s of sequence b at s + seq_offsets[b]) stay implicit: each sequence gets an offset
@@ -1041,14 +1053,7 @@ std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtyp
         for (uint64_t k = 0; k < len[b]; ++k) t.positions[start[b] + k] = offsets[b] + int64_t(k);
       t.tensor->seq_offsets = offsets;
     }
-    t.table = build_table_rows(c, kind, dtype, row_positions, p);
-    t.base = 10000.0;
-    t.position_scale = 1.0;
-    t.inv_freq.clear();
-    t.freq_rule.reset();
-    t.rule_seq_len = 0;
-    if (kind != TableKind::angle) t.attention_factor = 1.0;
-    return t;
+    return with_table(std::move(t), row_positions);
   }
   // The distinct positions, ascending; position p_k gets row 2(n-1-k)+1 (descending odd rows), so that rows and
   // positions run in opposite directions and a kernel that indexes the table by anything but the position (the
@@ -1068,18 +1073,9 @@ std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtyp
   }
   for (size_t j = 0; j < n; ++j) row_positions[2 * j] = distinct[j % n];
   RopeCase t = c;
-  t.table = build_table_rows(c, kind, dtype, row_positions, p);
   for (int64_t& m : t.positions)
     m = own[size_t(std::lower_bound(distinct.begin(), distinct.end(), m) - distinct.begin())];
-  // The angle fields a table replaces take their neutral values; the attention factor is in a cos/sin table's
-  // values (an angle table leaves it to the kernel).
-  t.base = 10000.0;
-  t.position_scale = 1.0;
-  t.inv_freq.clear();
-  t.freq_rule.reset();
-  t.rule_seq_len = 0;
-  if (kind != TableKind::angle) t.attention_factor = 1.0;
-  return t;
+  return with_table(std::move(t), row_positions);
 }
 
 void exact_cos_sin(const RopeCase& c, uint32_t pair, int64_t position, double& af_cos, double& af_sin) {
