@@ -24,7 +24,11 @@ using Rng = std::mt19937_64;
 float random_value(Rng& rng, Dtype d) {
   std::uniform_real_distribution<double> mant(1.0, 2.0);
   std::uniform_int_distribution<int> ex(-6, 6);
-  const double v = std::ldexp(mant(rng), ex(rng)) * ((rng() & 1) ? -1.0 : 1.0);
+  // The draws in the order the released generator made them (its ldexp(mant(rng), ex(rng)) drew the exponent
+  // first), so that a seed keeps its cases; the product is ldexp's, exactly (|e| <= 6).
+  const int e = ex(rng);
+  const double m = mant(rng);
+  const double v = m * Format::pow2(e) * ((rng() & 1) ? -1.0 : 1.0);
   unsigned char b[4];  // (on the stack: one value of each random case's input at a time)
   store_f32(d, b, 0, float(v));
   return load_f32(d, b, 0);

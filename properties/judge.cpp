@@ -150,9 +150,9 @@ double round_to(Dtype t, double v) {
 // A correct pipeline whose cos and sin (times the attention factor af, ABI v2) are rounded to t: the factor
 // by which it lengthens a pair at angle phi. For f32 without an attention factor the rounding is noise (1);
 // with one it is not: near angle 0 every pair carries f32(af)'s rounding, the same for all of them.
-double cache_radial_factor(Dtype t, double abs_phi, double af = 1.0) {
+// c, s: cos and sin of the pair's |angle| (computed once for the three cache types).
+double cache_radial_factor(Dtype t, double c, double s, double af = 1.0) {
   if (t == Dtype::f32 && af == 1.0) return 1.0;
-  const double c = std::cos(abs_phi), s = std::sin(abs_phi);
   return (round_to(t, af * c) * c + round_to(t, af * s) * s) / af;
 }
 
@@ -219,9 +219,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     if (have_angles && cr.flat <= 0 && !c.table)  // a given table: no cache of the kernel's own to suspect
       for (uint32_t i = 0; i < npairs; ++i) {
         const double phi_i = ref.angle[t * npairs + i];
-        cache_share[3 * i] = cache_radial_factor(Dtype::f32, phi_i, c.attention_factor) - 1.0;
-        cache_share[3 * i + 1] = cache_radial_factor(Dtype::f16, phi_i, c.attention_factor) - 1.0;
-        cache_share[3 * i + 2] = cache_radial_factor(Dtype::bf16, phi_i, c.attention_factor) - 1.0;
+        const double cs = std::cos(phi_i), sn = std::sin(phi_i);
+        cache_share[3 * i] = cache_radial_factor(Dtype::f32, cs, sn, c.attention_factor) - 1.0;
+        cache_share[3 * i + 1] = cache_radial_factor(Dtype::f16, cs, sn, c.attention_factor) - 1.0;
+        cache_share[3 * i + 2] = cache_radial_factor(Dtype::bf16, cs, sn, c.attention_factor) - 1.0;
       }
     for (size_t h = 0; h < c.n_heads; ++h) {
       const size_t base = head_offset(c, t, h);
