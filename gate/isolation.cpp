@@ -27,6 +27,7 @@
 
 #include <fmt/format.h>
 
+#include "core/tensor_call.hpp"
 #include "impls/plugin_loader.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -282,18 +283,10 @@ Region place(const char* name, unsigned char pattern, size_t n, Placement p, siz
 // elements is seen as a write out of bounds; the index tensors are compact; every shape and stride array is
 // in one region ("tensor shapes"), so a kernel that writes into one is seen as modifying its arguments.
 
-constexpr size_t kShapeSlots = 4 * 8 + 3 * 3 + 2 * 2;  // q, q_out, k, k_out (shape, strides); pos, seq_offsets, cu_seqlens; 2 tables
-
 struct TensorRegions {
   size_t k = 0, k_out = 0, pos = 0, seq_offsets = 0, cu_seqlens = 0, shapes = 0;  // region indices (0: none)
   size_t table[2] = {0, 0};
 };
-
-size_t index_elem(const RopeCase& c, bool positions) {
-  const TensorCall& tc = *c.tensor;
-  if (positions) return tc.pos == PositionForm::int32 ? 4 : 8;
-  return tc.index_int32 ? 4 : 8;
-}
 
 template <class Placer>
 void add_tensor_regions(const RopeCase& c, bool in_place, TensorRegions& tr, std::vector<Region>& regions,
@@ -311,140 +304,34 @@ void add_tensor_regions(const RopeCase& c, bool in_place, TensorRegions& tr, std
   }
   if (tc.pos != PositionForm::implicit) {
     tr.pos = regions.size();
-    regions.push_back(place("pos", 0x3C, c.positions.size() * index_elem(c, true), placement(1), cursor));
+    regions.push_back(place("pos", 0x3C, c.positions.size() * tensor_index_elem(c, true), placement(1), cursor));
   }
   if (!tc.seq_offsets.empty()) {
     tr.seq_offsets = regions.size();
-    regions.push_back(place("seq_offsets", 0x63, tc.seq_offsets.size() * index_elem(c, false), placement(14), cursor));
+    regions.push_back(place("seq_offsets", 0x63, tc.seq_offsets.size() * tensor_index_elem(c, false), placement(14), cursor));
   }
   if (!tc.cu_seqlens.empty()) {
     tr.cu_seqlens = regions.size();
-    regions.push_back(place("cu_seqlens", 0x36, tc.cu_seqlens.size() * index_elem(c, false), placement(15), cursor));
+    regions.push_back(place("cu_seqlens", 0x36, tc.cu_seqlens.size() * tensor_index_elem(c, false), placement(15), cursor));
   }
 }
 
-void store_index(unsigned char* p, size_t k, size_t elem, int64_t v) {
-  if (elem == 4) {
-    const int32_t x = int32_t(v);
-    std::memcpy(p + 4 * k, &x, 4);
-  } else {
-    std::memcpy(p + 8 * k, &v, 8);
-  }
-}
-
-// Copies compact [T][H][D] values into a laid-out tensor (values) or poisons its elements (values null).
-void scatter(const RopeCase& c, const TensorLayout& l, unsigned char* base, const unsigned char* values, uint32_t poison) {
-  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
-  for (size_t t = 0; t < c.n_tokens(); ++t)
-    for (size_t h = 0; h < H; ++h) {
-      unsigned char* at = base + size_t(l.head(t, h)) * es;
-      if (values) std::memcpy(at, values + ((t * H + h) * D) * es, D * es);
-      else for (size_t e = 0; e < D; ++e) store_bits(c.dtype, at, e, poison);
-    }
-}
-
-// The compact [T][H][D] values of a laid-out tensor.
-Bytes gather(const RopeCase& c, const TensorLayout& l, const unsigned char* base) {
-  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
-  Bytes out(c.n_tokens() * H * D * es);
-  for (size_t t = 0; t < c.n_tokens(); ++t)
-    for (size_t h = 0; h < H; ++h) std::memcpy(out.data() + ((t * H + h) * D) * es, base + size_t(l.head(t, h)) * es, D * es);
-  return out;
-}
-
-// Bytes of a laid-out tensor's buffer that lie between its elements (its strides' gaps) and changed from the
-// region's pattern.
-size_t gap_bytes_changed(const RopeCase& c, const TensorLayout& l, const unsigned char* base, unsigned char pattern) {
-  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
-  std::vector<bool> element(size_t(l.span) * es, false);
-  for (size_t t = 0; t < c.n_tokens(); ++t)
-    for (size_t h = 0; h < H; ++h) std::fill_n(element.begin() + long(size_t(l.head(t, h)) * es), D * es, true);
-  size_t k = 0;
-  for (size_t b = 0; b < element.size(); ++b) k += !element[b] && base[b] != pattern;
-  return k;
-}
-
-void fill_tensors(const RopeCase& c, bool in_place, const TensorRegions& tr, const std::vector<Region>& regions,
-                  size_t in_idx, size_t out_idx, unsigned char* A, uint32_t poison) {
-  const TensorCall& tc = *c.tensor;
-  scatter(c, c.tensor_layout(0), A + regions[in_idx].data, c.input.data(), 0);
-  if (!in_place) scatter(c, c.tensor_layout(1), A + regions[out_idx].data, nullptr, poison);
-  if (tc.k_heads) {
-    const RopeCase k = c.k_case();
-    scatter(k, c.tensor_layout(2), A + regions[tr.k].data, tc.k_input.data(), 0);
-    if (!in_place) scatter(k, c.tensor_layout(3), A + regions[tr.k_out].data, nullptr, poison);
-  }
-  if (tr.pos)
-    for (size_t i = 0; i < c.positions.size(); ++i) store_index(A + regions[tr.pos].data, i, index_elem(c, true), c.positions[i]);
-  if (tr.seq_offsets)
-    for (size_t i = 0; i < tc.seq_offsets.size(); ++i)
-      store_index(A + regions[tr.seq_offsets].data, i, index_elem(c, false), tc.seq_offsets[i]);
-  if (tr.cu_seqlens)
-    for (size_t i = 0; i < tc.cu_seqlens.size(); ++i)
-      store_index(A + regions[tr.cu_seqlens].data, i, index_elem(c, false), tc.cu_seqlens[i]);
-}
-
-// The v3 fields of `args` (built by RopeCase::args for the arena) pointed at the arena: the table(s), and in
-// the tensor form the tensors (the legacy fields zero), their shapes and strides written to the shapes region.
-void point_v3_args(const RopeCase& c, bool in_place, const TensorRegions& tr, const std::vector<Region>& regions,
-                   size_t in_idx, size_t out_idx, unsigned char* A, rc_rope_args& args) {
-  int64_t* slot = reinterpret_cast<int64_t*>(A + regions[tr.shapes].data);
-  auto take = [&](std::initializer_list<int64_t> v) {
-    int64_t* p = slot;
-    for (int64_t x : v) *slot++ = x;
-    return p;
-  };
-  for (int n = 0; n < 2; ++n)
-    if (tr.table[n]) {
-      rc_tensor& t = n == 0 ? args.table : args.table2;
-      std::memcpy(A + regions[tr.table[n]].data, c.abi_table_bytes[n].data(), c.abi_table_bytes[n].size());
-      t.data = A + regions[tr.table[n]].data;
-      t.shape = take({c.abi_table_shape[n][0], c.abi_table_shape[n][1]});
-    }
-  if (!c.tensor) return;
-  const TensorCall& tc = *c.tensor;
-  args.in = nullptr;
-  args.out = nullptr;
-  args.positions = nullptr;
-  args.n_tokens = 0;
-  args.n_heads = 0;
-  auto activation = [&](int which, size_t region) {
-    const TensorLayout l = c.tensor_layout(which);
-    rc_tensor t{};
-    t.data = A + regions[region].data;
-    t.device = {RC_DL_CPU, 0};
-    t.ndim = l.ndim;
-    t.dtype = dl_dtype_of(c.dtype);
-    t.shape = slot;
-    for (int k = 0; k < l.ndim; ++k) *slot++ = l.shape[k];
-    t.strides = slot;
-    for (int k = 0; k < l.ndim; ++k) *slot++ = l.strides[k];
-    return t;
-  };
-  args.q = activation(0, in_idx);
-  args.q_out = in_place ? args.q : activation(1, out_idx);
-  if (tc.k_heads) {
-    args.k = activation(2, tr.k);
-    args.k_out = in_place ? args.k : activation(3, tr.k_out);
-  }
-  auto index = [&](size_t region, size_t elem, std::initializer_list<int64_t> shape) {
-    rc_tensor t{};
-    t.data = A + regions[region].data;
-    t.device = {RC_DL_CPU, 0};
-    t.ndim = int32_t(shape.size());
-    t.dtype = {uint8_t(RC_DL_INT), uint8_t(8 * elem), 1};
-    t.shape = take(shape);
-    return t;
-  };
-  const int64_t T = int64_t(c.n_tokens()), B = int64_t(tc.batch), A_ = int64_t(c.n_pos_axes);
-  if (tr.pos) {
-    const size_t e = index_elem(c, true);
-    const bool first = tc.axes_first || c.n_pos_axes > 1;
-    if (tc.rank == 4) args.pos = first ? index(tr.pos, e, {A_, B, T / B}) : index(tr.pos, e, {B, T / B});
-    else args.pos = first ? index(tr.pos, e, {A_, T}) : index(tr.pos, e, {T});
-  }
-  if (tr.seq_offsets) args.seq_offsets = index(tr.seq_offsets, index_elem(c, false), {int64_t(tc.seq_offsets.size())});
-  if (tr.cu_seqlens) args.cu_seqlens = index(tr.cu_seqlens, index_elem(c, false), {int64_t(tc.cu_seqlens.size())});
+// The buffers' places in the arena (core/tensor_call.hpp lays the call out in them).
+TensorBuffers tensor_buffers(const TensorRegions& tr, const std::vector<Region>& regions, size_t in_idx,
+                             size_t out_idx, unsigned char* A) {
+  auto at = [&](size_t region) { return region ? A + regions[region].data : nullptr; };
+  TensorBuffers b;
+  b.q = A + regions[in_idx].data;
+  b.q_out = A + regions[out_idx].data;
+  b.k = at(tr.k);
+  b.k_out = at(tr.k_out);
+  b.pos = at(tr.pos);
+  b.seq_offsets = at(tr.seq_offsets);
+  b.cu_seqlens = at(tr.cu_seqlens);
+  b.table[0] = at(tr.table[0]);
+  b.table[1] = at(tr.table[1]);
+  b.shapes = tr.shapes ? reinterpret_cast<int64_t*>(A + regions[tr.shapes].data) : nullptr;
+  return b;
 }
 
 size_t count_changed(const unsigned char* p, size_t from, size_t to, unsigned char pattern) {
@@ -487,7 +374,7 @@ void check_tensors_after(const RopeCase& c, bool in_place, const TensorRegions& 
   }
   if (tc.k_heads) {
     const RopeCase k = c.k_case();
-    r.k_out = gather(k, c.tensor_layout(in_place ? 2 : 3), A + regions[tr.k_out].data);
+    r.k_out = gather_heads(k, c.tensor_layout(in_place ? 2 : 3), A + regions[tr.k_out].data);
     const uint32_t pb = poison_bits(c.dtype);
     size_t unwritten = 0, written = 0;
     for (size_t e = 0; e < k.n_elements(); ++e) {
@@ -504,7 +391,7 @@ void check_tensors_after(const RopeCase& c, bool in_place, const TensorRegions& 
                                                                 "element(s) of {}",
                                                                 written, k.n_elements(), in_place ? "k" : "k_out")});
     if (!in_place) {
-      const Bytes now = gather(k, c.tensor_layout(2), A + regions[tr.k].data);
+      const Bytes now = gather_heads(k, c.tensor_layout(2), A + regions[tr.k].data);
       size_t changed = 0, first = 0;
       for (size_t e = 0; e < k.n_elements(); ++e)
         if (load_bits(c.dtype, now.data(), e) != load_bits(c.dtype, tc.k_input.data(), e) && !changed++) first = e;
@@ -518,21 +405,11 @@ void check_tensors_after(const RopeCase& c, bool in_place, const TensorRegions& 
   bool index_ok = true;
   auto compare_index = [&](size_t region, const std::vector<int64_t>& v, size_t elem) {
     if (!region) return;
-    for (size_t i = 0; i < v.size(); ++i) {
-      int64_t x = 0;
-      if (elem == 4) {
-        int32_t y;
-        std::memcpy(&y, A + regions[region].data + 4 * i, 4);
-        x = y;
-      } else {
-        std::memcpy(&x, A + regions[region].data + 8 * i, 8);
-      }
-      index_ok = index_ok && x == v[i];
-    }
+    for (size_t i = 0; i < v.size(); ++i) index_ok = index_ok && load_index(A + regions[region].data, i, elem) == v[i];
   };
-  compare_index(tr.pos, c.positions, index_elem(c, true));
-  compare_index(tr.seq_offsets, tc.seq_offsets, index_elem(c, false));
-  compare_index(tr.cu_seqlens, tc.cu_seqlens, index_elem(c, false));
+  compare_index(tr.pos, c.positions, tensor_index_elem(c, true));
+  compare_index(tr.seq_offsets, tc.seq_offsets, tensor_index_elem(c, false));
+  compare_index(tr.cu_seqlens, tc.cu_seqlens, tensor_index_elem(c, false));
   if (!index_ok)
     r.memory.push_back({"argument modified", "memory: the call wrote into its (const) positions, seq_offsets or "
                                              "cu_seqlens"});
@@ -859,7 +736,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   if (tensor) add_tensor_regions(c, in_place, tr, regions, cursor, placement);
   if (v3 && (c.table || tensor)) {
     tr.shapes = regions.size();
-    regions.push_back(place("tensor shapes", 0xD2, kShapeSlots * sizeof(int64_t), placement(11), cursor));
+    regions.push_back(place("tensor shapes", 0xD2, kTensorShapeSlots * sizeof(int64_t), placement(11), cursor));
   }
   ensure_arena(cursor);
   start();
@@ -871,7 +748,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   if (n_freq) std::memcpy(A + regions[2].data, c.inv_freq.data(), regions[2].n);
   const uint32_t pb = poison_bits(d);
   if (tensor) {
-    fill_tensors(c, in_place, tr, regions, in_idx, out_idx, A, pb);
+    fill_tensor_buffers(c, in_place, tensor_buffers(tr, regions, in_idx, out_idx, A), pb);
   } else {
     if (nb) std::memcpy(A + ri.data, c.input.data(), nb);
     if (!in_place)
@@ -880,7 +757,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   rc_rope_args args = c.args(A + ri.data, A + ro.data, abi_version);
   Bytes shapes_before;  // the shapes and strides as the call got them
   if (v3 && (c.table || tensor)) {
-    point_v3_args(c, in_place, tr, regions, in_idx, out_idx, A, args);
+    point_v3_args(c, in_place, tensor_buffers(tr, regions, in_idx, out_idx, A), args);
     shapes_before.assign(A + regions[tr.shapes].data, A + regions[tr.shapes].data + regions[tr.shapes].n);
   }
   args.positions = n_tok ? reinterpret_cast<const int64_t*>(A + rp.data) : nullptr;
@@ -1004,12 +881,12 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   }
 
   // What the call did to memory, whatever it returned.
-  if (tensor) r.out = gather(c, c.tensor_layout(in_place ? 0 : 1), A + ro.data);
+  if (tensor) r.out = gather_heads(c, c.tensor_layout(in_place ? 0 : 1), A + ro.data);
   else r.out.assign(A + ro.data, A + ro.data + nb);
   r.guard_before_bytes = count_changed(A, ro.guard_lo, ro.data, ro.pattern);
   r.guard_after_bytes = count_changed(A, ro.data + ro.n, ro.end(), ro.pattern);
   // The tensor form: q's input as it is now (compact), and what the call did to k and to the strides' gaps.
-  const Bytes q_now = tensor && !in_place ? gather(c, c.tensor_layout(0), A + ri.data) : Bytes{};
+  const Bytes q_now = tensor && !in_place ? gather_heads(c, c.tensor_layout(0), A + ri.data) : Bytes{};
   const unsigned char* in_now = tensor ? (in_place ? r.out.data() : q_now.data()) : A + ri.data;
   if (tensor) check_tensors_after(c, in_place, tr, regions, in_idx, out_idx, A, r);
   for (int n = 0; n < 2; ++n)
