@@ -78,8 +78,8 @@ class Gate {
         opt_(opt),
         t0_(Clock::now()),
         host_(KernelSource{impl.library, impl.fn}, host_options(opt)),
-        property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return counted_call(c, in_place); },
-                         [this](const RopeCase& c) { return criteria(c); }, opt.angle_model,
+        property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return property_call(c, in_place); },
+                         [this](const RopeCase& c) { return property_criteria(c); }, opt.angle_model,
                          [this] { return aborted_ || over_budget(); }) {
     property_handle_.set_send_filter([this](const RopeCase& c, bool in_place) { return why_not_sent(c, in_place); });
   }
@@ -160,6 +160,39 @@ class Gate {
     if (asked) res_.coverage.add(*asked, in_place, r.status != CallStatus::declined, model(), &c);
     else res_.coverage.add(c, in_place, r.status != CallStatus::declined, model());
     return r;
+  }
+
+  // A property's call. A kernel that takes tables only gets the case with a table the gate builds, of the kind
+  // that is a function of the case (case_turn: its replay gets the same), judged as the case asked under
+  // property_criteria.
+  CallResult property_call(const RopeCase& c, bool in_place) {
+    // A kernel that takes in-place calls only (vLLM) computes an out-of-place call's output in place.
+    in_place = in_place || host_.abi().in_place_only;
+    if (!host_.abi().tables_only || c.table) return counted_call(c, in_place);
+    std::string why;
+    const std::optional<RopeCase> t =
+        gate::table_call(c, host_.abi(), opt_.contract, opt_.angle_model, case_turn(c), &why);
+    if (!t) {
+      CallResult r;
+      r.status = CallStatus::declined;
+      r.rc = RC_UNSUPPORTED;
+      r.not_sent = "the kernel takes tables only and " + why;
+      return r;
+    }
+    if (const std::string w = why_not_sent(*t, in_place); !w.empty()) {
+      CallResult r;
+      r.status = CallStatus::declined;
+      r.rc = RC_UNSUPPORTED;
+      r.not_sent = w;
+      return r;
+    }
+    return counted_call(*t, in_place, &c);
+  }
+  // What a property's output is held to: the contract's clauses, with a table's rounding in the cos-sin clause
+  // when the gate gave the call a table (property_call).
+  Criteria property_criteria(const RopeCase& c) const {
+    if (!host_.abi().tables_only || c.table) return criteria(c);
+    return case_criteria(opt_.error_model, c, table_call_contract(host_.abi(), c.dtype, opt_.contract), opt_.tolerance);
   }
 
   // Why a call is not made (empty: it is): it uses a feature outside --supports. Never a failure, never the
@@ -265,41 +298,9 @@ class Gate {
     return o;
   }
 
-  // The case as a kernel that takes tables only is called (AbiVersions::tables_only): its cos/sin given as a
-  // table the gate builds under the contract's clauses -- in the call's dtype or f32 as the kernel took them, by
-  // the conventional f32 pipeline under angles=f32 (else correctly rounded) --
-  // of the kinds the kernel took in turn, in the tensor form when it took only that. nullopt (*why) when a table
-  // cannot express the case.
+  // The case as a kernel that takes tables only is called (gate.hpp, table_call), the table kinds it took in turn.
   std::optional<RopeCase> table_call(const RopeCase& c, std::string* why) {
-    const AbiVersions& abi = host_.abi();
-    std::vector<TableKind> kinds;
-    for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
-      if (abi.takes_table(k)) kinds.push_back(k);
-    if (kinds.empty()) return std::nullopt;
-    const TableKind k = kinds[table_turn_++ % kinds.size()];
-    // A kernel that took a table of its call's dtype (vLLM, ONNX Runtime) gets one, unless it took f32 tables too
-    // and the contract says cos and sin are f32; otherwise f32.
-    const bool f32_taken = abi.table_dtypes[size_t(k)] >> unsigned(Dtype::f32) & 1u;
-    const Dtype td = c.dtype != Dtype::f32 && abi.table_in_call_dtype[size_t(k)] &&
-                             !(f32_taken && opt_.contract.cos_sin == Dtype::f32)
-                         ? c.dtype
-                         : Dtype::f32;
-    const TablePipeline p = opt_.contract.angles == Contract::Angles::f32 || opt_.angle_model != AngleModel::exact
-                                ? TablePipeline::conventional_f32
-                                : TablePipeline::correctly_rounded;
-    std::string w;
-    std::optional<RopeCase> t;
-    try {
-      t = with_given_table(c, k, td, p, &w);
-    } catch (const std::exception& e) {  // (an angle field the table builder cannot evaluate: the case says why)
-      w = e.what();
-    }
-    if (!t) {
-      if (why) *why = "a table cannot express this case (" + w + ")";
-      return std::nullopt;
-    }
-    if (abi.tensor_form_only && !t->tensor) t->tensor = TensorCall{};
-    return t;
+    return gate::table_call(c, host_.abi(), opt_.contract, opt_.angle_model, table_turn_++, why);
   }
 
   // The probes found no ABI version the kernel speaks, and no call made since returned RC_OK.
@@ -329,13 +330,25 @@ class Gate {
   std::string diagnose_property(const props::PropertyDef& p, const std::vector<HandleCall>& calls,
                                 const std::string& fault, const std::string& message) {
     if (!fault.empty()) return fault + ": " + message.substr(0, message.find('\n'));
+    size_t judged = 0;
     for (const HandleCall& hc : calls) {
       if (aborted_ || over_budget()) return "not diagnosed: the budget was reached";
-      const Criteria cr = criteria(hc.c);
-      const CallResult res = call(hc.c, hc.in_place);
-      const CaseVerdict v = judge_call(hc.c, hc.in_place, opt_.angle_model, cr, res);
-      if (v.accepted && !v.pass) return diagnose_call(hc.c, opt_.angle_model, cr, v, res);
+      // The call as the property made it (with the gate's table for a kernel that takes tables only), judged
+      // alone against the reference (a table call: against its table as given).
+      std::optional<RopeCase> t;
+      if (host_.abi().tables_only && !hc.c.table)
+        t = gate::table_call(hc.c, host_.abi(), opt_.contract, opt_.angle_model, case_turn(hc.c));
+      const RopeCase& c = t ? *t : hc.c;
+      const bool in_place = hc.in_place || host_.abi().in_place_only;
+      const Criteria cr = criteria(c);
+      const CallResult res = call(c, in_place);
+      const CaseVerdict v = judge_call(c, in_place, opt_.angle_model, cr, res);
+      if (v.accepted && !v.pass) return diagnose_call(c, opt_.angle_model, cr, v, res);
+      judged += v.accepted;
     }
+    if (judged < calls.size())
+      return fmt::format("property {} violated ({} of its {} call(s) judged alone, each within its allowance)", p.id,
+                         judged, calls.size());
     return fmt::format("property {} violated (each of its {} call(s) alone is within its allowance)", p.id,
                        calls.size());
   }
@@ -350,6 +363,8 @@ class Gate {
   void run_long_positions();
   void run_feature_rows(int version);  // the "v2: ..." (2) or "v3: ..." (3) rows
   void run_properties();
+  bool table_probe_taken(Dtype d, Layout l, CheckRow& r);
+  bool probe_taken(const RopeCase& probe, CheckRow& r);
   void run_sequences();
   void run_repeat();
   void run_large();
@@ -594,10 +609,9 @@ void Gate::run_properties() {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
       continue;
     }
-    // The engine's generated calls carry no table, so a kernel that takes caller-given tables only would
-    // decline every one: not made (coverage, said so), rather than thousands of declined calls.
-    if (host_.abi().tables_only) {
-      r.note = "not run: the kernel takes caller-given tables only, and the property engine's calls carry none";
+    // A kernel that takes caller-given tables only gets each call with a table the gate builds (property_call).
+    if (p.out_of_place && host_.abi().in_place_only) {
+      r.note = "not run: the kernel takes in-place calls only";
       continue;
     }
     std::vector<std::pair<Dtype, Layout>> combos;
@@ -617,9 +631,27 @@ void Gate::run_properties() {
         r.note = "not run: " + host_.abi().why_not_sent(2);
         continue;
       }
+      // A property whose cases carry tables, on a kernel that takes tables only: it needs two table kinds.
+      if (p.gives_tables && host_.abi().tables_only) {
+        int kinds = 0;
+        for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full})
+          kinds += host_.abi().takes_table(k);
+        if (kinds < 2) {
+          r.note = "not run: the kernel takes one kind of cos/sin table";
+          continue;
+        }
+      } else if (p.gives_tables && !table_probe_taken(d, l, r)) {
+        continue;
+      }
+      if (p.probe) {
+        bool taken = true;
+        for (const RopeCase& probe : p.probe(d, l)) taken = taken && probe_taken(probe, r);
+        if (!taken) continue;
+      }
       // A kernel that declines a plain v2 call is not asked for the v2 properties' cases (with --supports, the
       // calls outside it are not made: the probe is not needed).
-      if (p.abi_v2 && why_not_sent(props::v2_probe_case(d, l), false).empty()) {
+      if (p.abi_v2 && !(p.gives_tables && host_.abi().tables_only) &&
+          why_not_sent(props::v2_probe_case(d, l), false).empty()) {
         const uint64_t before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
         const bool declined =
             property_handle_.run(props::v2_probe_case(d, l), {}).status == props::RunResult::Status::declined;
@@ -680,6 +712,47 @@ void Gate::run_properties() {
                                 : "every execution discarded (the kernel declined its cases)";
     charge(p.row);
   }
+}
+
+// Whether a kernel that also takes computed angles takes a caller-given table of some kind (a cos_sin_2, cat or
+// full table of 2 rows, f32, the legacy form, else the tensor form): a kernel that declines all of them is not
+// asked for a property's table cases (row r's note says so), as a kernel that declines v2 is not for v2's.
+bool Gate::table_probe_taken(Dtype d, Layout l, CheckRow& r) {
+  bool sent = false;
+  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full})
+    for (bool tensor : {false, true}) {
+      const RopeCase probe = abi_table_probe_case(d, l, k, Dtype::f32, tensor);
+      if (!why_not_sent(probe, false).empty()) continue;  // (outside --supports: not made)
+      sent = true;
+      const uint64_t before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
+      const bool declined = property_handle_.run(probe, {}).status == props::RunResult::Status::declined;
+      res_.calls += property_handle_.calls() - before;
+      res_.accepted += property_handle_.accepted_calls() - accepted_before;
+      if (!declined) return true;
+    }
+  if (!sent) return true;  // every probe outside --supports: the property's cases say "not made" themselves
+  ++r.declined;
+  r.note = "not run: the kernel declines caller-given cos/sin tables (RC_UNSUPPORTED)";
+  return false;
+}
+
+// Whether the kernel takes a property's probe case (PropertyDef::probe; with a table the gate builds when it
+// takes tables only), out of place or in place: one that does not is not asked for the property's cases (row
+// r's note says so).
+bool Gate::probe_taken(const RopeCase& probe, CheckRow& r) {
+  // A probe outside --supports is not made: the property's cases say "not made" for themselves.
+  if (!why_not_sent(probe, false).empty()) return true;
+  for (bool in_place : {false, true}) {
+    const uint64_t before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
+    const bool declined =
+        property_handle_.run(probe, {in_place, -1}).status == props::RunResult::Status::declined;
+    res_.calls += property_handle_.calls() - before;
+    res_.accepted += property_handle_.accepted_calls() - accepted_before;
+    if (!declined) return true;
+  }
+  ++r.declined;
+  r.note = "not run: the kernel declines its plainest call (" + probe.summary() + "; RC_UNSUPPORTED)";
+  return false;
 }
 
 // Calls in one process with one parameter changing between them, each judged: a cache keyed on some of the

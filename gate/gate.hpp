@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/abi_versions.hpp"
 #include "core/features.hpp"
 #include "gate/case_json.hpp"
 #include "gate/isolation.hpp"
@@ -201,6 +202,20 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
 
 // The criteria a case is held to: a flat tolerance override for its dtype, or
 // the implementation's error model under the contract.
+// The case as a kernel that takes caller-given tables only is called (AbiVersions::tables_only; docs/gate.md,
+// "Kernels that take tables"): its cos/sin (times the attention factor) given as a table the harness builds under
+// the contract's clauses -- in the call's dtype or f32 as the kernel took them, by the conventional f32 pipeline
+// under angles=f32 or the fp32 angle model (else correctly rounded) -- of kind number `turn` (modulo) among the
+// kinds it took, in the tensor form when it took only that. nullopt (*why) when a table cannot express the case.
+std::optional<RopeCase> table_call(const RopeCase& c, const AbiVersions& abi, const Contract& contract,
+                                   AngleModel model, uint64_t turn, std::string* why = nullptr);
+// The contract a call converted by table_call is judged under when it is judged as the case asked (the property
+// rows): its cos-sin clause the coarsest of the contract's and the tables' dtypes (the table rounds cos and sin).
+Contract table_call_contract(const AbiVersions& abi, Dtype d, const Contract& contract);
+// A turn for table_call that is a function of the case (its dtype, shape, positions and input): a property's
+// replayed execution gets the kinds its gate run gave it.
+uint64_t case_turn(const RopeCase& c);
+
 Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance);
 

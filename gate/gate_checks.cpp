@@ -1,6 +1,7 @@
 // What the gate holds one call to: the checks of a call (status, memory, FP environment, the reference), its
 // criteria and diagnosis, a row's bookkeeping, the bias check, and what each row checks (in words).
 #include "gate/gate.hpp"
+#include "reference/reference.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -346,6 +347,71 @@ CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
         s.bias, b.n, b.clusters, s.allowed, s.bias < 0 ? "shorter" : "longer");
   }
   return r;
+}
+
+// The kinds of cos/sin table a kernel took in the negotiation, in the ABI's order.
+namespace {
+std::vector<TableKind> taken_kinds(const AbiVersions& abi) {
+  std::vector<TableKind> kinds;
+  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+    if (abi.takes_table(k)) kinds.push_back(k);
+  return kinds;
+}
+
+// The dtype of the table of kind k for a call of dtype d: the call's (vLLM, ONNX Runtime) when the kernel took
+// that, unless it took f32 tables too and the contract says cos and sin are f32; otherwise f32.
+Dtype table_dtype(const AbiVersions& abi, TableKind k, Dtype d, const Contract& contract) {
+  const bool f32_taken = abi.table_dtypes[size_t(k)] >> unsigned(Dtype::f32) & 1u;
+  return d != Dtype::f32 && abi.table_in_call_dtype[size_t(k)] && !(f32_taken && contract.cos_sin == Dtype::f32)
+             ? d
+             : Dtype::f32;
+}
+}  // namespace
+
+std::optional<RopeCase> table_call(const RopeCase& c, const AbiVersions& abi, const Contract& contract,
+                                   AngleModel model, uint64_t turn, std::string* why) {
+  const std::vector<TableKind> kinds = taken_kinds(abi);
+  if (kinds.empty()) return std::nullopt;
+  const TableKind k = kinds[turn % kinds.size()];
+  const Dtype td = table_dtype(abi, k, c.dtype, contract);
+  const TablePipeline p = contract.angles == Contract::Angles::f32 || model != AngleModel::exact
+                              ? TablePipeline::conventional_f32
+                              : TablePipeline::correctly_rounded;
+  std::string w;
+  std::optional<RopeCase> t;
+  try {
+    t = with_given_table(c, k, td, p, &w);
+  } catch (const std::exception& e) {  // (an angle field the table builder cannot evaluate: the case says why)
+    w = e.what();
+  }
+  if (!t) {
+    if (why) *why = "a table cannot express this case (" + w + ")";
+    return std::nullopt;
+  }
+  if (abi.tensor_form_only && !t->tensor) t->tensor = TensorCall{};
+  return t;
+}
+
+Contract table_call_contract(const AbiVersions& abi, Dtype d, const Contract& contract) {
+  Contract out = contract;
+  for (TableKind k : taken_kinds(abi)) {
+    if (k == TableKind::angle) continue;  // f32 angles: the kernel's own cos and sin (its cos-sin clause)
+    const Dtype td = table_dtype(abi, k, d, contract);
+    if (format_of(td).unit_roundoff() > format_of(out.cos_sin).unit_roundoff()) out.cos_sin = td;
+  }
+  return out;
+}
+
+uint64_t case_turn(const RopeCase& c) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t k = 0; k < n; ++k) h = (h ^ static_cast<const unsigned char*>(p)[k]) * 0x100000001b3ull;
+  };
+  const uint32_t dims[4] = {uint32_t(c.dtype), c.head_dim, c.rotary_dim, c.n_heads};
+  mix(dims, sizeof dims);
+  mix(c.positions.data(), c.positions.size() * sizeof(int64_t));
+  mix(c.input.data(), c.input.size());
+  return h;
 }
 
 }  // namespace ropecheck::gate

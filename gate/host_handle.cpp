@@ -63,6 +63,7 @@ props::RunResult HostHandle::run(const RopeCase& c, const props::RunRequest& r) 
     return res;
   }
   res.out = call.out;
+  res.k_out = call.k_out;
   return res;
 }
 

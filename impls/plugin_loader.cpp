@@ -58,6 +58,7 @@ PluginLoad plugin_implementation(const std::string& path) {
   impl.dtypes.assign(std::begin(kAllDtypes), std::end(kAllDtypes));
   impl.layouts.assign(std::begin(kAllLayouts), std::end(kAllLayouts));
   impl.bit_exact_layouts = false;
+  impl.bit_exact_shapes = false;
   r.impl = std::move(impl);
   return r;
 }

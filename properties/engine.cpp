@@ -1,5 +1,7 @@
 #include "properties/engine.hpp"
 
+#include "core/tensor_call.hpp"
+
 #include "core/abi_versions.hpp"
 
 #include <algorithm>
@@ -44,6 +46,7 @@ RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
     res.status = RunResult::Status::declined;
     return res;
   }
+  if (c.tensor && v >= 3) return run_tensor_form(c, r, v);
   const rc_rope_args a =
       r.in_place ? c.args(res.out.data(), res.out.data(), v) : c.args(in.data(), res.out.data(), v);
   const int rc = impl_.fn(&a);
@@ -58,6 +61,78 @@ RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
     return res;
   }
   if (!r.in_place) res.input_after = std::move(in);
+  return res;
+}
+
+// A tensor-form call in this process: each buffer laid out as the case says (core/tensor_call.hpp), the strides'
+// gaps holding a pattern that must survive the call, the inputs compared afterwards.
+RunResult ImplementationHandle::run_tensor_form(const RopeCase& c, const RunRequest& r, uint32_t v) {
+  RunResult res;
+  constexpr unsigned char kGap = 0xA5;
+  constexpr uint32_t kPoison = 0xFFFFFFFFu;  // a NaN of every dtype (f16/bf16: its low 16 bits)
+  const TensorSizes sz = tensor_sizes(c, r.in_place);
+  // Each activation buffer is followed by twice as many bytes as the largest of them, holding the gap pattern
+  // too: a kernel that strides past a tensor's end (k taken with q's strides) writes there, not into the heap.
+  const size_t tail = 2 * std::max({sz.q, sz.q_out, sz.k, sz.k_out}) + 256;
+  auto buffer = [&](size_t n) { return Bytes(n ? n + tail : 0, kGap); };
+  Bytes q = buffer(sz.q), q_out = buffer(sz.q_out), k = buffer(sz.k), k_out = buffer(sz.k_out), pos(sz.pos),
+        offsets(sz.seq_offsets), cu(sz.cu_seqlens), table0, table1;
+  std::vector<int64_t> shapes(kTensorShapeSlots);
+  rc_rope_args a = c.args(nullptr, nullptr, v);  // (lays a table out for its kind: abi_table_bytes)
+  table0.resize(c.abi_table_bytes[0].size());
+  table1.resize(c.abi_table_bytes[1].size());
+  TensorBuffers b;
+  b.q = q.data();
+  b.q_out = r.in_place ? b.q : q_out.data();
+  b.k = sz.k ? k.data() : nullptr;
+  b.k_out = r.in_place ? b.k : sz.k_out ? k_out.data() : nullptr;
+  b.pos = sz.pos ? pos.data() : nullptr;
+  b.seq_offsets = sz.seq_offsets ? offsets.data() : nullptr;
+  b.cu_seqlens = sz.cu_seqlens ? cu.data() : nullptr;
+  b.table[0] = table0.empty() ? nullptr : table0.data();
+  b.table[1] = table1.empty() ? nullptr : table1.data();
+  b.shapes = shapes.data();
+  fill_tensor_buffers(c, r.in_place, b, kPoison);
+  point_v3_args(c, r.in_place, b, a);
+  const int rc = impl_.fn(&a);
+  if (rc == RC_UNSUPPORTED) {
+    res.status = RunResult::Status::declined;
+    return res;
+  }
+  if (rc != RC_OK) {
+    res.status = RunResult::Status::failed;
+    res.failure = impl_.name + " returned " + std::to_string(rc) + " on a well-formed case: " + c.summary();
+    res.fault = "error code";
+    return res;
+  }
+  const int q_out_which = r.in_place ? 0 : 1, k_out_which = r.in_place ? 2 : 3;
+  size_t gaps = gap_bytes_changed(c, c.tensor_layout(0), b.q, kGap);
+  if (!r.in_place) gaps += gap_bytes_changed(c, c.tensor_layout(1), b.q_out, kGap);
+  res.out = gather_heads(c, c.tensor_layout(q_out_which), b.q_out);
+  if (c.tensor->k_heads) {
+    const RopeCase kc = c.k_case();
+    gaps += gap_bytes_changed(kc, c.tensor_layout(2), b.k, kGap);
+    if (!r.in_place) gaps += gap_bytes_changed(kc, c.tensor_layout(3), b.k_out, kGap);
+    res.k_out = gather_heads(kc, c.tensor_layout(k_out_which), b.k_out);
+  }
+  for (const auto& [buf, n] : {std::pair{&q, sz.q}, std::pair{&q_out, sz.q_out}, std::pair{&k, sz.k}, std::pair{&k_out, sz.k_out}})
+    if (n) gaps += size_t(std::count_if(buf->begin() + long(n), buf->end(), [](unsigned char x) { return x != kGap; }));
+  if (gaps) {
+    res.status = RunResult::Status::failed;
+    res.failure = impl_.name + " wrote " + std::to_string(gaps) + " byte(s) between the elements of its tensors (the "
+                  "strides' gaps) or past their ends: " + c.summary();
+    res.fault = "out-of-bounds write";
+    return res;
+  }
+  if (!r.in_place) {
+    res.input_after = gather_heads(c, c.tensor_layout(0), b.q);
+    if (c.tensor->k_heads && gather_heads(c.k_case(), c.tensor_layout(2), b.k) != c.tensor->k_input) {
+      res.status = RunResult::Status::failed;
+      res.failure = impl_.name + " wrote into its input k out of place: " + c.summary();
+      res.fault = "input modified";
+      return res;
+    }
+  }
   return res;
 }
 
@@ -93,11 +168,11 @@ const std::vector<PropertyDef>& property_set() {
        "bits: NaN payloads, subnormals), out of place and in place",
        &property_PassThroughDimsKept, false, false, true},
       {"input-untouched", "property: input untouched", "an out-of-place call leaves its input unchanged",
-       &property_InputUntouchedOutOfPlace, false, false, false},
+       &property_InputUntouchedOutOfPlace, false, false, false, false, false, nullptr, true},
       {"in-place", "property: in place",
        "in place gives the out-of-place output (the identity clause: the same values, or bits; the output buffer "
        "prefilled with NaN bytes)",
-       &property_InPlaceEqualsOutOfPlace, false, false, true},
+       &property_InPlaceEqualsOutOfPlace, false, false, true, false, false, nullptr, true},
       {"accuracy", "property: accuracy", "every pair within its allowance of the exact reference (generated cases)",
        &property_WithinBoundOfReference, false, false, true},
       {"special-values", "property: special values",
@@ -130,7 +205,24 @@ const std::vector<PropertyDef>& property_set() {
       {"inverse", "property: inverse",
        "inverse(forward(x)) = s^2 x per pair (the backward rotation keeps the attention factor s), within both "
        "calls' allowances",
-       &property_InverseUndoesForward, false, false, false, true},
+       &property_InverseUndoesForward, false, false, false, true, false, &inverse_probe_cases},
+      // ABI v3 call shapes (suite_tensor.cpp): each freedom of the tensor form gives the plain call's heads.
+      {"strides", "property: strides",
+       "q, q_out, k, k_out with padded strides (packed qkv included) = the same call with compact tensors (bit for "
+       "bit when the kernel promises it, else each within its allowances)",
+       &property_StridesEqualCompact, false, false, false, true, false, &tensor_probe_cases},
+      {"q-and-k", "property: q and k",
+       "q and k in one call, each with its own head count = a call for q and one for k", &property_QAndKEqualTwoCalls,
+       false, false, false, true, false, &q_and_k_probe_cases},
+      {"sequences", "property: sequences",
+       "varlen (cu_seqlens) and batched calls with implicit positions = one explicit-position call per sequence",
+       &property_SequencesEqualOneCallEach, false, false, false, true, false, &sequences_probe_cases},
+      {"int32-positions", "property: int32 positions",
+       "positions, cu_seqlens and seq_offsets as int32 = the same as int64", &property_Int32EqualsInt64, false, false,
+       false, true, false, &int32_probe_cases},
+      {"table-kinds", "property: table kinds",
+       "cos and sin given as two [P][R/2], one [P][R] or two full-width tables of equal values agree",
+       &property_TableKindsAgree, false, false, false, true, true},
   };
   return v;
 }

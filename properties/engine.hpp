@@ -45,6 +45,8 @@ struct RunResult {
   enum class Status { ok, declined, failed };
   Status status = Status::ok;
   Bytes out;
+  // A tensor-form call with k (ABI v3): k's output, compact [n_tokens][k_heads][head_dim] (empty otherwise).
+  Bytes k_out;
   // Out of place: the input buffer after the call, when the handle can see it (in-process kernels). A
   // handle that checks the input itself (the gate's host) reports a change as a failure instead.
   std::optional<Bytes> input_after;
@@ -64,6 +66,9 @@ class KernelHandle {
   virtual AngleModel angle_model() const = 0;
   // The kernel promises interleaved(x) == P^-1 halfsplit(P x) bit for bit.
   virtual bool bit_exact_layouts() const { return false; }
+  // The kernel promises the same bits for a head whatever the call's shape (strides, q and k, sequences, index
+  // widths, table kinds): the v3 call-shape properties then require bit identity.
+  virtual bool bit_exact_shapes() const { return false; }
   // Whether the handle can give a call an output buffer prefilled with out_fill (external programs cannot).
   virtual bool honours_out_fill() const { return true; }
   // The driver's hooks: an execution of a property starts (shrinking: a smaller candidate of a failure),
@@ -86,8 +91,10 @@ class ImplementationHandle : public KernelHandle {
   Criteria criteria(const RopeCase& c) const override;
   AngleModel angle_model() const override { return promise_.angle_model; }
   bool bit_exact_layouts() const override { return impl_.bit_exact_layouts; }
+  bool bit_exact_shapes() const override { return impl_.bit_exact_shapes; }
 
  private:
+  RunResult run_tensor_form(const RopeCase& c, const RunRequest& r, uint32_t version);
   const Implementation& impl_;
   KernelPromise promise_;
 };
@@ -110,7 +117,19 @@ struct PropertyDef {
   bool exact_angles;  // holds for exact angles only (skipped under the fp32 angle model: not shift-invariant)
   bool exportable;    // its cases can be exported (no input depends on an output, no prefilled outputs)
   bool abi_v2 = false;  // its cases are ABI v2 calls: run only where the kernel takes v2_probe_case
+  bool gives_tables = false;  // its cases carry cos/sin tables (ABI v3): run on a kernel that takes tables only too
+  // The plainest calls of its cases' forms (ABI v3: the tensor form, q and k, implicit positions, int32 and int64
+  // indices, ...), or null: a kernel that declines one of them, out of place and in place, is not asked for the
+  // property's cases (coverage, said so), rather than declining them one by one.
+  std::vector<RopeCase> (*probe)(Dtype d, Layout l) = nullptr;
+  bool out_of_place = false;  // it checks what an out-of-place call does: not run on a kernel taking in place only
 };
+// The probe cases of the v3 properties (suite_tensor.cpp): the inverse rotation, and the call shapes.
+std::vector<RopeCase> inverse_probe_cases(Dtype d, Layout l);
+std::vector<RopeCase> tensor_probe_cases(Dtype d, Layout l);
+std::vector<RopeCase> q_and_k_probe_cases(Dtype d, Layout l);
+std::vector<RopeCase> sequences_probe_cases(Dtype d, Layout l);
+std::vector<RopeCase> int32_probe_cases(Dtype d, Layout l);
 // A plain ABI v2 call (an attention factor of 1/2 on an 8-element head at position 3): a kernel that declines
 // it does not take v2 calls, and the v2 properties are not run on it (declining is never a failure).
 RopeCase v2_probe_case(Dtype d, Layout l);

@@ -108,14 +108,32 @@ TEST(Engine, TheSetHasEveryPropertyOnceWithItsRow) {
     EXPECT_EQ(std::string(p.row).rfind("property: ", 0), 0u) << p.row;
     EXPECT_EQ(find_property(p.id), &p);
   }
-  // 12 v1 properties, the 6 ABI v2 variant properties and the ABI v3 inverse (suite_variants.cpp)
-  EXPECT_EQ(ids.size(), 19u);
+  // 12 v1 properties, the 6 ABI v2 variant properties, the ABI v3 inverse (suite_variants.cpp) and the five v3
+  // call shapes (suite_tensor.cpp)
+  EXPECT_EQ(ids.size(), 24u);
   EXPECT_EQ(find_property("nonsense"), nullptr);
   // Not exportable: composition (an input is an output) and input-untouched (needs the input buffer).
   EXPECT_FALSE(find_property("composition")->exportable);
   EXPECT_FALSE(find_property("input-untouched")->exportable);
   // nor the inverse: the case-set protocol carries no ABI v3 call yet
   EXPECT_FALSE(find_property("inverse")->exportable);
+  // nor the call shapes; each of them, and the inverse, is first asked its plainest calls (PropertyDef::probe),
+  // which are v3 calls; the table kinds' cases carry tables (run on a kernel that takes tables only).
+  for (const char* id : {"inverse", "strides", "q-and-k", "sequences", "int32-positions"}) {
+    const PropertyDef* p = find_property(id);
+    ASSERT_NE(p, nullptr) << id;
+    EXPECT_FALSE(p->exportable) << id;
+    ASSERT_NE(p->probe, nullptr) << id;
+    for (const RopeCase& c : p->probe(Dtype::bf16, Layout::half_split)) {
+      EXPECT_EQ(c.validate(), "") << id;
+      EXPECT_EQ(c.min_abi_version(), 3u) << id;
+    }
+  }
+  EXPECT_TRUE(find_property("table-kinds")->gives_tables);
+  EXPECT_FALSE(find_property("table-kinds")->exportable);
+  // Those that look at an out-of-place call's buffers: not run on a kernel that takes in-place calls only.
+  EXPECT_TRUE(find_property("input-untouched")->out_of_place);
+  EXPECT_TRUE(find_property("in-place")->out_of_place);
 }
 
 // gen::elements computes its values without RapidCheck's combinators; they must be exactly the values the

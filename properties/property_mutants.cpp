@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "properties/property_support.hpp"
 
@@ -149,6 +150,108 @@ int mutant_no_pass_through_copy(const rc_rope_args* a) {
   return RC_OK;
 }
 
+// ---- ABI v3 call-shape mutants: the scalar kernel on an edited tensor-form call (scope 6 of the call-shapes
+// issue: each a bug class reported in a production kernel). Calls in the legacy form go through unchanged.
+
+bool tensor_call(const rc_rope_args* a) { return a->abi_version >= 3 && a->q.data; }
+
+// Compact strides of a tensor (row-major over its shape).
+std::vector<int64_t> compact_strides(const rc_tensor& t) {
+  std::vector<int64_t> st(size_t(t.ndim), 1);
+  for (int k = t.ndim - 2; k >= 0; --k) st[size_t(k)] = st[size_t(k) + 1] * t.shape[k + 1];
+  return st;
+}
+
+// Takes every tensor as compact: strides ignored (vLLM #12777, MLX #1340).
+int mutant_strides_ignored(const rc_rope_args* a) {
+  if (!tensor_call(a)) return ropecheck_scalar_rope(a);
+  rc_rope_args b = *a;
+  std::vector<int64_t> st[4];
+  rc_tensor* ts[4] = {&b.q, &b.q_out, &b.k, &b.k_out};
+  for (int n = 0; n < 4; ++n)
+    if (ts[n]->data) {
+      st[n] = compact_strides(*ts[n]);
+      ts[n]->strides = st[n].data();
+    }
+  return ropecheck_scalar_rope(&b);
+}
+
+// k's (and k_out's) strides taken from q's (Liger #342: k's head count and stride from q).
+int mutant_k_strides_from_q(const rc_rope_args* a) {
+  if (!tensor_call(a) || !a->k.data) return ropecheck_scalar_rope(a);
+  rc_rope_args b = *a;
+  std::vector<int64_t> qs = a->q.strides ? std::vector<int64_t>(a->q.strides, a->q.strides + a->q.ndim) : compact_strides(a->q);
+  b.k.strides = qs.data();
+  if (b.k_out.data) b.k_out.strides = qs.data();
+  return ropecheck_scalar_rope(&b);
+}
+
+// Varlen implicit positions counted from the start of the batch, not of each sequence (MLX #3494, TE #1930).
+int mutant_varlen_offset_not_reset(const rc_rope_args* a) {
+  if (!tensor_call(a) || a->pos.data || !a->cu_seqlens.data) return ropecheck_scalar_rope(a);
+  auto index = [](const rc_tensor& t, int64_t i) {
+    const char* p = static_cast<const char*>(t.data) + t.byte_offset;
+    if (t.dtype.bits == 32) {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return int64_t(v);
+    }
+    int64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return v;
+  };
+  const int64_t T = a->q.shape[0], nseq = a->cu_seqlens.shape[0] - 1;
+  std::vector<int64_t> pos(size_t(T), 0), shape = {T};
+  for (int64_t b = 0; b < nseq; ++b) {
+    const int64_t off = a->seq_offsets.data ? index(a->seq_offsets, b) : 0;
+    for (int64_t t = index(a->cu_seqlens, b); t < index(a->cu_seqlens, b + 1); ++t) pos[size_t(t)] = t + off;  // BUG: t
+  }
+  rc_rope_args b = *a;
+  b.pos = rc_tensor{};
+  b.pos.data = pos.data();
+  b.pos.device = a->q.device;
+  b.pos.ndim = 1;
+  b.pos.dtype = {uint8_t(RC_DL_INT), 64, 1};
+  b.pos.shape = shape.data();
+  b.seq_offsets = rc_tensor{};
+  b.cu_seqlens = rc_tensor{};
+  return ropecheck_scalar_rope(&b);
+}
+
+// int32 positions converted through float (exact below 2^24 only; vLLM #52416's family).
+int mutant_int32_positions_via_float(const rc_rope_args* a) {
+  if (!tensor_call(a) || !a->pos.data || a->pos.dtype.bits != 32) return ropecheck_scalar_rope(a);
+  int64_t n = 1;
+  for (int k = 0; k < a->pos.ndim; ++k) n *= a->pos.shape[k];
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::memcpy(pos.data(), static_cast<const char*>(a->pos.data) + a->pos.byte_offset, size_t(n) * 4);
+  for (int32_t& m : pos) m = int32_t(float(m));
+  rc_rope_args b = *a;
+  b.pos.data = pos.data();
+  b.pos.byte_offset = 0;
+  return ropecheck_scalar_rope(&b);
+}
+
+// A [P][R] cos|sin table read with its sin half one column late (sin of pair i from column R/2 + i + 1, the last
+// pair's from the next row): an off-by-one in one table kind's indexing.
+int mutant_cat_table_sin_shifted(const rc_rope_args* a) {
+  if (a->abi_version < 3 || a->table_kind != RC_TABLE_COS_SIN_CAT) return ropecheck_scalar_rope(a);
+  const int64_t P = a->table.shape[0], R = a->table.shape[1], half = R / 2;
+  const size_t es = a->table.dtype.bits / 8;
+  const char* src = static_cast<const char*>(a->table.data) + a->table.byte_offset;
+  std::vector<char> t(size_t(P * R) * es);
+  std::memcpy(t.data(), src, t.size());
+  for (int64_t r = 0; r < P; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t from = r * R + half + i + 1;  // (the last row's last pair keeps its own)
+      if (from < P * R) std::memcpy(t.data() + size_t(r * R + half + i) * es, src + size_t(from) * es, es);
+    }
+  rc_rope_args b = *a;
+  b.table.data = t.data();
+  b.table.byte_offset = 0;
+  return ropecheck_scalar_rope(&b);
+}
+
 // A mutant kernel and the promise it is held to (the scalar kernel's, unless given).
 struct Mutant {
   Implementation impl;
@@ -185,6 +288,12 @@ void expect_caught(const Mutant& m, const std::vector<Expectation>& props) {
         << "property " << e.property << " (" << to_string(e.dtype) << " " << to_string(e.layout)
         << ") did not catch the mutant kernel '" << m.impl.name << "' in " << params.maxSuccess
         << " cases: it has lost its power";
+    // Caught for the reason the expectation names, not another (an error code, a decline read as a failure).
+    if (failed && e.finding)
+      EXPECT_NE(result.get<rc::detail::FailureResult>().description.find(e.finding), std::string::npos)
+          << "property " << e.property << " (" << to_string(e.dtype) << " " << to_string(e.layout)
+          << ") caught the mutant kernel '" << m.impl.name << "' but not with \"" << e.finding << "\":\n"
+          << result.get<rc::detail::FailureResult>().description;
   }
 }
 
@@ -322,6 +431,40 @@ TEST(MutantsAreCaught, Llama3SmoothingFromWavelength) {
 }
 
 // The correct v2 kernel passes every v2 property (and the v1 ones on its v1 calls).
+// ABI v3 call shapes: each mutant is caught by the property of its freedom.
+TEST(MutantsAreCaught, StridesIgnored) {
+  const Mutant m = mutant("strides_ignored", &mutant_strides_ignored);
+  // (Its compact indexing writes into the gaps, which the handle sees before the outputs are compared, or
+  // gives other outputs: "strides" either way.)
+  expect_caught(m, {{"strides", &property_StridesEqualCompact, f32, il, "strides"},
+                    {"strides", &property_StridesEqualCompact, bf16, hs, "strides"}});
+}
+
+TEST(MutantsAreCaught, KStridesTakenFromQ) {
+  const Mutant m = mutant("k_strides_from_q", &mutant_k_strides_from_q);
+  expect_caught(m, {{"q and k", &property_QAndKEqualTwoCalls, f32, hs, "q and k:"},
+                    {"q and k", &property_QAndKEqualTwoCalls, f16, il, "q and k:"},
+                    {"strides", &property_StridesEqualCompact, bf16, il, "strides"}});
+}
+
+TEST(MutantsAreCaught, VarlenOffsetNotResetPerSequence) {
+  const Mutant m = mutant("varlen_offset_not_reset", &mutant_varlen_offset_not_reset);
+  expect_caught(m, {{"sequences", &property_SequencesEqualOneCallEach, f32, il, "sequences:"},
+                    {"sequences", &property_SequencesEqualOneCallEach, bf16, hs, "sequences:"}});
+}
+
+TEST(MutantsAreCaught, Int32PositionsThroughFloat) {
+  const Mutant m = mutant("int32_positions_via_float", &mutant_int32_positions_via_float);
+  expect_caught(m, {{"int32 positions", &property_Int32EqualsInt64, f32, il, "int32 positions:"},
+                    {"int32 positions", &property_Int32EqualsInt64, f16, hs, "int32 positions:"}});
+}
+
+TEST(MutantsAreCaught, CatTableSinOneColumnLate) {
+  const Mutant m = mutant("cat_table_sin_shifted", &mutant_cat_table_sin_shifted);
+  expect_caught(m, {{"table kinds", &property_TableKindsAgree, f32, il, "table kinds:"},
+                    {"table kinds", &property_TableKindsAgree, bf16, hs, "table kinds:"}});
+}
+
 TEST(MutantsAreCaught, CorrectV2KernelPasses) {
   const Mutant m = v2_mutant("ok_v2_double");
   const PropertyMaker makers[] = {&property_AttentionFactorScalesNorms,     &property_RelativeInvariancePerAxis,

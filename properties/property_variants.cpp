@@ -9,6 +9,7 @@
 //  - variant accuracy: every rule against the exact reference;
 //  - ABI v3: inverse(forward(x)) = s^2 x.
 #include "properties/property_support.hpp"
+#include "reference/reference.hpp"
 
 namespace ropecheck::props {
 
@@ -40,6 +41,28 @@ TEST_P(Variants, InverseUndoesForward) {
     GTEST_SKIP() << GetParam().impl << " declines the inverse rotation (RC_UNSUPPORTED)";
   check_property(property_InverseUndoesForward(handle(), dtype(), layout()));
 }
+
+// ABI v3 call shapes (suite_tensor.cpp): kernels that decline one of the property's plainest calls are skipped.
+#define ROPECHECK_V3_SHAPE_PROPERTY(Name, probes)                                                  \
+  TEST_P(Variants, Name) {                                                                         \
+    for (const RopeCase& probe : probes(dtype(), layout()))                                        \
+      if (handle().run(probe, {}).status == RunResult::Status::declined)                           \
+        GTEST_SKIP() << GetParam().impl << " declines " << probe.summary() << " (RC_UNSUPPORTED)"; \
+    check_property(property_##Name(handle(), dtype(), layout()));                                 \
+  }
+
+ROPECHECK_V3_SHAPE_PROPERTY(StridesEqualCompact, tensor_probe_cases)
+ROPECHECK_V3_SHAPE_PROPERTY(QAndKEqualTwoCalls, q_and_k_probe_cases)
+ROPECHECK_V3_SHAPE_PROPERTY(SequencesEqualOneCallEach, sequences_probe_cases)
+ROPECHECK_V3_SHAPE_PROPERTY(Int32EqualsInt64, int32_probe_cases)
+
+// Tables of every kind, legacy form (the built-ins take all three cos/sin kinds).
+std::vector<RopeCase> table_probes(Dtype d, Layout l) {
+  RopeCase c = v2_probe_case(d, l);
+  c.attention_factor = 1.0;
+  return {*with_given_table(c, TableKind::cos_sin_cat, Dtype::f32, TablePipeline::correctly_rounded)};
+}
+ROPECHECK_V3_SHAPE_PROPERTY(TableKindsAgree, table_probes)
 
 INSTANTIATE_TEST_SUITE_P(Registry, Variants, testing::ValuesIn(kernel_params()), param_name);
 

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
+#include <string>
 
 #include "properties/engine.hpp"
 #include "properties/generators.hpp"
@@ -47,6 +49,25 @@ Property property_OffsetSliceEqualsSubHead(KernelHandle& k, Dtype d, Layout l, c
 Property property_VariantsWithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 // ABI v3 (suite_variants.cpp): the inverse rotation undoes the forward one, the attention factor kept by both.
 Property property_InverseUndoesForward(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+
+// ABI v3 call shapes (suite_tensor.cpp): each of the tensor form's freedoms gives what the plain call gives --
+// padded strides = compact, q and k in one call = two calls, varlen and batched implicit positions = one
+// explicit call per sequence, int32 = int64 indices, the cos/sin table kinds with equal values agree. Bit for
+// bit for a kernel that promises it (KernelHandle::bit_exact_shapes: the built-ins); otherwise each side within
+// its allowances (real kernels take other vector and tail paths for other shapes). A kernel that declines the
+// tensor form (or tables) discards.
+Property property_StridesEqualCompact(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_QAndKEqualTwoCalls(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_SequencesEqualOneCallEach(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_Int32EqualsInt64(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+Property property_TableKindsAgree(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+
+// Two calls whose exact pairs differ by at most dphi(t, i) radians (times ||y*||): every rotated pair within
+// E_a + E_b + dphi ||y*||, every other element the same output (the identity clause); RC_FAIL naming `what`.
+// ca and cb have the same tokens, heads and head_dim (oa and ob compact [T][H][D]).
+void expect_same_rotation(const KernelHandle& ker, const RopeCase& ca, const Bytes& oa, const RopeCase& cb,
+                          const Bytes& ob, const char* what, const std::function<double(size_t, uint32_t)>& dphi,
+                          const std::string& context);
 
 // A case shape within the scope (positions at most scope.max_position).
 // Rounding of a double sum of n exact products: <= n 2^-53 sum|terms|.

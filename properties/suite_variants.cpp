@@ -53,6 +53,9 @@ void at_least_four(RopeCase& c, gen::Values v) {
   c.input = *gen::elements(c.dtype, v, c.n_elements());
 }
 
+
+}  // namespace
+
 // Two calls whose exact pairs differ by at most dphi(t, i) radians (times ||y*||): every rotated pair within
 // E_a + E_b + dphi ||y*||, every other element the same output (same_output: the identity clause).
 void expect_same_rotation(const KernelHandle& ker, const RopeCase& ca, const Bytes& oa, const RopeCase& cb,
@@ -94,7 +97,6 @@ void expect_same_rotation(const KernelHandle& ker, const RopeCase& ca, const Byt
     }
 }
 
-}  // namespace
 
 Property property_AttentionFactorScalesNorms(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
   return [&ker, d, l, scope] {

@@ -445,8 +445,19 @@ TEST(AbiV3Kernels, AVllmStyleKernelThatTakesItsCacheOnlyPassesWithTablesTheGateB
   EXPECT_NE(g.out.find("with caller-given tables only (cos-sin-cat, in place)"), std::string::npos) << g.out;
   for (const char* row : {"matrix bf16 half-split", "v3: tables", "v3: q and k", "random"})
     EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
-  // The property engine's calls carry no table: its rows are not run, and say why (no declined calls).
-  EXPECT_NE(g.out.find("note: property: norm: not run: the kernel takes caller-given tables only"), std::string::npos)
+  // The property rows run with tables the gate builds (each call's kind a function of its case), the kernel's
+  // in-place calls standing for out-of-place ones; the two that look at an out-of-place call's buffers, and the
+  // shapes it declines (implicit positions, int32), are not run, each saying why.
+  for (const char* row : {"property: norm", "property: relative", "property: accuracy", "property: strides",
+                          "property: q and k"})
+    EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
+  EXPECT_NE(g.out.find("note: property: input untouched: not run: the kernel takes in-place calls only"),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("note: property: sequences: not run: the kernel declines its plainest call"), std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("note: property: table kinds: not run: the kernel takes one kind of cos/sin table"),
+            std::string::npos)
       << g.out;
 }
 
@@ -455,8 +466,12 @@ TEST(AbiV3Kernels, AFlashAttentionStyleKernelPassesItsSequencesInverseAndStrides
   EXPECT_EQ(g.exit, 0) << g.out;
   EXPECT_NE(g.out.find("with caller-given tables only (cos-sin-2, in the tensor form)"), std::string::npos) << g.out;
   for (const char* row : {"matrix f16 interleaved", "v3: inverse", "v3: tables", "v3: strides", "v3: sequences",
-                          "v3: int32 positions", "random"})
+                          "v3: int32 positions", "random", "property: orthogonality", "property: inverse",
+                          "property: strides", "property: sequences", "property: int32 positions"})
     EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
+  // It rotates one tensor: q and k in one call is declined, and the row says so without declining every case.
+  EXPECT_NE(g.out.find("note: property: q and k: not run: the kernel declines its plainest call"), std::string::npos)
+      << g.out;
 }
 
 TEST(AbiV3Kernels, ABackwardKernelPassesItsInverseRow) {
@@ -496,8 +511,40 @@ INSTANTIATE_TEST_SUITE_P(
         V3Bug{"table_fa_inverse_ignored", "v3: inverse", "verdict: FAIL (failed: inverse computed as forward)"},
         V3Bug{"table_fa_table_overread", "matrix f32 interleaved", "verdict: FAIL (failed: crash)"},
         V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)"},
-        V3Bug{"table_backward_drops_af", "property: inverse", "attention factor not applied"}),
+        V3Bug{"table_backward_drops_af", "property: inverse", "attention factor not applied"},
+        // The property rows of a kernel that takes tables only (tables the gate builds): the planted bugs fail
+        // them too, each diagnosed as its call alone shows it.
+        V3Bug{"table_vllm_row_by_token", "property: accuracy", "table row indexed by token"},
+        V3Bug{"table_vllm_k_head_stride", "property: strides", "out-of-bounds write: strides: memory: "},
+        V3Bug{"table_fa_varlen_offset", "property: sequences", "sequence start not subtracted"},
+        V3Bug{"table_fa_inverse_ignored", "property: inverse", "inverse computed as forward"}),
     [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
+
+// A property failure of a kernel that takes tables only replays: `ropecheck replay` gives each of the
+// execution's calls the table the gate gave it (gate::table_call of kind case_turn, in place for an in-place-only
+// kernel), so the same failure comes back.
+TEST(AbiV3Kernels, APropertyFailureOfATablesOnlyKernelReplays) {
+  const GateRun g = gate(kernel("current", "table_vllm_row_by_token"), kV3Options, "v3_replay_tables_only");
+  ASSERT_EQ(g.exit, 1) << g.out;
+  const std::filesystem::path dir = std::filesystem::path(ROPECHECK_TEST_TMP) / "v3_replay_tables_only" / "report";
+  size_t replayed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("property-", 0) != 0 || e.path().extension() != ".json") continue;
+    const std::string log = e.path().string() + ".replay.txt";
+    const std::string cmd = std::string(ROPECHECK_CLI) + " replay " + e.path().string() + " --kernel " +
+                            kernel("current", "table_vllm_row_by_token") + " > " + log + " 2>&1";
+    const int st = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::stringstream out;
+    out << f.rdbuf();
+    EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1) << name << "\n" << out.str();
+    EXPECT_NE(out.str().find("verdict: FAIL\n"), std::string::npos) << name << "\n" << out.str();
+    EXPECT_EQ(out.str().find("declined"), std::string::npos) << name << "\n" << out.str();
+    ++replayed;
+  }
+  EXPECT_GT(replayed, 0u) << "no property replay file in " << dir << "\n" << g.out;
+}
 
 TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
   const GateRun g = gate(kernel("current", "newer_header"), "--cases 50 --property-cases 3", "newer_header");
