@@ -107,23 +107,20 @@ int run() {
       // case (gate::table_call of kind case_turn), judged with the table's rounding in the cos-sin clause.
       auto property_call = [&](const RopeCase& c, bool in_place) {
         if (!host.abi().probed) host.negotiate({c.dtype}, {c.layout}, g.call_timeout);
-        in_place = in_place || host.abi().in_place_only;
-        if (!host.abi().tables_only || c.table) return host.call(c, in_place, g.call_timeout);
-        std::string why;
-        const std::optional<RopeCase> t =
-            gate::table_call(c, host.abi(), rec.contract, rec.angle_model, gate::case_turn(c), &why);
-        if (!t) {
+        const gate::PropertyCall pc =
+            gate::property_call_form(c, in_place, host.abi(), rec.contract, rec.angle_model);
+        if (!pc.not_sent.empty()) {
           gate::CallResult r;
           r.status = gate::CallStatus::declined;
           r.rc = RC_UNSUPPORTED;
-          r.not_sent = "the kernel takes tables only and " + why;
+          r.not_sent = pc.not_sent;
           return r;
         }
-        return host.call(*t, in_place, g.call_timeout);
+        return host.call(pc.sent(c), pc.in_place, g.call_timeout);
       };
       auto property_criteria = [&](const RopeCase& c) {
-        if (rec.tolerance > 0 || !host.abi().tables_only || c.table) return criteria(c);
-        return Criteria::of(error_model, gate::table_call_contract(host.abi(), c.dtype, rec.contract));
+        if (rec.tolerance > 0) return criteria(c);
+        return Criteria::of(error_model, gate::property_contract(c, host.abi(), rec.contract));
       };
       gate::HostHandle h(impl.name, property_call, property_criteria, rec.angle_model, nullptr);
       std::cout << "property " << p->id << " (" << p->what << "), " << to_string(rec.c.dtype) << " "

@@ -166,33 +166,22 @@ class Gate {
   // that is a function of the case (case_turn: its replay gets the same), judged as the case asked under
   // property_criteria.
   CallResult property_call(const RopeCase& c, bool in_place) {
-    // A kernel that takes in-place calls only (vLLM) computes an out-of-place call's output in place.
-    in_place = in_place || host_.abi().in_place_only;
-    if (!host_.abi().tables_only || c.table) return counted_call(c, in_place);
-    std::string why;
-    const std::optional<RopeCase> t =
-        gate::table_call(c, host_.abi(), opt_.contract, opt_.angle_model, case_turn(c), &why);
-    if (!t) {
+    const PropertyCall pc = property_call_form(c, in_place, host_.abi(), opt_.contract, opt_.angle_model);
+    std::string why = pc.not_sent;
+    if (why.empty() && pc.table) why = why_not_sent(*pc.table, pc.in_place);
+    if (!why.empty()) {
       CallResult r;
       r.status = CallStatus::declined;
       r.rc = RC_UNSUPPORTED;
-      r.not_sent = "the kernel takes tables only and " + why;
+      r.not_sent = why;
       return r;
     }
-    if (const std::string w = why_not_sent(*t, in_place); !w.empty()) {
-      CallResult r;
-      r.status = CallStatus::declined;
-      r.rc = RC_UNSUPPORTED;
-      r.not_sent = w;
-      return r;
-    }
-    return counted_call(*t, in_place, &c);
+    return counted_call(pc.sent(c), pc.in_place, pc.table ? &c : nullptr);
   }
   // What a property's output is held to: the contract's clauses, with a table's rounding in the cos-sin clause
-  // when the gate gave the call a table (property_call).
+  // when the gate gives the call a table (property_contract).
   Criteria property_criteria(const RopeCase& c) const {
-    if (!host_.abi().tables_only || c.table) return criteria(c);
-    return case_criteria(opt_.error_model, c, table_call_contract(host_.abi(), c.dtype, opt_.contract), opt_.tolerance);
+    return case_criteria(opt_.error_model, c, property_contract(c, host_.abi(), opt_.contract), opt_.tolerance);
   }
 
   // Why a call is not made (empty: it is): it uses a feature outside --supports. Never a failure, never the
@@ -335,11 +324,10 @@ class Gate {
       if (aborted_ || over_budget()) return "not diagnosed: the budget was reached";
       // The call as the property made it (with the gate's table for a kernel that takes tables only), judged
       // alone against the reference (a table call: against its table as given).
-      std::optional<RopeCase> t;
-      if (host_.abi().tables_only && !hc.c.table)
-        t = gate::table_call(hc.c, host_.abi(), opt_.contract, opt_.angle_model, case_turn(hc.c));
-      const RopeCase& c = t ? *t : hc.c;
-      const bool in_place = hc.in_place || host_.abi().in_place_only;
+      const PropertyCall pc = property_call_form(hc.c, hc.in_place, host_.abi(), opt_.contract, opt_.angle_model);
+      if (!pc.not_sent.empty()) continue;
+      const RopeCase& c = pc.sent(hc.c);
+      const bool in_place = pc.in_place;
       const Criteria cr = criteria(c);
       const CallResult res = call(c, in_place);
       const CaseVerdict v = judge_call(c, in_place, opt_.angle_model, cr, res);

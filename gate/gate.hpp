@@ -216,6 +216,20 @@ Contract table_call_contract(const AbiVersions& abi, Dtype d, const Contract& co
 // replayed execution gets the kinds its gate run gave it.
 uint64_t case_turn(const RopeCase& c);
 
+// How a property's call of `asked` is made on a kernel whose negotiation found `abi` (the gate and `ropecheck
+// replay` alike): in place when the kernel takes in-place calls only; with a table of kind case_turn(asked) when it
+// takes tables only (table: the case to send; not_sent: why none can be, the call is then not made); else as
+// asked. criteria is what the property's outputs are held to (table_call_contract with a table).
+struct PropertyCall {
+  std::optional<RopeCase> table;
+  bool in_place = false;
+  std::string not_sent;
+  const RopeCase& sent(const RopeCase& asked) const { return table ? *table : asked; }
+};
+PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
+                                AngleModel model);
+Contract property_contract(const RopeCase& asked, const AbiVersions& abi, const Contract& contract);
+
 Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance);
 

@@ -414,4 +414,19 @@ uint64_t case_turn(const RopeCase& c) {
   return h;
 }
 
+PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
+                                AngleModel model) {
+  PropertyCall p;
+  p.in_place = in_place || abi.in_place_only;  // (its in-place output is what an out-of-place call's would be)
+  if (!abi.tables_only || asked.table) return p;
+  std::string why;
+  p.table = table_call(asked, abi, contract, model, case_turn(asked), &why);
+  if (!p.table) p.not_sent = "the kernel takes tables only and " + why;
+  return p;
+}
+
+Contract property_contract(const RopeCase& asked, const AbiVersions& abi, const Contract& contract) {
+  return abi.tables_only && !asked.table ? table_call_contract(abi, asked.dtype, contract) : contract;
+}
+
 }  // namespace ropecheck::gate
