@@ -24,6 +24,23 @@ namespace ropecheck::props {
 ImplementationHandle::ImplementationHandle(const Implementation& impl, std::optional<KernelPromise> promise)
     : impl_(impl), promise_(promise ? std::move(*promise) : promise_of(impl)) {}
 
+namespace {
+// The kernel's return code into res: RC_UNSUPPORTED declined, another than RC_OK a failure; true for RC_OK.
+bool returned_ok(const Implementation& impl_, int rc, const RopeCase& c, RunResult& res) {
+  if (rc == RC_UNSUPPORTED) {
+    res.status = RunResult::Status::declined;
+    return false;
+  }
+  if (rc != RC_OK) {
+    res.status = RunResult::Status::failed;
+    res.failure = impl_.name + " returned " + std::to_string(rc) + " on a well-formed case: " + c.summary();
+    res.fault = "error code";
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
 RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
   RunResult res;
   if (!impl_.fn) {
@@ -49,17 +66,7 @@ RunResult ImplementationHandle::run(const RopeCase& c, const RunRequest& r) {
   if (c.tensor && v >= 3) return run_tensor_form(c, r, v);
   const rc_rope_args a =
       r.in_place ? c.args(res.out.data(), res.out.data(), v) : c.args(in.data(), res.out.data(), v);
-  const int rc = impl_.fn(&a);
-  if (rc == RC_UNSUPPORTED) {
-    res.status = RunResult::Status::declined;
-    return res;
-  }
-  if (rc != RC_OK) {
-    res.status = RunResult::Status::failed;
-    res.failure = impl_.name + " returned " + std::to_string(rc) + " on a well-formed case: " + c.summary();
-    res.fault = "error code";
-    return res;
-  }
+  if (!returned_ok(impl_, impl_.fn(&a), c, res)) return res;
   if (!r.in_place) res.input_after = std::move(in);
   return res;
 }
@@ -94,17 +101,7 @@ RunResult ImplementationHandle::run_tensor_form(const RopeCase& c, const RunRequ
   b.shapes = shapes.data();
   fill_tensor_buffers(c, r.in_place, b, kPoison);
   point_v3_args(c, r.in_place, b, a);
-  const int rc = impl_.fn(&a);
-  if (rc == RC_UNSUPPORTED) {
-    res.status = RunResult::Status::declined;
-    return res;
-  }
-  if (rc != RC_OK) {
-    res.status = RunResult::Status::failed;
-    res.failure = impl_.name + " returned " + std::to_string(rc) + " on a well-formed case: " + c.summary();
-    res.fault = "error code";
-    return res;
-  }
+  if (!returned_ok(impl_, impl_.fn(&a), c, res)) return res;
   const int q_out_which = r.in_place ? 0 : 1, k_out_which = r.in_place ? 2 : 3;
   size_t gaps = gap_bytes_changed(c, c.tensor_layout(0), b.q, kGap);
   if (!r.in_place) gaps += gap_bytes_changed(c, c.tensor_layout(1), b.q_out, kGap);
