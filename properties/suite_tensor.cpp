@@ -253,8 +253,20 @@ Property property_Int32EqualsInt64(KernelHandle& ker, Dtype d, Layout l, const S
     if (T > 1 && *gen::uniform_int(0, 2)) {  // varlen: the index tensors too
       wide.tensor->cu_seqlens = {0, int64_t(*gen::uniform_int(1, int64_t(T))), int64_t(T)};
     }
+    // Half the time implicit positions with an offset per sequence (seq_offsets, as int32 on the narrow side),
+    // else explicit positions (pos as int32).
+    const bool implicit = *gen::uniform_int(0, 2);
+    if (implicit) {
+      TensorCall& tc = *wide.tensor;
+      const std::vector<int64_t> cuts = tc.cu_seqlens.empty() ? std::vector<int64_t>{0, int64_t(T)} : tc.cu_seqlens;
+      tc.pos = PositionForm::implicit;
+      for (size_t b = 0; b + 1 < cuts.size(); ++b) {
+        tc.seq_offsets.push_back(*gen::position(std::max<int64_t>(0, s.max_position - int64_t(T))));
+        for (int64_t t = cuts[b]; t < cuts[b + 1]; ++t) wide.positions[size_t(t)] = t - cuts[b] + tc.seq_offsets[b];
+      }
+    }
     RopeCase narrow = wide;
-    narrow.tensor->pos = PositionForm::int32;
+    if (!implicit) narrow.tensor->pos = PositionForm::int32;
     narrow.tensor->index_int32 = true;
     const RunResult a = run_taken(ker, narrow, "int32 positions"), b = run_taken(ker, wide, "int32 positions");
     expect_equivalent(ker, narrow, a.out, wide, b.out, "int32 positions: int32 indices != int64",
