@@ -34,6 +34,20 @@ float random_value(Rng& rng, Dtype d) {
   return load_f32(d, b, 0);
 }
 
+// A plain case of the feature rows (v2:, v3:): its shape, base and positions; the input drawn later.
+RopeCase feature_case(Dtype d, Layout l, uint32_t head_dim, uint32_t rotary_dim, uint32_t heads, double base,
+                      std::vector<int64_t> positions) {
+  RopeCase c;
+  c.dtype = d;
+  c.layout = l;
+  c.head_dim = head_dim;
+  c.rotary_dim = rotary_dim;
+  c.n_heads = heads;
+  c.base = base;
+  c.positions = std::move(positions);
+  return c;
+}
+
 // The model's shape on a generated case, before its input is drawn.
 void take_model(RopeCase& c, const RopeCase* model) {
   if (model) apply_case_template(*model, c);
@@ -116,15 +130,7 @@ std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, ui
   Rng rng(seed * 0xd1b54a32d192ed03ull + uint64_t(d) * 16 + uint64_t(l) + 7);
   std::vector<V2Case> out;
   auto make = [&](uint32_t hd, uint32_t rd, double base, size_t tokens) {
-    RopeCase c;
-    c.dtype = d;
-    c.layout = l;
-    c.head_dim = hd;
-    c.rotary_dim = rd;
-    c.n_heads = 2;
-    c.base = base;
-    c.positions = position_mix(rng, max_position, tokens);
-    return c;
+    return feature_case(d, l, hd, rd, 2, base, position_mix(rng, max_position, tokens));
   };
   auto add = [&](const char* feature, std::string what, RopeCase c, bool in_place = false) {
     fill_random(c, rng);
@@ -264,15 +270,7 @@ std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, ui
   Rng rng(seed * 0xbf58476d1ce4e5b9ull + uint64_t(d) * 16 + uint64_t(l) + 13);
   std::vector<V2Case> out;
   auto make = [&](uint32_t hd, uint32_t rd, uint32_t heads, size_t tokens) {
-    RopeCase c;
-    c.dtype = d;
-    c.layout = l;
-    c.head_dim = hd;
-    c.rotary_dim = rd;
-    c.n_heads = heads;
-    c.base = 10000.0;
-    c.positions = position_mix(rng, max_position, tokens);
-    return c;
+    return feature_case(d, l, hd, rd, heads, 10000.0, position_mix(rng, max_position, tokens));
   };
   auto k_values = [&](RopeCase& c) {
     TensorCall& tc = *c.tensor;
