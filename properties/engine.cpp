@@ -203,6 +203,10 @@ const std::vector<PropertyDef>& property_set() {
        "inverse(forward(x)) = s^2 x per pair (the backward rotation keeps the attention factor s), within both "
        "calls' allowances",
        &property_InverseUndoesForward, false, false, false, true, false, &inverse_probe_cases},
+      {"adjoint", "property: adjoint",
+       "<forward(x), y> = <x, inverse(y)> per pair, x and y independent (the inverse is the forward's transpose, as "
+       "a backward pass must be), within both calls' allowances",
+       &property_InverseIsForwardTransposed, false, false, false, true, false, &inverse_probe_cases},
       // ABI v3 call shapes (suite_tensor.cpp): each freedom of the tensor form gives the plain call's heads.
       {"strides", "property: strides",
        "q, q_out, k, k_out with padded strides (packed qkv included) = the same call with compact tensors (bit for "
@@ -220,6 +224,10 @@ const std::vector<PropertyDef>& property_set() {
       {"table-kinds", "property: table kinds",
        "cos and sin given as two [P][R/2], one [P][R] or two full-width tables of equal values agree",
        &property_TableKindsAgree, false, false, false, true, true},
+      {"same-call-twice", "property: same call twice",
+       "the same tensor-form call (up to 32 tokens, with k and padded strides) made twice gives the same output "
+       "(the identity clause): no race between threads, nothing carried over from an earlier call",
+       &property_SameCallTwiceSameOutput, false, false, false, true, false, &tensor_probe_cases},
   };
   return v;
 }

@@ -108,9 +108,9 @@ TEST(Engine, TheSetHasEveryPropertyOnceWithItsRow) {
     EXPECT_EQ(std::string(p.row).rfind("property: ", 0), 0u) << p.row;
     EXPECT_EQ(find_property(p.id), &p);
   }
-  // 12 v1 properties, the 6 ABI v2 variant properties, the ABI v3 inverse (suite_variants.cpp) and the five v3
-  // call shapes (suite_tensor.cpp)
-  EXPECT_EQ(ids.size(), 24u);
+  // 12 v1 properties, the 6 ABI v2 variant properties, the ABI v3 inverse and adjoint (suite_variants.cpp) and
+  // the six v3 call shapes, same call twice included (suite_tensor.cpp)
+  EXPECT_EQ(ids.size(), 26u);
   EXPECT_EQ(find_property("nonsense"), nullptr);
   // Not exportable: composition (an input is an output) and input-untouched (needs the input buffer).
   EXPECT_FALSE(find_property("composition")->exportable);
@@ -119,7 +119,7 @@ TEST(Engine, TheSetHasEveryPropertyOnceWithItsRow) {
   EXPECT_FALSE(find_property("inverse")->exportable);
   // nor the call shapes; each of them, and the inverse, is first asked its plainest calls (PropertyDef::probe),
   // which are v3 calls; the table kinds' cases carry tables (run on a kernel that takes tables only).
-  for (const char* id : {"inverse", "strides", "q-and-k", "sequences", "int32-positions"}) {
+  for (const char* id : {"inverse", "adjoint", "strides", "q-and-k", "sequences", "int32-positions", "same-call-twice"}) {
     const PropertyDef* p = find_property(id);
     ASSERT_NE(p, nullptr) << id;
     EXPECT_FALSE(p->exportable) << id;

@@ -4,6 +4,7 @@
 // fails. Mutants are not registered; they live only here.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -252,6 +253,60 @@ int mutant_cat_table_sin_shifted(const rc_rope_args* a) {
   return ropecheck_scalar_rope(&b);
 }
 
+// Backward kernels' attention-factor bugs (FlashAttention #569, llama.cpp #3974): the inverse call with the factor
+// s replaced by f(s) -- 1 (dropped), s^2 (applied twice), 1/s (divided out: the forward's inverse, not its
+// transpose).
+template <double (*F)(double)>
+int mutant_inverse_factor(const rc_rope_args* a) {
+  if (a->abi_version < 3 || a->direction != RC_INVERSE) return ropecheck_scalar_rope(a);
+  rc_rope_args b = *a;
+  b.attention_factor = F(a->attention_factor == 0 ? 1.0 : a->attention_factor);
+  return ropecheck_scalar_rope(&b);
+}
+double dropped(double) { return 1.0; }
+double squared(double s) { return s * s; }
+double reciprocal(double s) { return 1.0 / s; }
+
+// An inverse that negates the sine in one of each pair's two outputs only: out0 = c x0 + s x1 as the inverse,
+// out1 = s x0 + c x1 as the forward -- the matrix [[c, s], [s, c]], no rotation (a sign lost in a hand-written
+// backward). Legacy calls; the tensor form as scalar.
+int mutant_inverse_conjugates_one_half(const rc_rope_args* a) {
+  if (a->abi_version < 3 || a->direction != RC_INVERSE || tensor_call(a)) return ropecheck_scalar_rope(a);
+  const RopeCase c = case_from_args(*a);
+  Bytes fwd(c.n_bytes());
+  rc_rope_args f = *a;
+  f.in = c.input.data();
+  f.out = fwd.data();
+  f.direction = RC_FORWARD;
+  if (int rc = ropecheck_scalar_rope(&f); rc != RC_OK) return rc;
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK) return rc;
+  for_rotary(c, [&](size_t k, bool first) {
+    if (!first) store_bits(c.dtype, a->out, k, load_bits(c.dtype, fwd.data(), k));
+  });
+  return RC_OK;
+}
+
+// Every other call flips the last bit of the first element it writes: the output of two threads racing on one
+// element (vLLM #52415). Legacy calls as scalar.
+int mutant_racy(const rc_rope_args* a) {
+  static std::atomic<unsigned> calls{0};
+  if (int rc = ropecheck_scalar_rope(a); rc != RC_OK || !tensor_call(a) || calls++ % 2 == 0) return rc;
+  const rc_tensor& o = a->q_out.data ? a->q_out : a->q;
+  char* p = static_cast<char*>(o.data) + o.byte_offset;
+  if (o.dtype.bits == 32) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    v ^= 1;
+    std::memcpy(p, &v, 4);
+  } else {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    v ^= 1;
+    std::memcpy(p, &v, 2);
+  }
+  return RC_OK;
+}
+
 // A mutant kernel and the promise it is held to (the scalar kernel's, unless given).
 struct Mutant {
   Implementation impl;
@@ -289,11 +344,12 @@ void expect_caught(const Mutant& m, const std::vector<Expectation>& props) {
         << ") did not catch the mutant kernel '" << m.impl.name << "' in " << params.maxSuccess
         << " cases: it has lost its power";
     // Caught for the reason the expectation names, not another (an error code, a decline read as a failure).
-    if (failed && e.finding)
+    if (failed && e.finding) {
       EXPECT_NE(result.get<rc::detail::FailureResult>().description.find(e.finding), std::string::npos)
           << "property " << e.property << " (" << to_string(e.dtype) << " " << to_string(e.layout)
           << ") caught the mutant kernel '" << m.impl.name << "' but not with \"" << e.finding << "\":\n"
           << result.get<rc::detail::FailureResult>().description;
+    }
   }
 }
 
@@ -463,6 +519,41 @@ TEST(MutantsAreCaught, CatTableSinOneColumnLate) {
   const Mutant m = mutant("cat_table_sin_shifted", &mutant_cat_table_sin_shifted);
   expect_caught(m, {{"table kinds", &property_TableKindsAgree, f32, il, "table kinds:"},
                     {"table kinds", &property_TableKindsAgree, bf16, hs, "table kinds:"}});
+}
+
+// Backward bugs: each caught by both inverse properties, named.
+TEST(MutantsAreCaught, InverseDropsTheAttentionFactor) {
+  const Mutant m = mutant("inverse_af_dropped", &mutant_inverse_factor<dropped>);
+  expect_caught(m, {{"inverse", &property_InverseUndoesForward, f32, il, "inverse: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, f32, hs, "adjoint: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, bf16, il, "adjoint: "}});
+}
+
+TEST(MutantsAreCaught, InverseAppliesTheAttentionFactorTwice) {
+  const Mutant m = mutant("inverse_af_twice", &mutant_inverse_factor<squared>);
+  expect_caught(m, {{"inverse", &property_InverseUndoesForward, f16, hs, "inverse: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, f32, il, "adjoint: "}});
+}
+
+// The forward's inverse rather than its transpose: inverse(forward(x)) = x, not s^2 x; and the adjoint fails.
+TEST(MutantsAreCaught, InverseDividesTheAttentionFactorOut) {
+  const Mutant m = mutant("inverse_af_divided", &mutant_inverse_factor<reciprocal>);
+  expect_caught(m, {{"inverse", &property_InverseUndoesForward, f32, hs, "inverse: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, f32, il, "adjoint: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, f16, hs, "adjoint: "}});
+}
+
+TEST(MutantsAreCaught, InverseConjugatesOneHalf) {
+  const Mutant m = mutant("inverse_one_half_conjugated", &mutant_inverse_conjugates_one_half);
+  expect_caught(m, {{"inverse", &property_InverseUndoesForward, f32, il, "inverse: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, f32, hs, "adjoint: "},
+                    {"adjoint", &property_InverseIsForwardTransposed, bf16, il, "adjoint: "}});
+}
+
+TEST(MutantsAreCaught, RacingThreads) {
+  const Mutant m = mutant("racy", &mutant_racy);
+  expect_caught(m, {{"same call twice", &property_SameCallTwiceSameOutput, f32, il, "same call twice: q's output"},
+                    {"same call twice", &property_SameCallTwiceSameOutput, bf16, hs, "same call twice: q's output"}});
 }
 
 TEST(MutantsAreCaught, CorrectV2KernelPasses) {

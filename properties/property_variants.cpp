@@ -7,7 +7,7 @@
 //  - linear rule = plain RoPE at positions scaled by 1/f; NTK rule = plain RoPE with base alpha^(R/(R-2));
 //  - offset slice: outside, the input kept (the identity clause); the slice = the sub-head's output;
 //  - variant accuracy: every rule against the exact reference;
-//  - ABI v3: inverse(forward(x)) = s^2 x.
+//  - ABI v3: inverse(forward(x)) = s^2 x; <forward(x), y> = <x, inverse(y)>.
 #include "properties/property_support.hpp"
 #include "reference/reference.hpp"
 
@@ -42,6 +42,13 @@ TEST_P(Variants, InverseUndoesForward) {
   check_property(property_InverseUndoesForward(handle(), dtype(), layout()));
 }
 
+TEST_P(Variants, InverseIsForwardTransposed) {
+  for (const RopeCase& probe : inverse_probe_cases(dtype(), layout()))
+    if (handle().run(probe, {}).status == RunResult::Status::declined)
+      GTEST_SKIP() << GetParam().impl << " declines the inverse rotation (RC_UNSUPPORTED)";
+  check_property(property_InverseIsForwardTransposed(handle(), dtype(), layout()));
+}
+
 // ABI v3 call shapes (suite_tensor.cpp): kernels that decline one of the property's plainest calls are skipped.
 #define ROPECHECK_V3_SHAPE_PROPERTY(Name, probes)                                                  \
   TEST_P(Variants, Name) {                                                                         \
@@ -55,6 +62,7 @@ ROPECHECK_V3_SHAPE_PROPERTY(StridesEqualCompact, tensor_probe_cases)
 ROPECHECK_V3_SHAPE_PROPERTY(QAndKEqualTwoCalls, q_and_k_probe_cases)
 ROPECHECK_V3_SHAPE_PROPERTY(SequencesEqualOneCallEach, sequences_probe_cases)
 ROPECHECK_V3_SHAPE_PROPERTY(Int32EqualsInt64, int32_probe_cases)
+ROPECHECK_V3_SHAPE_PROPERTY(SameCallTwiceSameOutput, tensor_probe_cases)
 
 // Tables of every kind, legacy form (the built-ins take all three cos/sin kinds).
 std::vector<RopeCase> table_probes(Dtype d, Layout l) {

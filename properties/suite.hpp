@@ -49,6 +49,8 @@ Property property_OffsetSliceEqualsSubHead(KernelHandle& k, Dtype d, Layout l, c
 Property property_VariantsWithinBoundOfReference(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 // ABI v3 (suite_variants.cpp): the inverse rotation undoes the forward one, the attention factor kept by both.
 Property property_InverseUndoesForward(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+// <forward(x), y> = <x, inverse(y)> per pair: the inverse is the forward's transpose (a backward pass's equation).
+Property property_InverseIsForwardTransposed(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 
 // ABI v3 call shapes (suite_tensor.cpp): each of the tensor form's freedoms gives what the plain call gives --
 // padded strides = compact, q and k in one call = two calls, varlen and batched implicit positions = one
@@ -61,6 +63,8 @@ Property property_QAndKEqualTwoCalls(KernelHandle& k, Dtype d, Layout l, const S
 Property property_SequencesEqualOneCallEach(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_Int32EqualsInt64(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 Property property_TableKindsAgree(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
+// The same tensor-form call twice gives the same output under the identity clause (races: vLLM #52415).
+Property property_SameCallTwiceSameOutput(KernelHandle& k, Dtype d, Layout l, const Scope& s = {});
 
 // Two calls whose exact pairs differ by at most dphi(t, i) radians (times ||y*||): every rotated pair within
 // E_a + E_b + dphi ||y*||, every other element the same output (the identity clause); RC_FAIL naming `what`.

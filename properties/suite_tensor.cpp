@@ -9,7 +9,9 @@
 //    positions explicit (a kernel that does not restart the row index per sequence fails here);
 //  - int32 positions: positions, cu_seqlens and seq_offsets as int32 = the same as int64;
 //  - table kinds: cos and sin given as two [P][R/2] tables, one [P][R] table and two full-width [P][R] tables
-//    of the same values (and dtype) agree.
+//    of the same values (and dtype) agree;
+//  - same call twice: the same tensor-form call made twice gives the same output (the identity clause), so a
+//    kernel whose threads race (vLLM #52415) or whose output depends on the calls before it fails.
 //
 // Equal means bit for bit for a kernel that promises it (KernelHandle::bit_exact_shapes: every built-in and
 // SIMD target); otherwise each side within its allowances (expect_same_rotation: a real kernel may take another
@@ -314,6 +316,47 @@ Property property_TableKindsAgree(KernelHandle& ker, Dtype d, Layout l, const Sc
     }
     if (bool(out[0]) + bool(out[1]) + bool(out[2]) < 2)
       RC_DISCARD("the kernel takes fewer than two of the cos/sin table kinds");
+  };
+}
+
+// Up to 32 tokens and 4096 elements of q, often with k (up to 8 heads) and padded strides: shapes big enough
+// for a kernel to split its work (by token, by head, q from k). Both calls get the same form: out of place, else
+// in place.
+Property property_SameCallTwiceSameOutput(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    gen::CaseShape sh = scoped(scope);
+    sh.max_tokens = 32;
+    sh.max_heads = 8;
+    sh.max_rotary = 128;
+    sh.max_head = 160;
+    sh.max_elements = 4096;
+    RopeCase c = as_tensor(*gen::rope_case(d, l, gen::Values::safe, sh));
+    if (*gen::uniform_int(0, 3)) add_k(c, uint32_t(*gen::uniform_int(1, 9)));
+    if (*gen::uniform_int(0, 2))
+      for (int which = 0; which < 4; ++which)
+        for (int dim = 0; dim < 3; ++dim) c.tensor->pad[which][dim] = uint32_t(*gen::uniform_int(0, 4));
+    bool in_place = false;
+    RunResult a = ker.run(c, {});
+    if (a.status == RunResult::Status::declined) a = ker.run(c, {in_place = true, -1});
+    if (a.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this call shape");
+    if (a.status == RunResult::Status::failed) RC_FAIL("same call twice: " + a.failure + "\n  case: " + c.summary());
+    const RunResult b = ker.run(c, {in_place, -1});
+    if (b.status != RunResult::Status::ok)
+      RC_FAIL("same call twice: the first call was taken, the second " +
+              (b.status == RunResult::Status::declined ? std::string("declined") : b.failure) + "\n  case: " + c.summary());
+    const bool bits = ker.criteria(c).identity_bits;
+    const char* form = in_place ? " (in place)" : "";
+    if (const size_t e = first_output_difference(c, a.out.data(), b.out.data(), bits); e != SIZE_MAX)
+      RC_FAIL(std::string("same call twice: q's output differs between two identical calls") + form + " at " +
+              element_where(c, e) + ": " + bits_text(c, a.out.data(), e) + " then " + bits_text(c, b.out.data(), e) +
+              "\n  case: " + c.summary());
+    if (c.tensor->k_heads) {
+      const RopeCase kc = k_alone(c);
+      if (const size_t e = first_output_difference(kc, a.k_out.data(), b.k_out.data(), bits); e != SIZE_MAX)
+        RC_FAIL(std::string("same call twice: k's output differs between two identical calls") + form + " at " +
+                element_where(kc, e) + ": " + bits_text(kc, a.k_out.data(), e) + " then " +
+                bits_text(kc, b.k_out.data(), e) + "\n  case: " + c.summary());
+    }
   };
 }
 

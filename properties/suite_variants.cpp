@@ -10,7 +10,9 @@
 //    the sub-head (head_dim = R, offset 0);
 //  - variant accuracy: one v2 shape under every frequency rule, each within its allowance of the exact
 //    reference (the rule tables are judged here: the metamorphic properties above cannot see a wrong YaRN
-//    or llama3 table).
+//    or llama3 table);
+//  - ABI v3: inverse(forward(x)) = s^2 x, and <forward(x), y> = <x, inverse(y)> (the inverse is the
+//    forward's transpose).
 //
 // A kernel that declines a v2 case (RC_UNSUPPORTED) discards the execution: v1 kernels are not failed.
 //
@@ -166,6 +168,55 @@ Property property_InverseUndoesForward(KernelHandle& ker, Dtype d, Layout l, con
               << "\n  token " << t << " (position " << c.pair_position(t, i) << "), head " << h
               << "\n  x: " << pair_text(c, c.input.data(), p) << "\n  forward: " << pair_text(c, y.data(), p)
               << "\n  inverse: " << pair_text(c, z.data(), p);
+            RC_FAIL(o.str());
+          }
+        }
+  };
+}
+
+// ABI v3: the inverse is the forward's transpose, the equation a backward pass rests on (the gradient of
+// y = F(x) is F^T(dy)): <F(x), y> = <x, I(y)> per pair, x and y drawn independently for the same positions. The
+// exact maps have it exactly (F* = s R(phi), I* = s R(-phi) = F*^T), so
+// |<F(x), y> - <x, I(y)>| <= ||F(x) - F*(x)|| ||y|| + ||x|| ||I(y) - I*(y)|| <= E_F(s ||x||) ||y|| + ||x|| E_I(s ||y||),
+// each call within its own allowance, plus the rounding of the double dot products. Unlike inverse(forward(x)),
+// the inverse sees inputs that are no forward's output, and an inverse that is the forward's inverse but not its
+// transpose (1/s R(-phi): the attention factor divided out) fails it.
+Property property_InverseIsForwardTransposed(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
+  return [&ker, d, l, scope] {
+    gen::V2Shape v;  // as the inverse property: the attention factor, no rules, offsets or axes
+    v.rules = false;
+    v.offset = false;
+    v.max_axes = 1;
+    gen::CaseShape sh = scoped(scope);
+    sh.max_elements = 2048;
+    const RopeCase c = *gen::v2_case(d, l, gen::Values::safe, v, sh);
+    RopeCase ci = c;
+    ci.direction = Direction::inverse;
+    ci.input = *gen::elements(d, gen::Values::safe, c.n_elements());
+    const Bytes fx = run_or_discard(ker, c);
+    const Bytes iy = run_or_discard(ker, ci);
+    const double bf = ker.bound(c), bi = ker.bound(ci), s = c.attention_factor;
+    for (size_t t = 0; t < c.n_tokens(); ++t)
+      for (size_t h = 0; h < c.n_heads; ++h)
+        for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
+          const PairView p = pair_at(c, t, h, i);
+          const double x0 = value(c, c.input.data(), p.k0), x1 = value(c, c.input.data(), p.k1);
+          const double y0 = value(ci, ci.input.data(), p.k0), y1 = value(ci, ci.input.data(), p.k1);
+          const double f0 = value(c, fx.data(), p.k0), f1 = value(c, fx.data(), p.k1);
+          const double g0 = value(ci, iy.data(), p.k0), g1 = value(ci, iy.data(), p.k1);
+          const double nx = pair_norm(x0, x1), ny = pair_norm(y0, y1);
+          const double lhs = f0 * y0 + f1 * y1, rhs = x0 * g0 + x1 * g1;
+          const double tol = pair_error_allowance(c, bf, s * nx) * ny + nx * pair_error_allowance(ci, bi, s * ny) +
+                             (pair_norm(f0, f1) * ny + nx * pair_norm(g0, g1)) * 0x1p-50;
+          if (!(std::fabs(lhs - rhs) <= tol)) {
+            std::ostringstream o;
+            o << "adjoint: <forward(x), y> = " << lhs << " but <x, inverse(y)> = " << rhs << " for pair " << i
+              << ": |difference| " << std::fabs(lhs - rhs) << " > tolerance " << tol
+              << " = E_F(s||x||) ||y|| + ||x|| E_I(s||y||) (s = " << s << "; forward B = " << bf
+              << " u, inverse B = " << bi << " u)\n  case: " << c.summary() << "\n  token " << t << " (position "
+              << c.pair_position(t, i) << "), head " << h << "\n  x: " << pair_text(c, c.input.data(), p)
+              << "\n  forward(x): " << pair_text(c, fx.data(), p) << "\n  y: " << pair_text(ci, ci.input.data(), p)
+              << "\n  inverse(y): " << pair_text(ci, iy.data(), p);
             RC_FAIL(o.str());
           }
         }

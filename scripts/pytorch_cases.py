@@ -27,6 +27,11 @@ Pipelines (each written the way its source model code computes, step by step, in
                 with position_scale != 1 divides the f32 positions by 1/position_scale as the HF
                 code does. Needs: angles=f32.
 
+--device DEV (default cpu) runs every tensor operation of the pipeline on that torch device ("cuda" for a GPU):
+the input is copied there, the positions, frequencies and tables are made there, and the output is copied back
+to the host, bit for bit, before it is written. The pipeline's code is the same on every device; what a device
+computes differently (its cos, sin and pow, fused multiply-adds) is what `check` then judges.
+
 A pipeline implements one layout: it declines every case of the other (writes the case's
 "declined" marker, an empty file, instead of an output), as a kernel returns RC_UNSUPPORTED, and
 `check` counts those cases as declined. The pipelines are functional (no in-place form): a case
@@ -167,8 +172,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pipeline", required=True, choices=sorted(PIPELINES))
     ap.add_argument("--dir", required=True)
+    ap.add_argument("--device", default="cpu", help="the torch device the pipeline runs on (cpu, cuda, cuda:1, ...)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    device = torch.device(args.device)
+    if device.type != "cpu":
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise SystemExit(f"--device {args.device}: torch {torch.__version__} sees no CUDA device")
+        if not hasattr(torch, "set_default_device"):
+            raise SystemExit(f"--device {args.device}: needs torch 2.0 or later (torch.set_default_device); this is "
+                             f"torch {torch.__version__}")
+        torch.set_default_device(device)  # every tensor the pipelines make (positions, frequencies) is made there
     with open(os.path.join(args.dir, "manifest.json")) as f:
         m = json.load(f)
     if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2, 3, 4):
@@ -198,6 +212,8 @@ def main():
         want = (c["n_tokens"], c["n_heads"], c["head_dim"])
         if tuple(x.shape) != want:
             raise SystemExit(f"case {e['id']}: input shape {tuple(x.shape)}, the case needs {want}")
+        if device.type != "cpu":
+            x = x.to(device)
         if args.pipeline == "meta-complex":
             y = run_meta(x, c)
         else:
@@ -206,11 +222,14 @@ def main():
         if e.get("in_place"):
             x.copy_(y)
             y = x
+        if device.type != "cpu":
+            y = y.cpu()  # synchronises: an asynchronous device error surfaces at this case
         np.save(os.path.join(args.dir, e["output"]), to_numpy(y, dtype), allow_pickle=False)
         remove_stale(args.dir, e.get("declined"))
         n += 1
+    on = "" if device.type == "cpu" else f" on {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else device})"
     print(f"pytorch_cases: {args.pipeline} wrote {n} outputs and declined {declined} cases (not {layout}) in "
-          f"{args.dir} (run {m.get('run_id', '-')}, torch {torch.__version__})")
+          f"{args.dir}{on} (run {m.get('run_id', '-')}, torch {torch.__version__})")
 
 
 if __name__ == "__main__":
