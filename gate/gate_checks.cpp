@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 #include <csignal>
 
 #include "gate/isolation.hpp"
@@ -256,6 +257,82 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
   return v;
 }
 
+namespace {
+
+// Stride hypotheses for a tensor-form call (properties/diagnosis.hpp, HeadMap): where a kernel that takes strides
+// wrong reads and writes each head. For k: k laid out with q's strides (Liger #342, a ggml k view made with q's
+// nb), and k's heads q's head stride apart; for q or k: every tensor taken as compact (strides ignored: vLLM
+// #12777, MLX #1340). Each wrong in reading and writing, in reading only (the output's strides right, as a
+// kernel that views its input wrong), in writing only; the output's own layout or, in place, the input's. None
+// that reads and writes exactly the true heads.
+std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
+  std::vector<HeadMap> maps;
+  if (!c.tensor) return maps;
+  const TensorCall& tc = *c.tensor;
+  const uint64_t T = c.n_tokens(), H = for_k ? tc.k_heads : c.n_heads;
+  const int in = for_k ? 2 : 0, out = for_k ? 3 : 1;
+  const uint64_t D = c.head_dim;
+  auto index_of = [&](int which, uint64_t per) {  // element offset in tensor `which` -> compact head (per = 1) or
+    std::unordered_map<uint64_t, size_t> m;           // compact element (per = head_dim)
+    const TensorLayout L = c.tensor_layout(which);
+    for (uint64_t t = 0; t < T; ++t)
+      for (uint64_t h = 0; h < H; ++h)
+        for (uint64_t j = 0; j < per; ++j) m.emplace(L.head(t, h) + j, size_t((t * H + h) * per + j));
+    return m;
+  };
+  const auto in_elements = index_of(in, D), in_heads = index_of(in, 1), out_heads = index_of(out, 1);
+  auto find = [](const std::unordered_map<uint64_t, size_t>& m, uint64_t off) {
+    const auto it = m.find(off);
+    return it == m.end() ? SIZE_MAX : it->second;
+  };
+  const TensorLayout Lin = c.tensor_layout(in), Lout = c.tensor_layout(out);
+  // wrong_in(t, h), wrong_out(t, h, in_place): the element offsets the hypothesis's kernel uses in the input's and
+  // the output's buffer.
+  auto add = [&](const char* cause, const std::string& what, auto wrong_in, auto wrong_out) {
+    for (int which : {0, 1, 2})  // wrong in both, in reading only, in writing only
+      for (bool in_place : {false, true}) {
+        HeadMap m{cause, what + (which == 1 ? " (reading; written where it belongs)" : which == 2 ? " (writing; read "
+                                                                                                    "where it belongs)"
+                                                                                                  : ""),
+                  {}, {}};
+        bool other = false;
+        for (uint64_t t = 0; t < T; ++t)
+          for (uint64_t h = 0; h < H; ++h) {
+            const uint64_t r = which == 2 ? Lin.head(t, h) : wrong_in(t, h);
+            const uint64_t w = which == 1 ? (in_place ? Lin : Lout).head(t, h) : wrong_out(t, h, in_place);
+            for (uint64_t j = 0; j < D; ++j) {
+              m.read.push_back(find(in_elements, r + j));
+              other |= m.read.back() != (t * H + h) * D + j;
+            }
+            m.write.push_back(find(in_place ? in_heads : out_heads, w));
+            other |= m.write.back() != t * H + h;
+          }
+        bool dup = false;
+        for (const HeadMap& e : maps) dup |= e.read == m.read && e.write == m.write;
+        if (other && !dup) maps.push_back(std::move(m));
+      }
+  };
+  const TensorLayout Lq = c.tensor_layout(0), Lqo = c.tensor_layout(1);
+  if (for_k) {
+    add("k laid out with q's strides", "k's heads read and written at q's element offsets",
+        [&](uint64_t t, uint64_t h) { return Lq.head(t, h); },
+        [&](uint64_t t, uint64_t h, bool ip) { return (ip ? Lq : Lqo).head(t, h); });
+    const int hd = Lq.ndim - 2;  // the heads' dimension
+    add("k's head stride from q",
+        fmt::format("k's heads {} elements apart (q's head stride), not {}", Lq.strides[hd], Lin.strides[hd]),
+        [&](uint64_t t, uint64_t h) { return Lin.head(t, 0) + h * uint64_t(Lq.strides[hd]); },
+        [&](uint64_t t, uint64_t h, bool ip) {
+          return (ip ? Lin : Lout).head(t, 0) + h * uint64_t((ip ? Lq : Lqo).strides[hd]);
+        });
+  }
+  add("strides ignored", "every tensor taken as compact [tokens][heads][head_dim]",
+      [&](uint64_t t, uint64_t h) { return (t * H + h) * D; },
+      [&](uint64_t t, uint64_t h, bool) { return (t * H + h) * D; });
+  return maps;
+}
+
+}  // namespace
+
 std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
                           const CallResult& r) {
   if (!v.fault.empty()) {
@@ -270,9 +347,9 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
   if (c.tensor && c.tensor->k_heads && judge_output(c, ref, r.out.data(), cr).ok()) {
     // q is within its allowances: the failure is k's (judge_call), diagnosed as a case of its own.
     const RopeCase kc = c.k_case();
-    return "k: " + diagnose(kc, r.k_out.data(), reference_rope(kc, ro), cr, model).text();
+    return "k: " + diagnose(kc, r.k_out.data(), reference_rope(kc, ro), cr, model, stride_hypotheses(c, true)).text();
   }
-  return diagnose(c, r.out.data(), ref, cr, model).text();
+  return diagnose(c, r.out.data(), ref, cr, model, stride_hypotheses(c, false)).text();
 }
 
 std::string in_place_aliasing(const RopeCase& c, AngleModel model, const Criteria& cr, const CallResult& out_of_place) {

@@ -117,8 +117,13 @@ struct Candidate {
   std::string cause;
   std::string what;          // for the detail: what the output is measured against
   Layout layout = Layout::interleaved;
-  std::vector<double> y;     // [n_elements]; rotary dims only
+  std::vector<double> y;     // [n_elements]; rotary dims only (NaN: not predicted)
   std::vector<double> phi;   // [n_tokens][np]
+  // A HeadMap's candidate: elements whose output it does not predict -- nothing written there, or what was
+  // written was read from no element (a gap, past the end) -- their pairs, failing or not, are not held against it.
+  std::vector<char> unpredicted;  // [n_elements], empty for the others
+  std::vector<double> source;     // [n_elements]: the input each predicted element was computed from (its norm is
+                                  // the pair's error scale), empty: the case's input
 };
 
 struct Trig {
@@ -129,7 +134,7 @@ struct Trig {
 template <class F>
 Candidate rotation(const RopeCase& c, std::string cause, std::string what, Layout layout, F f) {
   Candidate k{std::move(cause), std::move(what), layout, std::vector<double>(c.n_elements(), 0.0),
-              std::vector<double>(c.n_tokens() * (c.rotary_dim / 2), 0.0)};
+              std::vector<double>(c.n_tokens() * (c.rotary_dim / 2), 0.0), {}, {}};
   const uint32_t np = c.rotary_dim / 2;
   for (size_t t = 0; t < c.n_tokens(); ++t)
     for (uint32_t i = 0; i < np; ++i) {
@@ -193,7 +198,8 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         d0 += c.rotary_offset;
         d1 += c.rotary_offset;
         const size_t k0 = base + d0, k1 = base + d1;
-        const double x0 = load_f32(c.dtype, c.input.data(), k0), x1 = load_f32(c.dtype, c.input.data(), k1);
+        const double x0 = k.source.empty() ? load_f32(c.dtype, c.input.data(), k0) : k.source[k0],
+                     x1 = k.source.empty() ? load_f32(c.dtype, c.input.data(), k1) : k.source[k1];
         const double y0 = load_f32(c.dtype, x.got, k0), y1 = load_f32(c.dtype, x.got, k1);
         const double e0 = k.y[k0], e1 = k.y[k1];
         if (!std::isfinite(x0) || !std::isfinite(x1) || !std::isfinite(y0) || !std::isfinite(y1) ||
@@ -305,7 +311,7 @@ const char* single_cause(int key) {
 }  // namespace
 
 Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& ref, const Criteria& cr,
-                   AngleModel model) {
+                   AngleModel model, const std::vector<HeadMap>& head_maps) {
   const uint32_t np = c.rotary_dim / 2;
   const Dtype d = c.dtype;
   const Format fmt_d = format_of(d);
@@ -572,6 +578,36 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     if (c.n_pos_axes > 1 && !c.pair_axis.empty())
       cands.push_back(rotation(c, "position axes ignored", "every pair rotated by its token's axis-0 position",
                                c.layout, [&](size_t t, uint32_t i) { return at(A, c.position(t, 0), i); }));
+    // Stride hypotheses: the kernel's loop over (token, head) reading and writing other elements than its own.
+    for (const HeadMap& hm : head_maps) {
+      const size_t H = c.n_heads, n = c.n_tokens() * H, D = c.head_dim;
+      if (hm.read.size() != n * D || hm.write.size() != n) continue;
+      Candidate k{hm.cause, hm.what, c.layout, std::vector<double>(c.n_elements(), std::nan("")),
+                  std::vector<double>(c.n_tokens() * np, 0.0), std::vector<char>(c.n_elements(), 1),
+                  std::vector<double>(c.n_elements(), std::nan(""))};
+      for (size_t th = 0; th < n; ++th) {
+        const size_t wr = hm.write[th];
+        if (wr >= n) continue;
+        for (uint32_t i = 0; i < np; ++i) {  // (the last write to a head is what it holds)
+          const auto [d0, d1] = pair_elements(c, i);
+          const size_t r0 = hm.read[th * D + d0], r1 = hm.read[th * D + d1];
+          const size_t w0 = wr * D + d0, w1 = wr * D + d1;
+          k.unpredicted[w0] = k.unpredicted[w1] = r0 >= c.n_elements() || r1 >= c.n_elements();
+          if (k.unpredicted[w0]) {
+            k.y[w0] = k.y[w1] = std::nan("");
+            continue;
+          }
+          const Trig g = plain(th / H, i);
+          const double x0 = load_f32(d, c.input.data(), r0), x1 = load_f32(d, c.input.data(), r1);
+          k.y[w0] = x0 * g.c - x1 * g.s;
+          k.y[w1] = x0 * g.s + x1 * g.c;
+          k.source[w0] = x0;
+          k.source[w1] = x1;
+          k.phi[(wr / H) * np + i] = g.phi;
+        }
+      }
+      cands.push_back(std::move(k));
+    }
     // Pairs left unrotated: the pair indices some (token, head) of which fails and equals its input.
     {
       std::vector<char> idx(np, 0);
@@ -582,7 +618,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         if (idx[i]) which.push_back(i);
       if (!which.empty()) {
         Candidate k{"pairs left unrotated", "", c.layout, ref.exact,
-                    x.have_angles ? ref.angle : std::vector<double>(c.n_tokens() * np, 0.0)};
+                    x.have_angles ? ref.angle : std::vector<double>(c.n_tokens() * np, 0.0), {}, {}};
         uint64_t moved = 0, kept = 0;  // (token, head)s of those pairs at a non-zero angle: all / copied
         for (size_t t = 0; t < c.n_tokens(); ++t)
           for (size_t h = 0; h < c.n_heads; ++h)
@@ -605,10 +641,22 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       const Candidate* k;
       Fit f;
     };
+    // A HeadMap's candidate explains a failing pair by predicting it, or by not predicting it (nothing written
+    // there, or read from no element); it must predict one failing pair at least.
+    auto explains_failures = [&](const Candidate& k) {
+      if (k.unpredicted.empty()) return true;
+      bool predicted = false;
+      for (const Rec& r : recs) {
+        if (r.zero || metric_ok(x, cr, r)) continue;
+        if (std::isfinite(k.y[r.k0]) && std::isfinite(k.y[r.k1])) predicted = true;
+        else if (!k.unpredicted[r.k0] || !k.unpredicted[r.k1]) return false;
+      }
+      return predicted;
+    };
     std::vector<Scored> fits;
     for (const Candidate& k : cands) {
       const Fit f = fit(x, k, true);
-      if (f.fits()) fits.push_back({&k, f});
+      if (f.fits() && explains_failures(k)) fits.push_back({&k, f});
     }
     if (!fits.empty()) {
       std::stable_sort(fits.begin(), fits.end(),

@@ -58,6 +58,7 @@ struct Diagnosis {
                          // "exponent i/d", "token index as position", "cos and sin swapped",
                          // "inverse computed as forward", "table row indexed by token",
                          // "sequence start not subtracted", "attention factor applied twice",
+                         // a HeadMap's cause ("k laid out with q's strides", "strides ignored"),
                          // "attention factor not applied", "position axes ignored",
                          // "pairs left unrotated", "pass-through touched", "identity changed",
                          // "NaN inputs zeroed", "radial bias", "f32 angle drift",
@@ -80,8 +81,21 @@ struct Diagnosis {
 // got: the kernel's output for case c (the storage type's bytes); ref: the
 // exact reference of c under `model`; cr: the criteria it failed under (its
 // contract). Deterministic. A passing output gives cause "none".
+// A hypothesis about a tensor-form call's strides (gate::stride_hypotheses builds them): for each (token t, head h)
+// the kernel loops over, index th = t * n_heads + h, the compact elements it reads as that head's input
+// (read[th * head_dim + j], SIZE_MAX where the element it reads is none of the tensor's: a gap, past the end),
+// rotated by token t's positions, and the compact head it writes the result into (write[th], SIZE_MAX: no head
+// of the tensor). Elements it writes nothing into keep what the output held (the poison pattern, or in place the
+// input): they, and pairs read from no element, are not predicted.
+struct HeadMap {
+  std::string cause;  // "k laid out with q's strides", ...
+  std::string what;   // for the detail
+  std::vector<size_t> read, write;
+};
+
+// head_maps: stride hypotheses tried with the structural explanations.
 Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& ref, const Criteria& cr,
-                   AngleModel model = AngleModel::exact);
+                   AngleModel model = AngleModel::exact, const std::vector<HeadMap>& head_maps = {});
 
 // The contract a Criteria was made from (Criteria::of): its angle, cos-sin,
 // arith, denormals and identity clauses.

@@ -1146,3 +1146,107 @@ TEST(GateCases, ARandomCaseSeedDrawsTheSameCasesOnEveryBuild) {
   }
   EXPECT_EQ(h, 0x047b2570d3333d74ull) << std::hex << "the random cases of seed 1 changed: 0x" << h;
 }
+
+// ---- stride hypotheses (gate::diagnose_call on tensor-form calls) ----------------------------------------------
+
+namespace {
+
+// A tensor-form case: f32 interleaved heads of 16, q with qh heads and k with kh, three tokens.
+RopeCase strided_case(uint32_t qh, uint32_t kh) {
+  RopeCase c;
+  c.dtype = Dtype::f32;
+  c.layout = Layout::interleaved;
+  c.head_dim = c.rotary_dim = 16;
+  c.n_heads = qh;
+  c.positions = {3, 17, 250};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  c.input.assign(c.n_bytes(), 0);
+  for (size_t e = 0; e < c.n_elements(); ++e) store_f32(c.dtype, c.input.data(), e, u(rng));
+  c.tensor = TensorCall{};
+  c.tensor->k_heads = kh;
+  c.tensor->k_input.assign(size_t(3) * kh * 16 * 4, 0);
+  for (size_t e = 0; e < size_t(3) * kh * 16; ++e) store_f32(c.dtype, c.tensor->k_input.data(), e, u(rng));
+  return c;
+}
+
+// Tensor `which` (0 q, 2 k) of c as a kernel computes it that reads head h of token t at element read_off(t, h) of
+// the input's strided buffer (its gaps, and past its end, read 0.75), rotates it exactly (rounded once) by token
+// t's position and writes it to its own head: the output, compact.
+Bytes misread(const RopeCase& c, int which, const std::function<uint64_t(uint64_t, uint64_t)>& read_off) {
+  RopeCase w = c;
+  if (which >= 2) w = c.k_case();
+  w.tensor.reset();
+  const TensorLayout L = c.tensor_layout(which);
+  const uint64_t T = c.n_tokens(), H = w.n_heads, D = c.head_dim;
+  std::vector<float> buf(L.span, 0.75f);
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t h = 0; h < H; ++h)
+      for (uint64_t j = 0; j < D; ++j) buf[L.head(t, h) + j] = load_f32(c.dtype, w.input.data(), (t * H + h) * D + j);
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t h = 0; h < H; ++h)
+      for (uint64_t j = 0; j < D; ++j) {
+        const uint64_t off = read_off(t, h) + j;
+        store_f32(c.dtype, w.input.data(), (t * H + h) * D + j, off < buf.size() ? buf[off] : 0.75f);
+      }
+  return reference_rope(w, {}).rounded;
+}
+
+std::string diagnosis_of(const RopeCase& c, const Bytes& q_out, const Bytes& k_out) {
+  const Criteria cr = Criteria::of(loaded_kernel_error_model(AngleModel::exact), Contract{});
+  gate::CallResult r;
+  r.status = gate::CallStatus::ok;
+  r.out = q_out;
+  r.k_out = k_out;
+  const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, cr, r);
+  EXPECT_FALSE(v.pass) << c.summary();
+  return gate::diagnose_call(c, AngleModel::exact, cr, v, r);
+}
+
+Bytes exact_q(const RopeCase& c) {
+  RopeCase q = c;
+  q.tensor.reset();
+  return reference_rope(q, {}).rounded;
+}
+
+}  // namespace
+
+// A kernel that gets a stride wrong rotates the right values into the wrong places, or other values into the
+// right ones: each hypothesis is named with its strides, never "unexplained" (ggml's k view built with q's head
+// stride read "k: unexplained" before).
+TEST(GateDiagnosis, StrideBugsAreNamed) {
+  {  // k's heads 4 elements apart, read 16 apart (q's head stride): a ggml view of k made with q's nb1
+    RopeCase c = strided_case(4, 2);
+    c.tensor->pad[2][0] = c.tensor->pad[3][0] = 4;
+    const TensorLayout L = c.tensor_layout(2);
+    const Bytes k = misread(c, 2, [&](uint64_t t, uint64_t h) { return L.head(t, 0) + h * 16; });
+    const std::string d = diagnosis_of(c, exact_q(c), k);
+    EXPECT_NE(d.find("k: diagnosis: k's head stride from q (every pair within"), std::string::npos) << d;
+    EXPECT_NE(d.find("k's heads 16 elements apart (q's head stride), not 20"), std::string::npos) << d;
+  }
+  {  // compact k of 4 heads read at q's offsets (2 heads): Liger #342's k head count from q
+    const RopeCase c = strided_case(2, 4);
+    const TensorLayout Lq = c.tensor_layout(0);
+    const Bytes k = misread(c, 2, [&](uint64_t t, uint64_t h) { return Lq.head(t, h); });
+    const std::string d = diagnosis_of(c, exact_q(c), k);
+    EXPECT_NE(d.find("k: diagnosis: k laid out with q's strides"), std::string::npos) << d;
+  }
+  {  // q's heads 2 elements apart and its tokens 8 apart, read as compact
+    RopeCase c = strided_case(3, 0);
+    c.tensor->pad[0][0] = 2;
+    c.tensor->pad[0][1] = 8;
+    const Bytes q = misread(c, 0, [](uint64_t t, uint64_t h) { return (t * 3 + h) * 16; });
+    const std::string d = diagnosis_of(c, q, {});
+    EXPECT_NE(d.find("diagnosis: strides ignored (every pair within"), std::string::npos) << d;
+  }
+  {  // not a stride bug: k rotated the wrong way stays "angle negated"
+    const RopeCase c = strided_case(2, 2);
+    RopeCase neg = c.k_case();
+    for (size_t e = 0; e < neg.n_elements(); e += 2)  // R(-phi) x = conj(R(phi) conj(x)) for interleaved pairs
+      store_f32(neg.dtype, neg.input.data(), e + 1, -load_f32(neg.dtype, neg.input.data(), e + 1));
+    Bytes k = reference_rope(neg, {}).rounded;
+    for (size_t e = 0; e < neg.n_elements(); e += 2) store_f32(neg.dtype, k.data(), e + 1, -load_f32(neg.dtype, k.data(), e + 1));
+    const std::string d = diagnosis_of(c, exact_q(c), k);
+    EXPECT_NE(d.find("k: diagnosis: angle negated"), std::string::npos) << d;
+  }
+}
