@@ -465,6 +465,15 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
               "buffer) when `in_place` is true; or, to decline a case (as a kernel returns RC_UNSUPPORTED), write the "
               "file `declined` (empty) instead: one of the two, never both. Both names hold `run_id`: outputs left by "
               "an earlier export of the directory never count. Then run `ropecheck cases check --dir DIR`";
+  if (out.version == kManifestVersionV3)
+    m["note"] = m["note"].get<std::string>() +
+                ". Version 5: a case with \"direction\", \"table\" or \"tensors\" is an ABI v3 call (kernel_abi.h): "
+                "\"direction\" forward or inverse; \"table\" its cos/sin or angle table(s), .npy [rows][columns] in "
+                "their dtype, files \"table\" and \"table2\" (\"source\": \"program\": the program builds them, "
+                "row r for position r from the case's angle fields, and writes them under those names); \"tensors\": "
+                "q, q_out, k, k_out as flat buffers (the input's and the outputs' files) viewed as "
+                "torch.as_strided(buffer, shape, strides, offset), and pos, seq_offsets, cu_seqlens as int32/int64 .npy "
+                "(no pos: implicit positions). docs/gate.md, \"ABI v3 cases\"";
   json cases = json::array();
   for (size_t k = 0; k < items.size(); ++k) {
     const RopeCase& c = items[k].c;
@@ -521,6 +530,7 @@ struct Entry {
   // and files; none: the case's table, if any, is the export's).
   std::string k_input, k_output;
   std::optional<TableKind> program_table;
+  uint64_t table_rows = 0;  // the rows the program builds (positions 0..rows-1)
   std::string table_files[2];
 };
 
@@ -582,6 +592,10 @@ void read_v3_entry(const json& e, Entry& en, const std::string& run) {
   if (!c.tensor && !(c.n_pos_axes == 1 && c.pair_axis.empty()))
     throw std::runtime_error("a table has one row per position: one position axis only");
   en.program_table = *kind;
+  if (!t.contains("rows") || !t["rows"].is_number_unsigned() || t["rows"].get<uint64_t>() == 0 ||
+      t["rows"].get<uint64_t>() > (uint64_t(1) << 20))
+    throw std::runtime_error("'table.rows' must be a positive integer (at most 2^20)");
+  en.table_rows = t["rows"].get<uint64_t>();
   for (int n = 0; n < (two_table_tensors(*kind) ? 2 : 1); ++n) {
     const char* f = n == 0 ? "table" : "table2";
     en.table_files[n] = table_file_name(en.id, n, run);
@@ -609,9 +623,10 @@ CosSinTable read_program_table(const std::string& dir, const Entry& en, const Ro
           if (!ok_type)
             throw std::runtime_error(fmt::format("{}: element type '{}': a {} table is {}", path, h.descr,
                                                  to_string(kind), kind == TableKind::angle ? "'<f4'" : "'<f4', '<f2' or '<u2'"));
-          if (h.shape.size() != 2 || h.shape[0] == 0 || h.shape[1] != width)
-            throw std::runtime_error(fmt::format("{}: shape ({}), a {} table is (rows, {})", path, fmt::join(h.shape, ", "),
-                                                 to_string(kind), width));
+          if (h.shape != std::vector<uint64_t>{en.table_rows, width})
+            throw std::runtime_error(fmt::format("{}: shape ({}), the case's {} table is ({}, {}) (table.rows, "
+                                                 "table.columns)",
+                                                 path, fmt::join(h.shape, ", "), to_string(kind), en.table_rows, width));
           if (n == 1 && (h.descr != a[0].descr || h.shape != a[0].shape))
             throw std::runtime_error(fmt::format("{}: its type and shape must be {}'s", path, en.table_files[0]));
         },
@@ -934,8 +949,11 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
         return std::nullopt;
       }
     };
+    // (A tensor-form case in a manifest before version 5 -- none was ever exported -- is read as it was: compact.)
+    const bool v3_files = version >= 5 && c.tensor;
+    const bool v3_judge = version >= 5 && c.uses_v3();
     std::optional<NpyArray> in;
-    if (c.tensor) {
+    if (v3_files) {
       if (auto q = read_buffer(en.input, c, c.tensor_layout(0))) in = NpyArray{descr_of(c.dtype), {}, std::move(*q)};
       if (in && c.tensor->k_heads) {
         if (auto kin = read_buffer(en.k_input, c.k_case(), c.tensor_layout(2))) c.tensor->k_input = std::move(*kin);
@@ -987,7 +1005,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     }
     std::optional<NpyArray> out_file;
     Bytes k_out;
-    if (!declined && c.tensor) {
+    if (!declined && v3_files) {
       if (auto q = read_buffer(en.output, c, c.tensor_layout(en.in_place ? 0 : 1)))
         out_file = NpyArray{descr_of(c.dtype), {}, std::move(*q)};
       if (out_file && c.tensor->k_heads) {
@@ -1038,9 +1056,9 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     CallResult call;
     call.out = out.data;
     call.k_out = k_out;
-    const CaseVerdict v3 = c.uses_v3() ? judge_call(c, en.in_place, model, cr, call, &ref) : CaseVerdict{};
-    const Judgement j = c.uses_v3() ? v3.judgement : judge_output(c, ref, out.data.data(), cr, jo);
-    const bool case_ok = c.uses_v3() ? v3.pass : j.ok();
+    const CaseVerdict v3 = v3_judge ? judge_call(c, en.in_place, model, cr, call, &ref) : CaseVerdict{};
+    const Judgement j = v3_judge ? v3.judgement : judge_output(c, ref, out.data.data(), cr, jo);
+    const bool case_ok = v3_judge ? v3.pass : j.ok();
     if (std::find(dtypes_seen.begin(), dtypes_seen.end(), c.dtype) == dtypes_seen.end()) dtypes_seen.push_back(c.dtype);
     ++r.cases;
     r.ran = true;
@@ -1053,14 +1071,14 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
       rec.angle_model = model;
       rec.bound = cr.case_bound(c);
       rec.check = en.check;
-      rec.failure = "case " + en.id + " (" + en.output + "):\n" + (c.uses_v3() ? v3.message : j.report(2));
+      rec.failure = "case " + en.id + " (" + en.output + "):\n" + (v3_judge ? v3.message : j.report(2));
       rec.contract = contract;
       rec.tolerance = cr.flat;
       ++r.failed;
       ++r.faults["accuracy"];
       r.failed_check = true;
       if (!r.smallest || c.n_elements() < r.smallest->c.n_elements()) {
-        rec.diagnosis = c.uses_v3() ? diagnose_call(c, model, cr, v3, call)
+        rec.diagnosis = v3_judge ? diagnose_call(c, model, cr, v3, call)
                                     : diagnose(c, out.data.data(), ref, cr, model).text();
         r.diagnosis = rec.diagnosis;
         r.smallest_message = rec.failure;
