@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -245,4 +246,97 @@ TEST(CaseSetV3, ProgramTablesMissingOrNotExportable) {
                     d + "/export2.log"),
             2);
   EXPECT_NE(slurp(d + "/export2.log").find("--tables program"), std::string::npos) << slurp(d + "/export2.log");
+}
+
+// A program that declines every call with k: the q-and-k row is all declined, and the coverage row fails for the
+// feature the export's --supports named (as `--require q-and-k` would).
+TEST(CaseSetV3, DecliningEveryQAndKCaseFailsCoverage) {
+  const std::string d = test::tmpdir("casesetv3-decline-k");
+  export_v3(d);
+  test::Bugs b;
+  b.decline_k = true;
+  test::write_outputs_v3(d + "/set", b);
+  std::string log;
+  EXPECT_EQ(check(d, log), 1) << log;
+  const auto qk = row_cells(log, "v3: q and k");
+  ASSERT_GE(qk.size(), 9u) << log;
+  EXPECT_EQ(qk[1], "0");
+  EXPECT_NE(qk[2], "0");
+  const auto cov = row_cells(log, "coverage");
+  ASSERT_GE(cov.size(), 9u) << log;
+  EXPECT_EQ(cov[7].rfind("FAIL", 0), 0u) << log;
+  EXPECT_NE(log.find("q-and-k"), std::string::npos) << log;
+  EXPECT_EQ(row_cells(log, "v3: strides").at(7), "pass") << log;
+}
+
+// What check refuses in a version-5 set (exit 2, named): an edited stride, an output that is not its tensor's
+// buffer, a missing k output, a full-width table whose two copies of a pair differ.
+TEST(CaseSetV3, MalformedV3FilesAreNamed) {
+  const std::string d = test::tmpdir("casesetv3-malformed");
+  export_v3(d, "--tables program");
+  test::write_outputs_v3(d + "/set");
+  std::string log;
+  ASSERT_EQ(check(d, log), 0) << log;
+  const std::string mpath = d + "/set/manifest.json";
+  const std::string original = slurp(mpath);
+  auto m = nlohmann::json::parse(original);
+  auto first = [&](auto&& pred) -> nlohmann::json& {
+    for (auto& e : m["cases"])
+      if (pred(e)) return e;
+    throw std::runtime_error("no such case");
+  };
+  auto strided = [](const nlohmann::json& e) { return e.contains("tensors") && e["tensors"].contains("k"); };
+  // An edited stride: refused, never a misread output.
+  {
+    auto& e = first(strided);
+    e["tensors"]["k"]["strides"][0] = e["tensors"]["k"]["strides"][0].get<int64_t>() + 1;
+    std::ofstream(mpath) << m.dump(1);
+    EXPECT_EQ(check(d, log), 2) << log;
+    EXPECT_NE(log.find("'tensors' must be the case's tensors"), std::string::npos) << log;
+    std::ofstream(mpath) << original;
+    m = nlohmann::json::parse(original);
+  }
+  // The q output written compact ([T][H][D]) instead of as q_out's buffer.
+  {
+    auto& e = first([](const nlohmann::json& e) {
+      if (!e.contains("tensors")) return false;
+      const auto sh = e["tensors"]["q_out"]["shape"].get<std::vector<int64_t>>();
+      int64_t n = 1;
+      for (int64_t x : sh) n *= x;
+      return e["tensors"]["q_out"]["span"].get<int64_t>() != n;
+    });
+    const std::string out = d + "/set/" + e["output"].get<std::string>();
+    const std::string saved = slurp(out);
+    gate::NpyArray a = gate::npy_read(out);
+    const auto sh = e["tensors"]["q_out"]["shape"].get<std::vector<int64_t>>();
+    a.shape.assign(sh.begin(), sh.end());
+    uint64_t n = 1;
+    for (uint64_t x : a.shape) n *= x;
+    a.data.resize(n * (a.descr == "<f4" ? 4 : 2));
+    gate::npy_write(out, a);
+    EXPECT_EQ(check(d, log), 2) << log;
+    EXPECT_NE(log.find(e["output"].get<std::string>() + ": shape"), std::string::npos) << log;
+    std::ofstream(out, std::ios::binary) << saved;
+  }
+  // k's output missing.
+  {
+    const std::string ko = first(strided)["tensors"]["k_out"]["file"].get<std::string>();
+    const std::string saved = slurp(d + "/set/" + ko);
+    fs::remove(d + "/set/" + ko);
+    EXPECT_EQ(check(d, log), 2) << log;
+    EXPECT_NE(log.find(ko), std::string::npos) << log;
+    std::ofstream(d + "/set/" + ko, std::ios::binary) << saved;
+  }
+  // A full-width table whose two copies of a pair differ.
+  {
+    auto& e = first([](const nlohmann::json& e) {
+      return e.contains("table") && e["table"]["table_kind"] == "cos-sin-full" && e["table"]["source"] == "program";
+    });
+    const std::string tp = d + "/set/" + e["table"]["table"].get<std::string>();
+    gate::NpyArray t = gate::npy_read(tp);
+    store_f32(t.descr == "<f4" ? Dtype::f32 : Dtype::bf16, t.data.data(), 0, 0.5f);
+    gate::npy_write(tp, t);
+    EXPECT_EQ(check(d, log), 2) << log;
+    EXPECT_NE(log.find("differ"), std::string::npos) << log;
+  }
 }

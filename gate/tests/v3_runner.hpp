@@ -39,6 +39,7 @@ struct Bugs {
   bool angles_f16 = false;       // each angle rounded to f16 before cos and sin
   double base_factor = 1.0;      // the base used: the case's times this
   bool sin_negated = false;
+  bool decline_k = false;  // declines every call with k (RC_UNSUPPORTED), as a kernel without a k path would
 };
 
 namespace v3run {
@@ -222,7 +223,7 @@ inline void write_outputs_v3(const std::string& dir, const Bugs& bugs = {}) {
       a.seq_offsets = index("seq_offsets", so, vso);
       a.cu_seqlens = index("cu_seqlens", cu, vcu);
     }
-    const int rc = ropecheck_scalar_rope(&a);
+    const int rc = bugs.decline_k && a.k.data ? int(RC_UNSUPPORTED) : ropecheck_scalar_rope(&a);
     const std::string out_path = dir + "/" + e["output"].get<std::string>();
     const std::string declined = dir + "/" + e["declined"].get<std::string>();
     if (rc == RC_UNSUPPORTED) {
