@@ -55,7 +55,7 @@ CLI::App* add(CLI::App& app) {
   g.exp->add_option("--tables", g.tables,
                     "export: the cases' tables are written as .npy for the program; program: the program builds "
                     "each table itself (from the case's angle fields) and writes it next to its output, and `check` "
-                    "judges the table in the table fidelity row (docs/case-sets.md)")
+                    "judges the table in the table fidelity row (docs/gate.md, \"ABI v3 cases\")")
       ->check(CLI::IsMember({"export", "program"}))
       ->capture_default_str();
   g.exp->add_option("--angle-model", g.angle_model, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));

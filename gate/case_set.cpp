@@ -61,8 +61,9 @@ void check_array(const NpyArray& a, const RopeCase& c, const std::string& path) 
 // positions: an additive part of version 4 since the ABI v2 release (whose programs read them and decline such
 // cases), written only when the program asks for them (--supports, or a model that has them), so a program
 // written against version 4 before ABI v2 never receives one. The export's features, supports, model_case and
-// long_max_position are additive fields of `export`. No change so far needed a new version: a program written
-// against the previous release checks `version` in 1..4 and must keep reading every export.
+// long_max_position are additive fields of `export`. No change before ABI v3 needed a new version: a program
+// written against the previous release checks `version` in 1..4 and must keep reading every export it did not opt
+// out of (every export without an ABI v3 feature in --supports).
 constexpr int kManifestVersion = 4;
 // Version 5: cases that carry an ABI v3 field (direction, a table, the tensor form), with the files a program
 // needs to make the call as a v3 kernel is made (the tables, the tensors' buffers with their shapes and strides,
@@ -265,7 +266,7 @@ std::string run_of(const std::string& name) {
   return is_run_id(r) ? "run " + r : "no run id: the version-2 protocol";
 }
 
-// ---- Version 5: the files of an ABI v3 case (docs/case-sets.md, "ABI v3 cases") ----
+// ---- Version 5: the files of an ABI v3 case (docs/gate.md, "ABI v3 cases") ----
 
 std::string index_descr(size_t elem) { return elem == 4 ? "<i4" : "<i8"; }
 

@@ -59,7 +59,7 @@ struct ExportOptions {
   // `check` requires each of them that the export holds cases of. nullopt: the cases of every ABI v1 feature (a
   // program written before ABI v2 never receives a case it cannot read).
   std::optional<FeatureSet> supports;
-  // `--tables program`: the program builds the tables of the cases that have one (docs/case-sets.md, "Tables
+  // `--tables program`: the program builds the tables of the cases that have one (docs/gate.md, "Tables
   // the program builds"); `check` judges its arithmetic on them and, in the table fidelity row, the tables.
   bool program_tables = false;
   uint64_t seed = 1;

@@ -1,4 +1,4 @@
-// `cases export/check` with ABI v3 cases (manifest version 5, docs/case-sets.md "ABI v3 cases"): the gate's v3
+// `cases export/check` with ABI v3 cases (manifest version 5, docs/gate.md "ABI v3 cases"): the gate's v3
 // rows exported only on opt-in (--supports naming a v3 feature), run by a program that reads the tables, strided
 // buffers, k and positions from the files (v3_runner.hpp), and judged as the gate judges them; planted bugs fail
 // their rows with their causes; tables the program builds (`--tables program`) judged twice: the program's

@@ -1,4 +1,4 @@
-// An external program on the case-set protocol, version 5 (docs/case-sets.md, "ABI v3 cases"), written in C++
+// An external program on the case-set protocol, version 5 (docs/gate.md, "ABI v3 cases"), written in C++
 // for the tests: it reads each case as a Python/PyTorch program would -- the scalar fields from "case", q (and
 // k) as flat buffers viewed through "tensors" (shape, strides, offset: torch.as_strided), the positions,
 // seq_offsets and cu_seqlens tensors, the tables from their .npy files (or builds them itself, `--tables
