@@ -17,7 +17,7 @@ namespace {
 
 struct CasesArgs {
   std::string dir, dtype = "all", layout = "all", angle_model = "exact", tolerance, junit, contract, report_dir, baseline,
-      supports, require;
+      supports, require, tables = "export";
   report::Slack slack;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
@@ -52,6 +52,12 @@ CLI::App* add(CLI::App& app) {
       "what the external program implements, a comma list of features (dtypes and layouts included; docs/gate.md, "
       "\"Features\"): only cases using these are written (default: every ABI v1 feature, and a model's), and "
       "`check` requires an accepted case of each that has cases");
+  g.exp->add_option("--tables", g.tables,
+                    "export: the cases' tables are written as .npy for the program; program: the program builds "
+                    "each table itself (from the case's angle fields) and writes it next to its output, and `check` "
+                    "judges the table in the table fidelity row (docs/gate.md, \"ABI v3 cases\")")
+      ->check(CLI::IsMember({"export", "program"}))
+      ->capture_default_str();
   g.exp->add_option("--angle-model", g.angle_model, "exact or fp32")->check(CLI::IsMember({"exact", "fp32"}));
   g.exp->add_option("--contract", g.contract, "what the external kernel promises (recorded in the manifest; docs/gate.md)");
   g.exp->add_option("--tolerance", g.tolerance, "a flat bound (u) replacing the contract's allowances: one number or f32=8,bf16=1.5");
@@ -105,6 +111,7 @@ int run() {
           !cli::check_supports_require(supports, std::nullopt, model ? &model->shape : nullptr))
         return 2;
       opt.supports = supports;
+      opt.program_tables = g.tables == "program";
       opt.max_position = g.max_position;
       // The long positions row reaches kDefaultLongMaxPosition unless positions are bounded (--max-position, a
       // model's context).

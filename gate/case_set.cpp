@@ -13,10 +13,13 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "core/tensor_call.hpp"
+#include "gate/isolation.hpp"
 #include "gate/npy.hpp"
 #include "impls/plugin_loader.hpp"
 #include "properties/diagnosis.hpp"
 #include "properties/engine.hpp"
+#include "properties/table_fidelity.hpp"
 
 namespace ropecheck::gate {
 
@@ -58,9 +61,16 @@ void check_array(const NpyArray& a, const RopeCase& c, const std::string& path) 
 // positions: an additive part of version 4 since the ABI v2 release (whose programs read them and decline such
 // cases), written only when the program asks for them (--supports, or a model that has them), so a program
 // written against version 4 before ABI v2 never receives one. The export's features, supports, model_case and
-// long_max_position are additive fields of `export`. No change so far needed a new version: a program written
-// against the previous release checks `version` in 1..4 and must keep reading every export.
+// long_max_position are additive fields of `export`. No change before ABI v3 needed a new version: a program
+// written against the previous release checks `version` in 1..4 and must keep reading every export it did not opt
+// out of (every export without an ABI v3 feature in --supports).
 constexpr int kManifestVersion = 4;
+// Version 5: cases that carry an ABI v3 field (direction, a table, the tensor form), with the files a program
+// needs to make the call as a v3 kernel is made (the tables, the tensors' buffers with their shapes and strides,
+// k, the positions as int32/int64 tensors, seq_offsets, cu_seqlens) and, with `--tables program`, tables the
+// program builds itself. Written only when --supports names an ABI v3 feature and a case uses one: a reader of
+// versions 1..4 refuses the manifest instead of misreading such a case (it would compute a v3 call as a v1 one).
+constexpr int kManifestVersionV3 = 5;
 
 // The features an export's cases may use: its --supports; else every ABI v1 feature and, for a model's export,
 // the model's (asking for the model is asking for its cases).
@@ -116,6 +126,7 @@ class RecordingHandle : public props::KernelHandle {
     }
     calls.push_back({c, r.in_place});
     res.out = reference_rope(c, ReferenceOptions{model_}).rounded;
+    if (c.tensor && c.tensor->k_heads) res.k_out = reference_rope(c.k_case(), ReferenceOptions{model_}).rounded;
     return res;
   }
   Criteria criteria(const RopeCase& c) const override { return external_criteria(c, model_, contract_, tol_); }
@@ -180,6 +191,13 @@ std::vector<ExportItem> export_items(const ExportOptions& opt, size_t* left_out)
     for (Layout l : opt.layouts)
       for (const V2Case& v : v2_feature_cases(d, l, opt.max_position, opt.seed))
         items.push_back({v.c, "v2: " + v.feature, v.in_place, {}});
+  // ABI v3 feature rows, the gate's (gate.hpp, v3_feature_cases): only for an export whose features name an ABI v3
+  // feature (--supports), so an export without one writes what it wrote before (its manifest byte for byte).
+  if (!allowed.minus(FeatureSet::of_abi_version(2)).empty())
+    for (Dtype d : opt.model ? std::vector<Dtype>{} : opt.dtypes)
+      for (Layout l : opt.layouts)
+        for (const V2Case& v : v3_feature_cases(d, l, opt.max_position, opt.seed))
+          items.push_back({v.c, "v3: " + v.feature, v.in_place, {}});
   // The suite's properties (properties/engine.hpp), those whose calls an external program can make (no input
   // taken from an output, no prefilled output buffer): each execution's calls, in order, as the engine makes
   // them for the gate (the same seed, the same cases); `check` runs the property again over the outputs.
@@ -232,7 +250,9 @@ std::map<std::string, std::vector<std::string>> other_exports_files(const std::s
         stem = name.substr(0, name.size() - std::strlen(suffix));
     if (stem.empty()) continue;
     const size_t dot = stem.find('.');
-    const std::string id = stem.substr(0, dot), other = dot == std::string::npos ? "" : stem.substr(dot + 1);
+    const std::string id = stem.substr(0, dot);
+    std::string other = dot == std::string::npos ? "" : stem.substr(dot + 1);
+    other = other.substr(0, other.find('.'));  // (version 5: "ID.RUN.k.out.npy")
     if (other != run) found[id].push_back(name);
   }
   for (auto& [id, names] : found) std::sort(names.begin(), names.end());
@@ -244,6 +264,137 @@ std::string run_of(const std::string& name) {
   const size_t a = name.find('.'), b = a == std::string::npos ? a : name.find('.', a + 1);
   const std::string r = b == std::string::npos ? "" : name.substr(a + 1, b - a - 1);
   return is_run_id(r) ? "run " + r : "no run id: the version-2 protocol";
+}
+
+// ---- Version 5: the files of an ABI v3 case (docs/gate.md, "ABI v3 cases") ----
+
+std::string index_descr(size_t elem) { return elem == 4 ? "<i4" : "<i8"; }
+
+// What fills the gaps of a strided buffer the export writes: a quiet NaN of the dtype (a kernel that reads a gap
+// as an element computes NaN there).
+uint32_t gap_bits(Dtype d) { return d == Dtype::f32 ? 0x7fc00000u : d == Dtype::f16 ? 0x7e00u : 0x7fc0u; }
+
+// The names of a v3 case's files: those the export writes (no run id) and those the program writes (the run id).
+std::string k_input_name(const std::string& id) { return id + ".k.in.npy"; }
+std::string k_output_name(const std::string& id, const std::string& run) { return id + "." + run + ".k.out.npy"; }
+std::string table_file_name(const std::string& id, int n, const std::string& run) {
+  return id + (run.empty() ? "" : "." + run) + (n == 0 ? ".table.npy" : ".table2.npy");
+}
+
+bool two_table_tensors(TableKind k) { return k == TableKind::cos_sin_2 || k == TableKind::cos_sin_full; }
+// Columns of a table of kind k: R/2 (cos-sin-2) or R.
+uint32_t table_width(TableKind k, uint32_t rotary_dim) { return k == TableKind::cos_sin_2 ? rotary_dim / 2 : rotary_dim; }
+
+json layout_json(const TensorLayout& l, const std::string& file) {
+  json t;
+  t["file"] = file;
+  t["shape"] = std::vector<int64_t>(l.shape, l.shape + l.ndim);
+  t["strides"] = std::vector<int64_t>(l.strides, l.strides + l.ndim);
+  t["offset"] = 0;
+  t["span"] = l.span;
+  return t;
+}
+
+// A laid-out tensor as the flat buffer the export writes: `values` ([T][H][D] compact) at their strided places,
+// the gaps NaN.
+NpyArray laid_out(const RopeCase& c, const TensorLayout& l, const Bytes& values) {
+  NpyArray a;
+  a.descr = descr_of(c.dtype);
+  a.shape = {l.span};
+  a.data.assign(size_t(l.span) * dtype_size(c.dtype), 0);
+  for (uint64_t e = 0; e < l.span; ++e) store_bits(c.dtype, a.data.data(), e, gap_bits(c.dtype));
+  scatter_heads(c, l, a.data.data(), values.data(), 0);
+  return a;
+}
+
+NpyArray index_array(size_t elem, std::vector<uint64_t> shape, const std::vector<int64_t>& v) {
+  NpyArray a;
+  a.descr = index_descr(elem);
+  a.shape = std::move(shape);
+  a.data.assign(v.size() * elem, 0);
+  for (size_t i = 0; i < v.size(); ++i) store_index(a.data.data(), i, elem, v[i]);
+  return a;
+}
+
+// The ABI shape of the positions tensor (kernel_abi.h, pos): {T} / {B, S}, or the axes first.
+std::vector<uint64_t> pos_shape(const RopeCase& c) {
+  const TensorCall& tc = *c.tensor;
+  const uint64_t T = c.n_tokens(), B = tc.batch, A = c.n_pos_axes;
+  const bool first = tc.axes_first || c.n_pos_axes > 1;
+  if (tc.rank == 4) return first ? std::vector<uint64_t>{A, B, T / B} : std::vector<uint64_t>{B, T / B};
+  return first ? std::vector<uint64_t>{A, T} : std::vector<uint64_t>{T};
+}
+
+// Whether a case's table is the program's to build (`--tables program`): a case judged alone (a property's calls
+// keep the tables the property made: it compares calls with each other).
+bool program_table(const ExportItem& it, bool program_tables) {
+  return program_tables && it.c.table && it.property.empty();
+}
+
+// A tensor-form case's "tensors": each tensor's file, shape, strides (elements) and offset, as the program makes
+// the call (torch.as_strided(buffer, shape, strides, offset)); the index tensors' files, dtypes and shapes. With
+// `dir`, the export's files are written there (q's buffer, "input", is written by the caller).
+json tensors_json(const RopeCase& c, const std::string& id, const std::string& run, bool in_place,
+                  const std::string& dir) {
+  const TensorCall& tc = *c.tensor;
+  auto put = [&](const std::string& name, const NpyArray& a) {
+    if (!dir.empty()) npy_write((fs::path(dir) / name).string(), a);
+  };
+  json ts;
+  const std::string out = output_name(id, run);
+  ts["q"] = layout_json(c.tensor_layout(0), id + ".in.npy");
+  ts["q_out"] = layout_json(c.tensor_layout(in_place ? 0 : 1), out);
+  if (tc.k_heads) {
+    if (!dir.empty()) put(k_input_name(id), laid_out(c.k_case(), c.tensor_layout(2), tc.k_input));
+    ts["k"] = layout_json(c.tensor_layout(2), k_input_name(id));
+    ts["k_out"] = layout_json(c.tensor_layout(in_place ? 2 : 3), k_output_name(id, run));
+  }
+  auto index = [&](const char* field, size_t elem, std::vector<uint64_t> shape, const std::vector<int64_t>& v) {
+    const std::string name = id + "." + field + ".npy";
+    if (!dir.empty()) put(name, index_array(elem, shape, v));
+    json j;
+    j["file"] = name;
+    j["dtype"] = elem == 4 ? "int32" : "int64";
+    j["shape"] = shape;
+    ts[field] = j;
+  };
+  if (tc.pos != PositionForm::implicit) index("pos", tensor_index_elem(c, true), pos_shape(c), c.positions);
+  if (!tc.seq_offsets.empty()) index("seq_offsets", tensor_index_elem(c, false), {tc.seq_offsets.size()}, tc.seq_offsets);
+  if (!tc.cu_seqlens.empty()) index("cu_seqlens", tensor_index_elem(c, false), {tc.cu_seqlens.size()}, tc.cu_seqlens);
+  return ts;
+}
+
+// Writes a v3 case's files and returns its manifest fields (direction, table, tensors).
+json write_v3_case(const std::string& dir, const std::string& id, const std::string& run, const ExportItem& it,
+                   bool program_tables) {
+  const RopeCase& c = it.c;
+  json e;
+  auto put = [&](const std::string& name, const NpyArray& a) { npy_write((fs::path(dir) / name).string(), a); };
+  e["direction"] = std::string(to_string(c.direction));
+  if (c.table) {
+    const CosSinTable& t = *c.table;
+    const bool program = program_table(it, program_tables);
+    json tj;
+    tj["table_kind"] = std::string(to_string(t.kind));
+    tj["dtype"] = std::string(to_string(t.dtype));
+    tj["rows"] = t.rows;
+    tj["columns"] = table_width(t.kind, c.rotary_dim);
+    tj["source"] = program ? "program" : "export";
+    if (!program) (void)c.args(nullptr, nullptr, 3);  // lays the table out as the ABI does (abi_table_bytes)
+    for (int n = 0; n < (two_table_tensors(t.kind) ? 2 : 1); ++n) {
+      const std::string name = table_file_name(id, n, program ? run : "");
+      tj[n == 0 ? "table" : "table2"] = name;
+      if (program) continue;
+      NpyArray a;
+      a.descr = descr_of(t.dtype);
+      a.shape = {uint64_t(c.abi_table_shape[n][0]), uint64_t(c.abi_table_shape[n][1])};
+      a.data = c.abi_table_bytes[n];
+      put(name, a);
+    }
+    e["table"] = tj;
+  }
+  if (c.tensor) e["tensors"] = tensors_json(c, id, run, it.in_place, dir);
+  return e;
 }
 
 }  // namespace
@@ -262,7 +413,13 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
   out.version = kManifestVersion;
   for (const ExportItem& it : items) {
     for (Feature f : features_of(it.c, it.in_place).list()) out.features.add(f);
+    if (it.c.uses_v3()) out.version = kManifestVersionV3;
   }
+  if (opt.program_tables && std::none_of(items.begin(), items.end(), [](const ExportItem& it) {
+        return program_table(it, true);
+      }))
+    throw std::runtime_error("--tables program: the export has no case with a table (name a table kind in --supports: "
+                             "table-cos-sin-2, table-cos-sin-cat, table-cos-sin-full, table-angle)");
   json m;
   m["format"] = "ropecheck-case-set";
   m["version"] = out.version;
@@ -286,6 +443,7 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
     // declined), and what the program said it implements (`check` requires each that has cases).
     e["features"] = export_features(opt).names();
     if (opt.supports) e["supports"] = opt.supports->names();
+    if (opt.program_tables) e["tables"] = "program";
     if (opt.model) {
       e["model_case"] = case_params_to_json(*opt.model);
       e["model"] = opt.model_name;
@@ -308,6 +466,15 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
               "buffer) when `in_place` is true; or, to decline a case (as a kernel returns RC_UNSUPPORTED), write the "
               "file `declined` (empty) instead: one of the two, never both. Both names hold `run_id`: outputs left by "
               "an earlier export of the directory never count. Then run `ropecheck cases check --dir DIR`";
+  if (out.version == kManifestVersionV3)
+    m["note"] = m["note"].get<std::string>() +
+                ". Version 5: a case with \"direction\", \"table\" or \"tensors\" is an ABI v3 call (kernel_abi.h): "
+                "\"direction\" forward or inverse; \"table\" its cos/sin or angle table(s), .npy [rows][columns] in "
+                "their dtype, files \"table\" and \"table2\" (\"source\": \"program\": the program builds them, "
+                "row r for position r from the case's angle fields, and writes them under those names); \"tensors\": "
+                "q, q_out, k, k_out as flat buffers (the input's and the outputs' files) viewed as "
+                "torch.as_strided(buffer, shape, strides, offset), and pos, seq_offsets, cu_seqlens as int32/int64 .npy "
+                "(no pos: implicit positions). docs/gate.md, \"ABI v3 cases\"";
   json cases = json::array();
   for (size_t k = 0; k < items.size(); ++k) {
     const RopeCase& c = items[k].c;
@@ -316,6 +483,7 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
     a.descr = descr_of(c.dtype);
     a.shape = {c.n_tokens(), c.n_heads, c.head_dim};
     a.data = c.input;
+    if (c.tensor) a = laid_out(c, c.tensor_layout(0), c.input);  // version 5: q's buffer (tensors.q)
     npy_write((fs::path(dir) / (id + ".in.npy")).string(), a);
     json e;
     e["id"] = id;
@@ -336,6 +504,11 @@ ExportedSet export_case_set(const std::string& dir, const ExportOptions& opt) {
     e["bound"] = double_to_text(b);
     e["bound_decimal"] = b;
     e["case"] = case_params_to_json(c);
+    if (c.uses_v3()) {
+      e.update(write_v3_case(dir, id, out.run_id, items[k], opt.program_tables));
+      // A table the program builds is not in the case: the program builds it from the case's angle fields.
+      if (program_table(items[k], opt.program_tables)) e["case"].erase("table");
+    }
     cases.push_back(e);
   }
   m["cases"] = cases;
@@ -354,6 +527,12 @@ struct Entry {
   std::string property;
   Layout property_layout = Layout::interleaved;
   uint64_t property_case = 0, property_call = 0;
+  // Version 5: k's input and output files (the tensor form with k), and the table the program builds (its kind
+  // and files; none: the case's table, if any, is the export's).
+  std::string k_input, k_output;
+  std::optional<TableKind> program_table;
+  uint64_t table_rows = 0;  // the rows the program builds (positions 0..rows-1)
+  std::string table_files[2];
 };
 
 // A property call's files, read: the case with its input, and the output or the decline.
@@ -362,7 +541,128 @@ struct Kept {
   bool in_place = false, declined = false;
   Bytes out;
   std::string id;
+  Bytes k_out;
 };
+
+std::optional<TableKind> table_kind_named(const std::string& s) {
+  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+    if (to_string(k) == s) return k;
+  return std::nullopt;
+}
+
+// A version-5 entry's ABI v3 fields against its case (throws std::runtime_error): "direction" the case's,
+// "tensors" exactly what the export writes for the case (the program reads the tensors by them: an edited shape
+// or stride would have its output misread), "table" the case's table ("source": "export") or the one the program
+// builds ("source": "program": the case has none; the files carry the run id).
+void read_v3_entry(const json& e, Entry& en, const std::string& run) {
+  const RopeCase& c = en.c;
+  const bool program = e.contains("table") && e["table"].is_object() && e["table"].value("source", "") == "program";
+  if (!c.uses_v3() && !program) {
+    for (const char* f : {"direction", "table", "tensors"})
+      if (e.contains(f)) throw std::runtime_error(fmt::format("'{}' in a case without an ABI v3 field", f));
+    return;
+  }
+  if (!e.contains("direction") || !e["direction"].is_string() || e["direction"] != to_string(c.direction))
+    throw std::runtime_error(fmt::format("'direction' must be \"{}\" (the case's)", to_string(c.direction)));
+  if (c.tensor) {
+    const json want = tensors_json(c, en.id, run, en.in_place, "");
+    if (!e.contains("tensors") || e["tensors"] != want)
+      throw std::runtime_error("'tensors' must be the case's tensors as the export wrote them: " + want.dump());
+    if (c.tensor->k_heads) {
+      en.k_input = want["k"]["file"].get<std::string>();
+      en.k_output = want["k_out"]["file"].get<std::string>();
+    }
+  } else if (e.contains("tensors")) {
+    throw std::runtime_error("'tensors' in a case not in the tensor form");
+  }
+  if (!e.contains("table")) {
+    if (c.table) throw std::runtime_error("a case with a table has 'table'");
+    return;
+  }
+  const json& t = e["table"];
+  const auto kind = t.contains("table_kind") && t["table_kind"].is_string()
+                        ? table_kind_named(t["table_kind"].get<std::string>())
+                        : std::nullopt;
+  if (!kind) throw std::runtime_error("'table.table_kind' must be cos-sin-2, cos-sin-cat, cos-sin-full or angle");
+  if (!program) {
+    if (!c.table || c.table->kind != *kind || t.value("source", "") != "export")
+      throw std::runtime_error("'table' must be the case's table (\"source\": \"export\"), or \"source\": \"program\"");
+    return;
+  }
+  if (c.table) throw std::runtime_error("a table the program builds is not in the case");
+  if (!c.tensor && !(c.n_pos_axes == 1 && c.pair_axis.empty()))
+    throw std::runtime_error("a table has one row per position: one position axis only");
+  en.program_table = *kind;
+  if (!t.contains("rows") || !t["rows"].is_number_unsigned() || t["rows"].get<uint64_t>() == 0 ||
+      t["rows"].get<uint64_t>() > (uint64_t(1) << 20))
+    throw std::runtime_error("'table.rows' must be a positive integer (at most 2^20)");
+  en.table_rows = t["rows"].get<uint64_t>();
+  for (int n = 0; n < (two_table_tensors(*kind) ? 2 : 1); ++n) {
+    const char* f = n == 0 ? "table" : "table2";
+    en.table_files[n] = table_file_name(en.id, n, run);
+    if (!t.contains(f) || t[f] != en.table_files[n])
+      throw std::runtime_error(fmt::format("'table.{}' must be {} (the id and the run id)", f, en.table_files[n]));
+  }
+}
+
+// The table a program built (`--tables program`), read from its files: their dtype (f32, f16 or bf16; an angle
+// table f32), shape [rows][columns] of the kind, the values per (row, pair) (a full-width kind's two copies of a
+// pair equal). The attention factor is in a cos/sin table's values. Throws std::runtime_error naming the file.
+CosSinTable read_program_table(const std::string& dir, const Entry& en, const RopeCase& c) {
+  const TableKind kind = *en.program_table;
+  const uint32_t np = c.rotary_dim / 2, width = table_width(kind, c.rotary_dim);
+  CosSinTable t;
+  t.kind = kind;
+  NpyArray a[2];
+  for (int n = 0; n < (two_table_tensors(kind) ? 2 : 1); ++n) {
+    const std::string path = (fs::path(dir) / en.table_files[n]).string();
+    a[n] = npy_read(
+        path,
+        [&](const NpyArray& h) {
+          const bool ok_type = kind == TableKind::angle ? h.descr == "<f4"
+                                                        : h.descr == "<f4" || h.descr == "<f2" || h.descr == "<u2";
+          if (!ok_type)
+            throw std::runtime_error(fmt::format("{}: element type '{}': a {} table is {}", path, h.descr,
+                                                 to_string(kind), kind == TableKind::angle ? "'<f4'" : "'<f4', '<f2' or '<u2'"));
+          if (h.shape != std::vector<uint64_t>{en.table_rows, width})
+            throw std::runtime_error(fmt::format("{}: shape ({}), the case's {} table is ({}, {}) (table.rows, "
+                                                 "table.columns)",
+                                                 path, fmt::join(h.shape, ", "), to_string(kind), en.table_rows, width));
+          if (n == 1 && (h.descr != a[0].descr || h.shape != a[0].shape))
+            throw std::runtime_error(fmt::format("{}: its type and shape must be {}'s", path, en.table_files[0]));
+        },
+        kMaxCaseFileBytes);
+  }
+  t.dtype = a[0].descr == "<f4" ? Dtype::f32 : a[0].descr == "<f2" ? Dtype::f16 : Dtype::bf16;
+  t.rows = size_t(a[0].shape[0]);
+  t.cos.resize(t.rows * np);
+  if (kind != TableKind::angle) t.sin.resize(t.rows * np);
+  auto at = [&](int n, size_t r, uint32_t col) { return double(load_f32(t.dtype, a[n].data.data(), r * width + col)); };
+  for (size_t r = 0; r < t.rows; ++r)
+    for (uint32_t i = 0; i < np; ++i) {
+      const auto [d0, d1] = pair_dims(c.layout, c.rotary_dim, i);
+      double cv = 0, sv = 0;
+      switch (kind) {
+        case TableKind::cos_sin_2: cv = at(0, r, i); sv = at(1, r, i); break;
+        case TableKind::cos_sin_cat: cv = at(0, r, i); sv = at(0, r, np + i); break;
+        case TableKind::cos_sin_full:
+        case TableKind::angle:
+          cv = at(0, r, d0);
+          if (kind == TableKind::cos_sin_full) sv = at(1, r, d0);
+          for (int n = 0; n < (kind == TableKind::angle ? 1 : 2); ++n)
+            if (std::memcmp(a[n].data.data() + (r * width + d0) * dtype_size(t.dtype),
+                            a[n].data.data() + (r * width + d1) * dtype_size(t.dtype), dtype_size(t.dtype)) != 0)
+              throw std::runtime_error(fmt::format(
+                  "{}: row {} pair {}: its two columns ({} and {}) differ (a full-width table holds each pair's value "
+                  "at both of its elements)",
+                  en.table_files[n], r, i, d0, d1));
+          break;
+      }
+      t.cos[r * np + i] = cv;
+      if (kind != TableKind::angle) t.sin[r * np + i] = sv;
+    }
+  return t;
+}
 
 // Plays a property execution's exported calls back: each call the property makes must be the next exported
 // one (the same parameters, input and in-place flag: the engine made them from the same seed), and gets the
@@ -400,6 +700,7 @@ class PlaybackHandle : public props::KernelHandle {
       return res;
     }
     res.out = k.out;
+    res.k_out = k.k_out;
     return res;
   }
   Criteria criteria(const RopeCase& c) const override { return external_criteria(c, model_, contract_, tol_); }
@@ -442,8 +743,8 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
   if (!m.is_object() || !m.contains("format") || m["format"] != "ropecheck-case-set")
     fail("not a ropecheck case-set manifest (format field)");
   if (!m.contains("version") || !m["version"].is_number_integer() || m["version"] < 1 ||
-      m["version"] > kManifestVersion)
-    fail(fmt::format("unsupported version (1 to {})", kManifestVersion));
+      m["version"] > kManifestVersionV3)
+    fail(fmt::format("unsupported version (1 to {})", kManifestVersionV3));
   const int version = m["version"].get<int>();
   std::string run;
   if (version >= 3) {
@@ -526,6 +827,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
           throw std::runtime_error(fmt::format("output/declined must be {} and {} (the id and the run id)",
                                                output_name(en.id, run), declined_name(en.id, run)));
       }
+      if (version >= 5) read_v3_entry(e, en, run);
       if (version >= 4 && e.contains("property")) {
         const json& p = e["property"];
         const props::PropertyDef* def =
@@ -625,7 +927,42 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
         return std::nullopt;
       }
     };
-    const std::optional<NpyArray> in = read_checked(ip);
+    // Version 5, the tensor form: q's (and k's) buffers, flat, each element at its place under the tensor's
+    // strides (entry "tensors"): read, then gathered into the case's compact [T][H][D].
+    auto read_buffer = [&](const std::string& name, const RopeCase& of, const TensorLayout& l) -> std::optional<Bytes> {
+      const std::string path = (fs::path(dir) / name).string();
+      try {
+        const NpyArray a = npy_read(
+            path,
+            [&](const NpyArray& h) {
+              if (h.descr != descr_of(of.dtype))
+                throw std::runtime_error(fmt::format("{}: element type '{}', the case's dtype {} needs '{}'", path,
+                                                     h.descr, to_string(of.dtype), descr_of(of.dtype)));
+              if (h.shape != std::vector<uint64_t>{l.span})
+                throw std::runtime_error(fmt::format("{}: shape ({}), the case's tensor needs ({},): its buffer, {} "
+                                                     "elements (\"tensors\": shape, strides)",
+                                                     path, fmt::join(h.shape, ", "), l.span, l.span));
+            },
+            kMaxCaseFileBytes);
+        return gather_heads(of, l, a.data.data());
+      } catch (const std::exception& ex) {
+        problems.push_back(ex.what());
+        return std::nullopt;
+      }
+    };
+    // (A tensor-form case in a manifest before version 5 -- none was ever exported -- is read as it was: compact.)
+    const bool v3_files = version >= 5 && c.tensor;
+    const bool v3_judge = version >= 5 && c.uses_v3();
+    std::optional<NpyArray> in;
+    if (v3_files) {
+      if (auto q = read_buffer(en.input, c, c.tensor_layout(0))) in = NpyArray{descr_of(c.dtype), {}, std::move(*q)};
+      if (in && c.tensor->k_heads) {
+        if (auto kin = read_buffer(en.k_input, c.k_case(), c.tensor_layout(2))) c.tensor->k_input = std::move(*kin);
+        else in.reset();
+      }
+    } else {
+      in = read_checked(ip);
+    }
     if (in) {
       c.input = in->data;
       if (std::string why = c.validate_for_kernel(); !why.empty())
@@ -668,10 +1005,36 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
       continue;
     }
     std::optional<NpyArray> out_file;
-    if (!declined) out_file = read_checked(op);
+    Bytes k_out;
+    if (!declined && v3_files) {
+      if (auto q = read_buffer(en.output, c, c.tensor_layout(en.in_place ? 0 : 1)))
+        out_file = NpyArray{descr_of(c.dtype), {}, std::move(*q)};
+      if (out_file && c.tensor->k_heads) {
+        if (auto ko = read_buffer(en.k_output, c.k_case(), c.tensor_layout(en.in_place ? 2 : 3))) k_out = std::move(*ko);
+        else out_file.reset();
+      }
+    } else if (!declined) {
+      out_file = read_checked(op);
+    }
+    // The table the program built (`--tables program`): the case's, from here on; the case as exported (its angle
+    // fields, no table) is what the table is judged against (the table fidelity row).
+    std::optional<RopeCase> table_angles;
+    if (!declined && out_file && en.program_table) {
+      try {
+        table_angles = c;
+        c.table = read_program_table(dir, en, c);
+        if (c.table->kind != TableKind::angle) c.attention_factor = 1.0;  // (in the values: kernel_abi.h)
+        if (std::string why = c.validate(); !why.empty())
+          throw std::runtime_error(fmt::format("{}: the program's table: {}", (fs::path(dir) / en.table_files[0]).string(), why));
+      } catch (const std::exception& ex) {
+        problems.push_back(ex.what());
+        continue;
+      }
+    }
     // A property's call is judged by its property, below, with the other calls of its execution.
     if (!en.property.empty()) {
-      if (in && (declined || out_file)) kept[k] = Kept{c, en.in_place, declined, declined ? Bytes{} : out_file->data, en.id};
+      if (in && (declined || out_file))
+        kept[k] = Kept{c, en.in_place, declined, declined ? Bytes{} : out_file->data, en.id, std::move(k_out)};
       continue;
     }
     if (!problems.empty()) continue;
@@ -690,30 +1053,66 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     JudgeOptions jo;
     jo.max_findings = 4;
     jo.keep_values = false;
-    const Judgement j = judge_output(c, ref, out.data.data(), cr, jo);
+    // An ABI v3 case is judged as the gate judges the call (judge_call: q, and k as a case of its own).
+    CallResult call;
+    call.out = out.data;
+    call.k_out = k_out;
+    const CaseVerdict v3 = v3_judge ? judge_call(c, en.in_place, model, cr, call, &ref) : CaseVerdict{};
+    const Judgement j = v3_judge ? v3.judgement : judge_output(c, ref, out.data.data(), cr, jo);
+    const bool case_ok = v3_judge ? v3.pass : j.ok();
     if (std::find(dtypes_seen.begin(), dtypes_seen.end(), c.dtype) == dtypes_seen.end()) dtypes_seen.push_back(c.dtype);
     ++r.cases;
     r.ran = true;
     ++res.accepted;
     res.add(r, c, j, bias);
-    if (!j.ok()) {
+    if (!case_ok) {
       CaseRecord rec;
       rec.c = c;
       rec.in_place = en.in_place;
       rec.angle_model = model;
       rec.bound = cr.case_bound(c);
       rec.check = en.check;
-      rec.failure = "case " + en.id + " (" + en.output + "):\n" + j.report(2);
+      rec.failure = "case " + en.id + " (" + en.output + "):\n" + (v3_judge ? v3.message : j.report(2));
       rec.contract = contract;
       rec.tolerance = cr.flat;
       ++r.failed;
       ++r.faults["accuracy"];
       r.failed_check = true;
       if (!r.smallest || c.n_elements() < r.smallest->c.n_elements()) {
-        rec.diagnosis = diagnose(c, out.data.data(), ref, cr, model).text();
+        rec.diagnosis = v3_judge ? diagnose_call(c, model, cr, v3, call)
+                                    : diagnose(c, out.data.data(), ref, cr, model).text();
         r.diagnosis = rec.diagnosis;
         r.smallest_message = rec.failure;
         r.smallest = std::move(rec);
+      }
+    }
+    // The table the program built, judged itself against the exact angles of the case under the contract's
+    // angle and cos-sin clauses (properties/table_fidelity.hpp): the row above judged the program's arithmetic on
+    // it, this one the table.
+    if (table_angles) {
+      CheckRow& f = row("table fidelity");
+      f.what = "the tables the program built (--tables program), each entry against the exact angles under the "
+               "contract's angle and cos-sin clauses (the kernel's arithmetic on them: its v3 row)";
+      const TableJudgement tj = judge_table(*table_angles, *c.table, KernelErrorModel::for_contract(contract));
+      ++f.cases;
+      f.ran = true;
+      if (!tj.ok()) {
+        CaseRecord rec;
+        rec.c = c;
+        rec.in_place = en.in_place;
+        rec.angle_model = model;
+        rec.check = f.name;
+        rec.contract = contract;
+        rec.failure = "case " + en.id + " (" + en.table_files[0] + "):\n" + tj.report();
+        rec.diagnosis = "the table: " + tj.cause;
+        ++f.failed;
+        ++f.faults["table"];
+        f.failed_check = true;
+        if (!f.smallest || c.n_elements() < f.smallest->c.n_elements()) {
+          f.diagnosis = rec.diagnosis;
+          f.smallest_message = rec.failure;
+          f.smallest = std::move(rec);
+        }
       }
     }
   }

@@ -21,9 +21,13 @@
 //   The run id in the names the program writes ties every output to one export: outputs left by an earlier
 //   export of the same directory never match, and `check` names them. Versions 1 and 2 (no run id, no
 //   declines, no property cases, outputs "NNNN.out.npy") are still checked.
-//   The version written is the lowest that can express the cases: 4, or 5 when a case carries an ABI v2 field
-//   (rotary_offset, n_pos_axes, pair_axis, attention_factor, freq_rule) or a negative position -- which `export`
-//   writes only for a program that says it implements them (--supports). "export" also records "features" (the
+//   The version written is the lowest that can express the cases: 4 (ABI v2 fields -- rotary_offset, n_pos_axes,
+//   pair_axis, attention_factor, freq_rule -- and negative positions are additive there, written only for a
+//   program that says it implements them: --supports), or 5 when a case carries an ABI v3 field (direction, a
+//   table, the tensor form), written only when --supports names an ABI v3 feature. Version 5 adds per such case
+//   "direction", "table" {table_kind, dtype, rows, columns, source: export|program, table, table2} and "tensors"
+//   {q, q_out, k, k_out: {file, shape, strides, offset, span}; pos, seq_offsets, cu_seqlens: {file, dtype,
+//   shape}}: a tensor-form case's input and outputs are the tensors' flat buffers (docs/gate.md, "ABI v3 cases"). "export" also records "features" (the
 //   features the cases may use; a property's call outside them was not made, and `check` plays it back as
 //   declined), "supports" (when given), "model_case" (a model's case template) and "long_max_position".
 #pragma once
@@ -55,6 +59,9 @@ struct ExportOptions {
   // `check` requires each of them that the export holds cases of. nullopt: the cases of every ABI v1 feature (a
   // program written before ABI v2 never receives a case it cannot read).
   std::optional<FeatureSet> supports;
+  // `--tables program`: the program builds the tables of the cases that have one (docs/gate.md, "Tables
+  // the program builds"); `check` judges its arithmetic on them and, in the table fidelity row, the tables.
+  bool program_tables = false;
   uint64_t seed = 1;
   size_t random_cases = 32;
   uint64_t property_cases = 8;  // executions of each exportable property per dtype x layout

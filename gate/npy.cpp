@@ -53,6 +53,8 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
 size_t npy_item_size(const std::string& descr) {
   if (descr == "<f4") return 4;
   if (descr == "<f2" || descr == "<u2") return 2;
+  if (descr == "<i4") return 4;  // int32 positions, seq_offsets, cu_seqlens (case-set version 5)
+  if (descr == "<i8") return 8;  // int64 ones
   return 0;
 }
 
@@ -104,7 +106,9 @@ uint64_t parse_header(const std::string& h, NpyArray& a, const std::string& what
   if (a.descr == "|u2" || a.descr == "=u2") a.descr = "<u2";
   if (a.descr == "=f4") a.descr = "<f4";
   if (a.descr == "=f2") a.descr = "<f2";
-  if (!npy_item_size(a.descr)) bad(what, "element type '" + a.descr + "' is not one of '<f4', '<f2', '<u2'");
+  if (a.descr == "=i4") a.descr = "<i4";
+  if (a.descr == "=i8") a.descr = "<i8";
+  if (!npy_item_size(a.descr)) bad(what, "element type '" + a.descr + "' is not one of '<f4', '<f2', '<u2', '<i4', '<i8'");
   const std::string fo = dict_value(h, "fortran_order", what);
   if (fo == "True") bad(what, "fortran_order True is not supported (write a C-ordered array)");
   if (fo != "False") bad(what, "'fortran_order' is not False");

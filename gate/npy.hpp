@@ -1,5 +1,5 @@
 // Minimal NumPy .npy reader/writer for case sets: little-endian '<f4', '<f2'
-// and '<u2' (bf16 as its bit patterns), C order. The reader never trusts the
+// and '<u2' (bf16 as its bit patterns), and '<i4', '<i8' (positions and indices), C order. The reader never trusts the
 // file: every malformed or unexpected byte is a std::runtime_error with a
 // clear message.
 #pragma once
@@ -12,7 +12,7 @@
 namespace ropecheck::gate {
 
 struct NpyArray {
-  std::string descr;            // "<f4", "<f2", "<u2"
+  std::string descr;            // "<f4", "<f2", "<u2"; "<i4", "<i8" (indices)
   std::vector<uint64_t> shape;
   std::vector<unsigned char> data;  // raw little-endian elements, C order
 };
