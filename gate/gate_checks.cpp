@@ -280,7 +280,7 @@ std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
         for (uint64_t j = 0; j < per; ++j) m.emplace(L.head(t, h) + j, size_t((t * H + h) * per + j));
     return m;
   };
-  const auto in_elements = index_of(in, D), in_heads = index_of(in, 1), out_heads = index_of(out, 1);
+  const auto in_elements = index_of(in, D), out_elements = index_of(out, D);
   auto find = [](const std::unordered_map<uint64_t, size_t>& m, uint64_t off) {
     const auto it = m.find(off);
     return it == m.end() ? SIZE_MAX : it->second;
@@ -302,10 +302,9 @@ std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
             const uint64_t w = which == 1 ? (in_place ? Lin : Lout).head(t, h) : wrong_out(t, h, in_place);
             for (uint64_t j = 0; j < D; ++j) {
               m.read.push_back(find(in_elements, r + j));
-              other |= m.read.back() != (t * H + h) * D + j;
+              m.write.push_back(find(in_place ? in_elements : out_elements, w + j));
+              other |= m.read.back() != (t * H + h) * D + j || m.write.back() != (t * H + h) * D + j;
             }
-            m.write.push_back(find(in_place ? in_heads : out_heads, w));
-            other |= m.write.back() != t * H + h;
           }
         bool dup = false;
         for (const HeadMap& e : maps) dup |= e.read == m.read && e.write == m.write;

@@ -121,7 +121,7 @@ struct Candidate {
   std::vector<double> phi;   // [n_tokens][np]
   // A HeadMap's candidate: elements whose output it does not predict -- nothing written there, or what was
   // written was read from no element (a gap, past the end) -- their pairs, failing or not, are not held against it.
-  std::vector<char> unpredicted;  // [n_elements], empty for the others
+  std::vector<char> unpredicted;  // [n_elements]: 1 nothing written, 2 computed from no element; empty for the others
   std::vector<double> source;     // [n_elements]: the input each predicted element was computed from (its norm is
                                   // the pair's error scale), empty: the case's input
 };
@@ -208,7 +208,7 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         ++f.pairs;
         if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1)) continue;
         const double phi = k.phi[t * x.np + i];
-        const double af = c.attention_factor;  // norms relative to the asked-for output, as the judge
+        const double af = pair_gain(c, t, i);  // norms relative to the asked-for output, as the judge
         const PairError pe = pair_error(c.dtype, af * x0, af * x1, y0, y1, e0, e1, 0, 0, false);
         const double r =
             ratio_of(pe, x.cr.allowance(c, i, pair_hypot(x0, x1) * af, phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1)));
@@ -339,9 +339,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         if (!std::isfinite(r.x[0]) || !std::isfinite(r.x[1]) || !std::isfinite(r.y[0]) || !std::isfinite(r.y[1]) ||
             !std::isfinite(e0) || !std::isfinite(e1))
           continue;
-        // As the judge: norms are the exact output's (the input's times the attention factor), and an angle of
-        // 0 is the identity only without an attention factor.
-        const double af = c.attention_factor;
+        // As the judge: norms are the exact output's (the input's times the attention factor, or with a given
+        // table the norm of its (cos, sin): pair_gain), and an angle of 0 is the identity only with a gain of 1.
+        const double af = pair_gain(c, t, i);
         r.norm = pair_hypot(r.x[0], r.x[1]) * af;
         r.zero = af == 1.0 && (x.have_angles ? r.phi == 0
                                              : (load_f32(d, ref.rounded.data(), r.k0) == r.x[0] &&
@@ -579,33 +579,30 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       cands.push_back(rotation(c, "position axes ignored", "every pair rotated by its token's axis-0 position",
                                c.layout, [&](size_t t, uint32_t i) { return at(A, c.position(t, 0), i); }));
     // Stride hypotheses: the kernel's loop over (token, head) reading and writing other elements than its own.
+    // (The |angle| of a written pair's allowance is its rotation's, recorded at the written element's token and
+    // the rotation's pair index.)
     for (const HeadMap& hm : head_maps) {
-      const size_t H = c.n_heads, n = c.n_tokens() * H, D = c.head_dim;
-      if (hm.read.size() != n * D || hm.write.size() != n) continue;
-      Candidate k{hm.cause, hm.what, c.layout, std::vector<double>(c.n_elements(), std::nan("")),
-                  std::vector<double>(c.n_tokens() * np, 0.0), std::vector<char>(c.n_elements(), 1),
-                  std::vector<double>(c.n_elements(), std::nan(""))};
-      for (size_t th = 0; th < n; ++th) {
-        const size_t wr = hm.write[th];
-        if (wr >= n) continue;
-        for (uint32_t i = 0; i < np; ++i) {  // (the last write to a head is what it holds)
+      const size_t H = c.n_heads, n = c.n_tokens() * H, D = c.head_dim, N = c.n_elements();
+      if (hm.read.size() != n * D || hm.write.size() != n * D) continue;
+      Candidate k{hm.cause, hm.what, c.layout, std::vector<double>(N, std::nan("")),
+                  std::vector<double>(c.n_tokens() * np, 0.0), std::vector<char>(N, 1), std::vector<double>(N, std::nan(""))};
+      for (size_t th = 0; th < n; ++th)
+        for (uint32_t i = 0; i < np; ++i) {  // (the last write to an element is what it holds)
           const auto [d0, d1] = pair_elements(c, i);
           const size_t r0 = hm.read[th * D + d0], r1 = hm.read[th * D + d1];
-          const size_t w0 = wr * D + d0, w1 = wr * D + d1;
-          k.unpredicted[w0] = k.unpredicted[w1] = r0 >= c.n_elements() || r1 >= c.n_elements();
-          if (k.unpredicted[w0]) {
-            k.y[w0] = k.y[w1] = std::nan("");
-            continue;
-          }
+          const size_t w[2] = {hm.write[th * D + d0], hm.write[th * D + d1]};
+          const bool known = r0 < N && r1 < N;
           const Trig g = plain(th / H, i);
-          const double x0 = load_f32(d, c.input.data(), r0), x1 = load_f32(d, c.input.data(), r1);
-          k.y[w0] = x0 * g.c - x1 * g.s;
-          k.y[w1] = x0 * g.s + x1 * g.c;
-          k.source[w0] = x0;
-          k.source[w1] = x1;
-          k.phi[(wr / H) * np + i] = g.phi;
+          const double x0 = known ? load_f32(d, c.input.data(), r0) : 0, x1 = known ? load_f32(d, c.input.data(), r1) : 0;
+          const double out[2] = {x0 * g.c - x1 * g.s, x0 * g.s + x1 * g.c}, src[2] = {x0, x1};
+          for (int e = 0; e < 2; ++e) {
+            if (w[e] >= N) continue;
+            k.unpredicted[w[e]] = known ? 0 : 2;
+            k.y[w[e]] = known ? out[e] : std::nan("");
+            k.source[w[e]] = known ? src[e] : std::nan("");
+            k.phi[(w[e] / (H * D)) * np + i] = g.phi;
+          }
         }
-      }
       cands.push_back(std::move(k));
     }
     // Pairs left unrotated: the pair indices some (token, head) of which fails and equals its input.
@@ -642,16 +639,32 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       Fit f;
     };
     // A HeadMap's candidate explains a failing pair by predicting it, or by not predicting it (nothing written
-    // there, or read from no element); it must predict one failing pair at least.
+    // there, or computed from elements read from no element). It must predict one failing pair at least, or else
+    // every failing pair lies where it writes nothing and holds what such an element holds: its input (in place),
+    // or the one value the output buffer was filled with.
     auto explains_failures = [&](const Candidate& k) {
       if (k.unpredicted.empty()) return true;
-      bool predicted = false;
+      bool predicted = false, only_unwritten = true;
+      std::optional<uint32_t> fill;
       for (const Rec& r : recs) {
         if (r.zero || metric_ok(x, cr, r)) continue;
-        if (std::isfinite(k.y[r.k0]) && std::isfinite(k.y[r.k1])) predicted = true;
-        else if (!k.unpredicted[r.k0] || !k.unpredicted[r.k1]) return false;
+        if (std::isfinite(k.y[r.k0]) && std::isfinite(k.y[r.k1])) {
+          predicted = true;
+          continue;
+        }
+        if (!k.unpredicted[r.k0] && !k.unpredicted[r.k1]) return false;  // (half a pair predicted: excused)
+        for (size_t e : {r.k0, r.k1}) {
+          if (k.unpredicted[e] != 1) {
+            only_unwritten = false;
+            continue;
+          }
+          const uint32_t b = load_bits(d, got, e);
+          if (b == load_bits(d, c.input.data(), e)) continue;
+          if (!fill) fill = b;
+          else if (*fill != b) only_unwritten = false;
+        }
       }
-      return predicted;
+      return predicted || only_unwritten;
     };
     std::vector<Scored> fits;
     for (const Candidate& k : cands) {
@@ -973,7 +986,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           if (!std::isfinite(y0) || !std::isfinite(y1)) continue;
           const Trig g = at(A, c.pair_position(t, i), i);
           const double e0 = x0 * g.c - x1 * g.s, e1 = x0 * g.s + x1 * g.c;
-          const double af = c.attention_factor;
+          const double af = pair_gain(c, t, i);
           const PairError pe = pair_error(d, af * x0, af * x1, y0, y1, e0, e1, g.phi);
           resid = std::max(resid, pe.e);
           if (ratio_of(pe, cr.allowance(c, i, pair_hypot(x0, x1) * af, g.phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1))) <= 1.0)

@@ -82,11 +82,11 @@ struct Diagnosis {
 // exact reference of c under `model`; cr: the criteria it failed under (its
 // contract). Deterministic. A passing output gives cause "none".
 // A hypothesis about a tensor-form call's strides (gate::stride_hypotheses builds them): for each (token t, head h)
-// the kernel loops over, index th = t * n_heads + h, the compact elements it reads as that head's input
-// (read[th * head_dim + j], SIZE_MAX where the element it reads is none of the tensor's: a gap, past the end),
-// rotated by token t's positions, and the compact head it writes the result into (write[th], SIZE_MAX: no head
-// of the tensor). Elements it writes nothing into keep what the output held (the poison pattern, or in place the
-// input): they, and pairs read from no element, are not predicted.
+// the kernel loops over, index th = t * n_heads + h, and each element j of that head, the compact element it reads
+// (read[th * head_dim + j]) and the compact element it writes its result to (write[th * head_dim + j]); SIZE_MAX
+// where that element is none of the tensor's (a gap, past the end). Each pair is rotated by token t's positions.
+// Elements it writes nothing into keep what the output held (the poison pattern, or in place the input): they,
+// and elements computed from a pair read (in part) from no element, are not predicted.
 struct HeadMap {
   std::string cause;  // "k laid out with q's strides", ...
   std::string what;   // for the detail
