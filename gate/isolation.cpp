@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -77,7 +79,7 @@ struct Command {
 // check after the call that finds it changed).
 constexpr uint64_t kGuardsIntact = 1;
 
-enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3 };
+enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3, kFault = 4 };
 
 struct Reply {
   uint32_t magic = kMagic;
@@ -86,6 +88,11 @@ struct Reply {
   int32_t rc = 0;
   uint32_t pad = 0;
   uint64_t fp_before = 0, fp_after = 0;
+  // kFault (sent from the host's SIGSEGV/SIGBUS handler as it dies): the faulting address, si_code, and whether
+  // the access was a write (1), a read (0), or not known (2).
+  uint64_t fault_addr = 0;
+  int32_t fault_code = 0;
+  uint32_t fault_write = 2;
   char text[1024] = {};  // kLoadFailed: why; kReady: why seccomp is not in force (empty: it is)
 };
 
@@ -96,6 +103,38 @@ void copy_text(char (&dst)[1024], const std::string& s) {
 }
 
 // ---- the host process -----------------------------------------------------
+
+// A kernel's SIGSEGV or SIGBUS in the host: its address goes to the gate (send is async-signal-safe), and
+// returning re-runs the access with the default action restored (SA_RESETHAND), which ends the host by that
+// signal as before. On its own stack, so that a stack overflow is reported too.
+void on_fault(int sig, siginfo_t* si, void* uc) {
+  Reply r;
+  r.kind = kFault;
+  r.rc = sig;
+  r.fault_addr = reinterpret_cast<uint64_t>(si->si_addr);
+  r.fault_code = si->si_code;
+#if defined(__x86_64__)
+  // The page fault's error code: bit 1 set for a write.
+  r.fault_write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#else
+  (void)uc;
+#endif
+  (void)!send(3, &r, sizeof r, MSG_NOSIGNAL);
+}
+
+void install_fault_report() {
+  static char stack[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = stack;
+  ss.ss_size = sizeof stack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
 
 [[noreturn]] void host_fail(int fd, const std::string& why) {
   Reply r;
@@ -174,6 +213,7 @@ struct HostSetup {
   }
   ready.fp_before = pristine.bits;
   ready.fp_after = read_fp_control().bits;
+  install_fault_report();  // (after the library's constructors: a fault there is a load failure, said as before)
   if (send(kHostFd, &ready, sizeof ready, MSG_NOSIGNAL) != ssize_t(sizeof ready)) _exit(6);
   const size_t pg = page_size();
   std::vector<uint64_t> guards, freed, fresh;  // the previous call's guard pages; those that are data now; to protect
@@ -259,6 +299,30 @@ struct Region {
 };
 
 enum class Placement { aligned, flush_start, flush_end };
+
+// Where a faulting access of a call was (CallResult::fault_where): in which guard page of which buffer, how far
+// from the buffer's data, or outside ropecheck's buffers.
+std::string fault_place(const Reply& f, const std::vector<Region>& regions, const unsigned char* arena,
+                        size_t used) {
+  const char* how = f.fault_write == 1 ? "a write" : f.fault_write == 0 ? "a read" : "an access";
+  const uint64_t a = f.fault_addr, base = reinterpret_cast<uint64_t>(arena);
+  if (a < 4096) return fmt::format("{} at address {:#x} (a null pointer)", how, a);
+  if (a >= base && a < base + used) {
+    const uint64_t off = a - base, pg = page_size();
+    for (const Region& g : regions) {
+      if (off >= g.guard_lo && off < g.guard_lo + pg)
+        return fmt::format("{} of the guard page before the {} buffer, {} byte(s) before its first", how, g.name,
+                           g.data - off);
+      if (off >= g.guard_hi && off < g.guard_hi + pg)
+        return fmt::format("{} of the guard page after the {} buffer, {} byte(s) past its end", how, g.name,
+                           off - (g.data + g.n));
+      if (off >= g.guard_lo && off < g.end())
+        return fmt::format("{} inside the {} buffer's area ({} byte(s) from its start), whose protection the kernel "
+                           "changed", how, g.name, int64_t(off) - int64_t(g.data));
+    }
+  }
+  return fmt::format("{} at {:#x}, outside every buffer of the call", how, a);
+}
 
 Region place(const char* name, unsigned char pattern, size_t n, Placement p, size_t& cursor) {
   const size_t pg = page_size();
@@ -799,6 +863,12 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   if (w == 2)
     w = wait_reply(sock_, pidfd_, pid_, rep,
                    t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds)));
+  // The host's last words: where its kernel faulted. It is on its way out (the crash path below waits for it).
+  std::optional<Reply> fault;
+  if (w == 1 && rep.kind == kFault) {
+    fault = rep;
+    w = 0;
+  }
   if (w == 1 && (rep.kind != kDone || rep.seq != cmd.seq)) w = -2;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   // The call's wall time less what the host's calling thread spent on a CPU or waiting for one (since the
@@ -873,6 +943,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     } else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
       r.status = CallStatus::crashed;
       r.signal = WTERMSIG(st);
+      if (fault && fault->rc == r.signal) r.fault_where = fault_place(*fault, regions, A, cursor);
     } else {
       r.status = CallStatus::crashed;
       r.signal = WIFSIGNALED(st) ? SIGKILL : 0;
@@ -1038,6 +1109,7 @@ std::string describe(const CallResult& r) {
     case CallStatus::crashed:
       if (!r.host_error.empty()) return "could not be loaded again after an earlier crash: " + r.host_error;
       if (r.signal == SIGKILL) return "was killed (SIGKILL) by someone other than the gate";
+      if (r.signal && !r.fault_where.empty()) return signal_text(r.signal, false) + ": " + r.fault_where;
       if (r.signal) return signal_text(r.signal);
       if (r.exit_code == -2) return "garbled the host's reply (wrote into ropecheck's control socket, fd 3?)";
       if (r.exit_code == kLostSocket)

@@ -65,6 +65,9 @@ struct CallResult {
   // The FP control state after the call, when the call changed it (the host restores it before each call).
   std::string fp_change;
   std::string host_error;   // crashed: the host could not be started again after an earlier crash (why)
+  // crashed by SIGSEGV/SIGBUS in the call: where the access was, from the signal's address ("a read of the guard
+  // page after the table buffer, 4 byte(s) past its end"); empty when the host could not say.
+  std::string fault_where;
   uint64_t host_start = 0;  // which host process made the call (1: the first; a crash or hang starts another)
   // Not empty: the kernel was not called, because no ABI version it speaks expresses the case (why; status
   // is `declined`, and the call is not the kernel's decline: rows count it apart). core/abi_versions.hpp.

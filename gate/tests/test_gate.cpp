@@ -134,6 +134,11 @@ TEST(Isolation, CrashHangOobInputAndUnwrittenAreSeen) {
   {
     const gate::CallResult r = gate::call_isolated(load("mut_crash").fn, big, false, 10);
     EXPECT_EQ(r.status, gate::CallStatus::crashed) << gate::describe(r);
+    // Where: the host's SIGSEGV handler sends the address before it dies (ASan's own handler may come first).
+    if (r.signal == SIGSEGV) {
+      EXPECT_NE(gate::describe(r).find("Segmentation fault): a write at address 0x0 (a null pointer)"), std::string::npos)
+          << gate::describe(r);
+    }
     // What the gate reports: SIGSEGV; under AddressSanitizer (the asan preset) ASan's handler ends the host with
     // its exit status 1, or with SIGSYS when it forks its symbolizer under the host's seccomp filter.
     if (r.signal) {
@@ -152,8 +157,12 @@ TEST(Isolation, CrashHangOobInputAndUnwrittenAreSeen) {
   {
     const RopeCase c = small_case();
     const gate::CallResult r = gate::call_isolated(load("mut_oob_write").fn, c, false, 10);
-    // Either the guard bytes after the buffer changed, or the guard page stopped the write.
+    // Either the guard bytes after the buffer changed, or the guard page stopped the write (and says so).
     EXPECT_TRUE(r.guard_after_bytes > 0 || r.status == gate::CallStatus::crashed) << gate::describe(r);
+    if (r.signal == SIGSEGV) {
+      EXPECT_NE(gate::describe(r).find(": a write of the guard page after the output buffer, "), std::string::npos)
+          << gate::describe(r);
+    }
     const gate::CaseVerdict v = gate::judge_call(c, false, AngleModel::exact, Criteria::flat_bound(8), r);
     EXPECT_FALSE(v.pass);
   }
