@@ -523,6 +523,25 @@ INSTANTIATE_TEST_SUITE_P(
         V3Bug{"table_fa_inverse_ignored", "property: inverse", "inverse computed as forward"}),
     [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
 
+// Issue 21, scope 6: each planted bug is caught with its cause named first under the loosest contract too
+// (angles=f32:64,cos-sin=bf16,arith=bf16,denormals=flush: every allowance at its widest). Faults are judged by no
+// contract clause: the out-of-bounds write stands for them (the table over-read's crashes, each restarting the
+// host, would cost 30 CPU-s here and show nothing the default-contract test does not).
+TEST(AbiV3Kernels, PlantedBugsFailUnderTheLoosestContractWithTheirCauseFirst) {
+  const std::pair<const char*, const char*> bugs[] = {
+      {"table_vllm_row_by_token", "verdict: FAIL (failed: table row indexed by token"},
+      {"table_vllm_k_head_stride", "verdict: FAIL (failed: out-of-bounds write"},
+      {"table_fa_varlen_offset", "verdict: FAIL (failed: sequence start not subtracted"},
+      {"table_fa_inverse_ignored", "verdict: FAIL (failed: inverse computed as forward"},
+      {"table_backward_drops_af", "verdict: FAIL (failed: attention factor not applied"}};
+  for (const auto& [k, cause] : bugs) {
+    const GateRun g = gate(kernel("current", k), "--max-position 65536 --cases 30 --property-cases 3 --contract loosest",
+                           std::string("v3_loosest_") + k);
+    EXPECT_EQ(g.exit, 1) << k << "\n" << g.out;
+    EXPECT_NE(g.out.find(cause), std::string::npos) << k << ": " << cause << "\n" << g.out;
+  }
+}
+
 // A property failure of a kernel that takes tables only replays: `ropecheck replay` gives each of the
 // execution's calls the table the gate gave it (gate::table_call of kind case_turn, in place for an in-place-only
 // kernel), so the same failure comes back.
