@@ -56,6 +56,18 @@ void at_least_four(RopeCase& c, gen::Values v) {
 }
 
 
+// The forward case of the inverse properties: the attention factor, which the backward keeps; offsets, axes and
+// rules are the v2 properties' (and a backward kernel need not take them: ggml's rope_back takes none).
+RopeCase inverse_case(Dtype d, Layout l, const Scope& scope) {
+  gen::V2Shape v;
+  v.rules = false;
+  v.offset = false;
+  v.max_axes = 1;
+  gen::CaseShape sh = scoped(scope);
+  sh.max_elements = 2048;
+  return *gen::v2_case(d, l, gen::Values::safe, v, sh);
+}
+
 }  // namespace
 
 // Two calls whose exact pairs differ by at most dphi(t, i) radians (times ||y*||): every rotated pair within
@@ -135,13 +147,7 @@ Property property_AttentionFactorScalesNorms(KernelHandle& ker, Dtype d, Layout 
 // its own allowance (pair_error_allowance), plus the rounding of the double norms.
 Property property_InverseUndoesForward(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
   return [&ker, d, l, scope] {
-    gen::V2Shape v;  // the attention factor it keeps; offsets, axes and rules are the v2 properties' (and a
-    v.rules = false;  // backward kernel need not take them: ggml's rope_back takes none)
-    v.offset = false;
-    v.max_axes = 1;
-    gen::CaseShape sh = scoped(scope);
-    sh.max_elements = 2048;
-    const RopeCase c = *gen::v2_case(d, l, gen::Values::safe, v, sh);
+    const RopeCase c = inverse_case(d, l, scope);
     const Bytes y = run_or_discard(ker, c);
     RopeCase ci = c;
     ci.direction = Direction::inverse;
@@ -183,13 +189,7 @@ Property property_InverseUndoesForward(KernelHandle& ker, Dtype d, Layout l, con
 // transpose (1/s R(-phi): the attention factor divided out) fails it.
 Property property_InverseIsForwardTransposed(KernelHandle& ker, Dtype d, Layout l, const Scope& scope) {
   return [&ker, d, l, scope] {
-    gen::V2Shape v;  // as the inverse property: the attention factor, no rules, offsets or axes
-    v.rules = false;
-    v.offset = false;
-    v.max_axes = 1;
-    gen::CaseShape sh = scoped(scope);
-    sh.max_elements = 2048;
-    const RopeCase c = *gen::v2_case(d, l, gen::Values::safe, v, sh);
+    const RopeCase c = inverse_case(d, l, scope);
     RopeCase ci = c;
     ci.direction = Direction::inverse;
     ci.input = *gen::elements(d, gen::Values::safe, c.n_elements());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -84,6 +85,21 @@ inline void write_outputs(const std::string& dir, const Implementation& k) {
     o.data = out;
     gate::npy_write(out_path, o);
   }
+}
+
+// One row of the verdict table as its cells: check, cases, declined, worst e, radial, tangential, angle,
+// result, diagnosis (which may hold a '|' of its own: more cells). Empty when the row is not in the table.
+inline std::vector<std::string> row_cells(const std::string& log, const std::string& name) {
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| " + name + " |", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line.substr(1));
+    while (std::getline(ls, cell, '|')) cells.push_back(cell.substr(1, cell.size() >= 2 ? cell.size() - 2 : 0));
+    return cells;
+  }
+  return {};
 }
 
 }  // namespace ropecheck::test

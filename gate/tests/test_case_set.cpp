@@ -34,20 +34,7 @@ extern "C" int scalar_declining_bf16(const rc_rope_args* a) {
   return ropecheck_scalar_rope(a);
 }
 
-// One row of the verdict table as its cells: check, cases, declined, worst e, radial, tangential, angle,
-// result, diagnosis (which may hold a '|' of its own: more cells). Empty when the row is not in the table.
-std::vector<std::string> row_cells(const std::string& log, const std::string& name) {
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("| " + name + " |", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::string cell;
-    std::istringstream ls(line.substr(1));
-    while (std::getline(ls, cell, '|')) cells.push_back(cell.substr(1, cell.size() >= 2 ? cell.size() - 2 : 0));
-    return cells;
-  }
-  return {};
-}
+using test::row_cells;
 
 // Export D/set with ARGS, write its outputs with kernel k, check it; the check's exit status and log.
 int export_write_check(const std::string& d, const std::string& args, const Implementation& k, std::string& log) {

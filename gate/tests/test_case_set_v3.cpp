@@ -30,19 +30,7 @@ std::string all_features() {
   return s;
 }
 
-// The cells of a verdict row (check, cases, declined, ..., result at 7, diagnosis at 8); empty when absent.
-std::vector<std::string> row_cells(const std::string& log, const std::string& name) {
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("| " + name + " |", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::string cell;
-    std::istringstream ls(line.substr(1));
-    while (std::getline(ls, cell, '|')) cells.push_back(cell.substr(1, cell.size() >= 2 ? cell.size() - 2 : 0));
-    return cells;
-  }
-  return {};
-}
+using test::row_cells;
 
 const std::vector<std::string> kV3Rows = {"v3: inverse", "v3: tables", "v3: strides", "v3: q and k", "v3: sequences",
                                           "v3: int32 positions"};
