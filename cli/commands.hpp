@@ -66,6 +66,17 @@ CLI::Option* add_int_option(CLI::App* app, const std::string& name, T& var, T lo
   return o;
 }
 
+// --host-fd FD and --host-name NAME (gate, replay): the process at the other end of the socket FD serves the
+// kernel calls (the Python package starts the gate so: docs/python.md). Hidden from --help: a program passes
+// them, not a person. Excludes --kernel and --impl.
+inline void add_host_options(CLI::App* app, int& fd, std::string& name, CLI::Option* kernel, CLI::Option* impl) {
+  auto* f = add_int_option<int>(app, "--host-fd", fd, 3, 1 << 20,
+                                "calls are served by the process at the other end of this socket (the Python package)");
+  f->group("");
+  f->excludes(kernel)->excludes(impl);
+  app->add_option("--host-name", name, "the served kernel's name in the verdict")->group("")->needs(f);
+}
+
 // A finite number in [lo, hi] (lo excluded when lo_open): "inf", "nan", trailing text and out-of-range values
 // are usage errors naming the option and its range.
 inline CLI::Option* add_number_option(CLI::App* app, const std::string& name, double& var, double lo, bool lo_open,

@@ -20,7 +20,7 @@ namespace {
 
 struct GateArgs {
   std::string kernel, impl, dtype = "all", layout = "all", angle_model, tolerance, report_dir = "ropecheck-gate-report",
-                                junit, contract, baseline, supports, require;
+                                junit, contract, baseline, supports, require, verdict_json;
   report::Slack slack;
   int64_t max_position = int64_t(1) << 24;
   uint64_t seed = 1;
@@ -28,6 +28,8 @@ struct GateArgs {
   uint64_t property_cases = gate::kDefaultPropertyCases;
   uint64_t shrink_tries = 400;
   double budget = 60, call_timeout = 10;
+  int host_fd = -1;
+  std::string host_name;
   bool quiet = false;
   cli::ModelArgs model;
   CLI::Option* layout_opt = nullptr;
@@ -41,6 +43,7 @@ CLI::App* add(CLI::App& app) {
   auto* k = s->add_option("--kernel", g.kernel, "shared library exporting rc_rope_apply (include/ropecheck/kernel_abi.h)");
   auto* i = s->add_option("--impl", g.impl, "a built-in implementation instead");
   k->excludes(i);
+  cli::add_host_options(s, g.host_fd, g.host_name, k, i);
   s->add_option("--dtype", g.dtype, "f32, f16, bf16, a comma list, or all")->capture_default_str();
   g.layout_opt = s->add_option("--layout", g.layout,
                                "interleaved, half-split, a comma list, or all (with --hf-config/--preset: one "
@@ -87,6 +90,9 @@ CLI::App* add(CLI::App& app) {
                 "compare this run's report with a committed report.json (exit 1 on a regression, 2 if unreadable)");
   cli::add_slack_options(s, g.slack, "with --baseline: ");
   s->add_option("--junit", g.junit, "write JUnit XML here");
+  s->add_option("--verdict-json", g.verdict_json,
+                "write the verdict as JSON here: pass, the reason, coverage, and per row its counts, worst error and "
+                "allowance, diagnosis and replay file (docs/gate.md)");
   s->add_flag("--quiet", g.quiet, "no progress lines");
   return s;
 }
@@ -94,7 +100,7 @@ CLI::App* add(CLI::App& app) {
 
 int run() {
   gate::GateOptions opt;
-  if (g.kernel.empty() == g.impl.empty()) {
+  if (int(!g.kernel.empty()) + int(!g.impl.empty()) + int(g.host_fd >= 0) != 1) {
     std::cerr << "error: give exactly one of --kernel PATH.so or --impl NAME\n";
     return 2;
   }
@@ -157,7 +163,13 @@ int run() {
   opt.report_dir = g.report_dir;
   opt.quiet = g.quiet;
   Implementation impl;
-  if (!g.kernel.empty()) {
+  if (g.host_fd >= 0) {  // the Python package: its own process serves the calls (docs/python.md)
+    impl = served_implementation(g.host_fd, g.host_name);
+    opt.angle_model = g.angle_model.empty() ? AngleModel::exact : *parse_angle_model(g.angle_model);
+    opt.error_model = loaded_kernel_error_model(opt.angle_model);
+    opt.kernel_arg = "--host-fd";
+    opt.contract = contract.value_or(Contract{});
+  } else if (!g.kernel.empty()) {
     opt.angle_model = g.angle_model.empty() ? AngleModel::exact : *parse_angle_model(g.angle_model);
     PluginLoad pl = plugin_implementation(g.kernel);
     opt.error_model = loaded_kernel_error_model(opt.angle_model);
@@ -203,9 +215,18 @@ int run() {
     return 2;
   }
   int rc = gate::emit_verdict(r, g.junit);
+  if (!g.verdict_json.empty()) {
+    std::ofstream f(g.verdict_json);
+    f << gate::verdict_json(r).dump(2) << "\n";
+    if (!f) {
+      std::cerr << "error: cannot write " << g.verdict_json << "\n";
+      return 2;
+    }
+  }
   // The kernel by file name (not its path: a committed baseline compares across checkouts).
-  nlohmann::json params = {{"kernel_arg", g.kernel.empty() ? "--impl " + g.impl
-                                                            : "--kernel " + std::filesystem::path(g.kernel).filename().string()},
+  nlohmann::json params = {{"kernel_arg", g.host_fd >= 0       ? "python " + impl.name
+                                          : g.kernel.empty() ? "--impl " + g.impl
+                                                             : "--kernel " + std::filesystem::path(g.kernel).filename().string()},
                            {"dtype", g.dtype},
                            {"layout", g.layout},
                            {"max_position", opt.max_position},

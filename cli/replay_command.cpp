@@ -17,6 +17,8 @@ namespace {
 struct ReplayArgs {
   std::string file, kernel, impl, tolerance, contract;
   double call_timeout = 10;
+  int host_fd = -1;
+  std::string host_name;
 } g;
 
 CLI::App* add(CLI::App& app) {
@@ -25,6 +27,7 @@ CLI::App* add(CLI::App& app) {
   auto* k = s->add_option("--kernel", g.kernel, "shared library exporting rc_rope_apply");
   auto* i = s->add_option("--impl", g.impl, "a built-in implementation instead");
   k->excludes(i);
+  cli::add_host_options(s, g.host_fd, g.host_name, k, i);
   s->add_option("--contract", g.contract, "judge under this contract instead of the recorded one (docs/gate.md)");
   s->add_option("--tolerance", g.tolerance, "a flat bound on every pair's error (u), replacing the contract's allowances");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
@@ -33,7 +36,7 @@ CLI::App* add(CLI::App& app) {
 }
 
 int run() {
-  if (g.kernel.empty() == g.impl.empty()) {
+  if (int(!g.kernel.empty()) + int(!g.impl.empty()) + int(g.host_fd >= 0) != 1) {
     std::cerr << "error: give exactly one of --kernel PATH.so or --impl NAME\n";
     return 2;
   }
@@ -48,7 +51,9 @@ int run() {
   // What its bounds derive from: a loaded kernel's error model under the recorded angle model, or a built-in's
   // own when the angle model is its own (properties/promise.hpp).
   KernelErrorModel error_model = loaded_kernel_error_model(rec.angle_model);
-  if (!g.kernel.empty()) {
+  if (g.host_fd >= 0) {
+    impl = served_implementation(g.host_fd, g.host_name);
+  } else if (!g.kernel.empty()) {
     PluginLoad pl = plugin_implementation(g.kernel);
     if (!pl.impl) {
       std::cerr << "error: " << pl.error << "\n";
@@ -92,7 +97,7 @@ int run() {
   try {
     gate::HostOptions ho;
     ho.load_timeout_seconds = std::max(2.0, g.call_timeout);
-    gate::KernelHost host(gate::KernelSource{impl.library, impl.fn}, ho);
+    gate::KernelHost host(gate::KernelSource{impl.library, impl.fn, impl.host_fd}, ho);
     host.start();
     if (!host.load_fp_change().empty()) std::cout << host.load_fp_change() << "\n";
     auto quote = [&] { std::cout << host.captured_output(); };

@@ -25,6 +25,7 @@ std::string outcome_text(const AbiProbe& p) {
   if (!p.outcome.empty()) return p.outcome;
   if (p.rc == RC_OK) return "returned RC_OK";
   if (p.rc == RC_UNSUPPORTED) return "returned RC_UNSUPPORTED";
+  if (!p.said.empty()) return "raised " + p.said.substr(0, p.said.find('\n'));
   return fmt::format("returned the error code {}", p.rc);
 }
 
@@ -135,12 +136,15 @@ std::string AbiVersions::refusal() const {
   for (const auto& [v, p] : first)
     if (p != &p1) s += fmt::format(", {} at {}", outcome_text(*p), v);
   bool any_unsupported = false, any_error = false;
+  const AbiProbe* raised = nullptr;
   for (const AbiProbe& p : probes) {
     any_unsupported |= p.outcome.empty() && p.rc == RC_UNSUPPORTED;
-    any_error |= p.outcome.empty() && p.rc != RC_UNSUPPORTED && p.rc != RC_OK;
+    any_error |= p.outcome.empty() && p.rc != RC_UNSUPPORTED && p.rc != RC_OK && p.said.empty();
+    if (!p.said.empty() && !raised) raised = &p;
   }
   s += "; likely causes: ";
   std::vector<std::string> causes;
+  if (raised) causes.push_back("the exception it raised: " + raised->said.substr(0, 600));
   if (any_error)
     causes.push_back(fmt::format("a version check that returns an error (the kernel was sent abi_version 1..{}: "
                                  "does it compare with a literal or macro of another header?)",

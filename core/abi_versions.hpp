@@ -45,6 +45,7 @@ struct AbiProbe {
   std::string call;     // the case in words ("f32 interleaved head_dim 64, 1 token at position 1")
   int rc = 0;           // the return value when the call returned
   std::string outcome;  // "returned RC_OK", "returned RC_UNSUPPORTED", "returned the error code 2", "crashed ..."
+  std::string said;     // an error code's explanation from a kernel served by another process (the Python exception)
   bool ok() const { return outcome.empty() && rc == RC_OK; }
 };
 

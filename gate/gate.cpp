@@ -77,7 +77,7 @@ class Gate {
       : impl_(impl),
         opt_(opt),
         t0_(Clock::now()),
-        host_(KernelSource{impl.library, impl.fn}, host_options(opt)),
+        host_(KernelSource{impl.library, impl.fn, impl.host_fd}, host_options(opt)),
         property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return property_call(c, in_place); },
                          [this](const RopeCase& c) { return property_criteria(c); }, opt.angle_model,
                          [this] { return aborted_ || over_budget(); }) {
@@ -197,7 +197,7 @@ class Gate {
   // The case alone in a fresh host process (the row's own host keeps its state).
   CallResult call_isolated_like(const RopeCase& c, bool in_place = false) {
     try {
-      KernelHost fresh(KernelSource{impl_.library, impl_.fn}, host_options(opt_));
+      KernelHost fresh(KernelSource{impl_.library, impl_.fn, impl_.host_fd}, host_options(opt_));
       fresh.set_abi(host_.abi(), host_.features_declared());
       CallResult r = fresh.call(c, in_place, opt_.call_timeout_seconds);
       meter_.add(r);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/abi_versions.hpp"
 #include "core/features.hpp"
 #include "gate/case_json.hpp"
@@ -177,6 +179,9 @@ std::string coverage_line(const GateResult& r);
 std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>& by_bucket);
 // The verdict table (markdown-like) and summary lines.
 std::string format_verdict(const GateResult& r);
+// The verdict as data (`gate --verdict-json`; the Python package's Result): pass, the reason, the coverage line,
+// and each row's counts, worst error and its allowance, diagnosis, smallest failing case and replay file.
+nlohmann::json verdict_json(const GateResult& r);
 // JUnit XML: one testsuite, one testcase per check.
 std::string junit_xml(const GateResult& r);
 // Print the verdict to stdout and, when junit_path is not empty, write the JUnit XML there.

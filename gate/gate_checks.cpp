@@ -174,6 +174,7 @@ CaseVerdict check_call(const RopeCase& c, bool in_place, const CallResult& r) {
     failed("the kernel " + describe(r), r.status == CallStatus::hung                              ? "hang"
                                         : r.status == CallStatus::crashed && r.signal == SIGSYS ? "forbidden system call"
                                         : r.status == CallStatus::crashed                       ? "crash"
+                                        : !r.raised.empty()                                     ? "exception"
                                                                                                 : "error code");
   for (const MemoryFinding& m : r.memory) failed(m.message, m.fault.c_str());
   if (!r.fp_change.empty()) failed(r.fp_change + " (and left it so: the whole process computes differently after)", "fp environment");
@@ -335,7 +336,8 @@ std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
 std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
                           const CallResult& r) {
   if (!v.fault.empty()) {
-    if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "forbidden system call")
+    if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "exception" ||
+        v.fault == "forbidden system call")
       return v.fault + ": the kernel " + describe(r);
     return v.fault;
   }

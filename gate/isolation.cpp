@@ -81,6 +81,21 @@ constexpr uint64_t kGuardsIntact = 1;
 
 enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3, kFault = 4 };
 
+// Attached (KernelSource::host_fd): the gate opens each channel with one message on host_fd carrying two
+// descriptors (SCM_RIGHTS): the channel's end of a new socket pair, then the arena's memfd. The serving process
+// maps the arena (at an address of its own: it translates the pointers in the args, which are the gate's, by
+// arena_base) and answers on the channel exactly as a host does: kReady (text: what serves the calls), then one
+// kDone per Command (text: when rc is an error code, what the kernel said of it). python/ropecheck/_host.py.
+constexpr uint32_t kOpenChannel = 5;
+constexpr int kServerGone = 122;  // CallResult::exit_code: the attached process ended or closed the channel
+
+struct OpenChannel {
+  uint32_t magic = kMagic;
+  uint32_t kind = kOpenChannel;
+  uint64_t arena_base = 0;
+  uint64_t arena_bytes = 0;
+};
+
 struct Reply {
   uint32_t magic = kMagic;
   uint32_t kind = 0;
@@ -531,11 +546,20 @@ KernelHost::KernelHost(KernelSource src, HostOptions opt) : src_(std::move(src))
 KernelHost::~KernelHost() {
   stop();
   if (arena_) munmap(arena_, arena_bytes_);
+  if (arena_fd_ >= 0) close(arena_fd_);
   std::error_code ec;
   if (!private_dir_.empty()) fs::remove_all(private_dir_, ec);
 }
 
 void KernelHost::stop() {
+  if (src_.host_fd >= 0) {  // attached: only the channel closes; the serving process is not ours to end
+    if (sock_ >= 0) close(sock_);
+    if (pidfd_ >= 0) close(pidfd_);
+    if (schedstat_fd_ >= 0) close(schedstat_fd_);
+    pid_ = -1;
+    sock_ = pidfd_ = schedstat_fd_ = -1;
+    return;
+  }
   if (pid_ > 0) {
     kill(-pid_, SIGKILL);  // the host's process group
     kill(pid_, SIGKILL);   // in case it had not made its group yet
@@ -552,6 +576,8 @@ void KernelHost::stop() {
 }
 
 double KernelHost::live_cpu_seconds() const {
+  // Attached: the serving process's CPU since this host first opened a channel (it serves every host of the run).
+  if (src_.host_fd >= 0) return have_cpu_clock_ && attached_cpu0_ >= 0 ? cpu_clock_seconds(cpu_clock_) - attached_cpu0_ : 0.0;
   return pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0;
 }
 
@@ -561,7 +587,16 @@ void KernelHost::ensure_arena(size_t bytes) {
   if (arena_) munmap(arena_, arena_bytes_);
   size_t want = size_t(64) << 20;
   while (want < bytes) want *= 2;
-  void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (arena_fd_ >= 0) close(arena_fd_);
+  arena_fd_ = -1;
+  void* p = MAP_FAILED;
+  if (src_.host_fd >= 0) {  // attached: a memfd, passed to the serving process with each channel
+    arena_fd_ = int(syscall(SYS_memfd_create, "ropecheck-arena", 1u /* MFD_CLOEXEC */));
+    if (arena_fd_ >= 0 && ftruncate(arena_fd_, off_t(want)) == 0)
+      p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, arena_fd_, 0);
+  } else {
+    p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
   if (p == MAP_FAILED) {
     arena_ = nullptr;
     arena_bytes_ = 0;
@@ -623,7 +658,67 @@ bool wait_own_exit(int pidfd, pid_t pid, int& st, Clock::time_point deadline) {
 }
 }  // namespace
 
+void KernelHost::start_attached() {
+  if (sock_ >= 0) return;
+  if (!attached_dead_.empty()) throw LoadError(attached_dead_);
+  ensure_arena(size_t(64) << 20);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    throw std::runtime_error("socketpair failed: " + std::string(std::strerror(errno)));
+  OpenChannel m;
+  m.arena_base = reinterpret_cast<uint64_t>(arena_);
+  m.arena_bytes = arena_bytes_;
+  iovec iov{&m, sizeof m};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  const int fds[2] = {sv[1], arena_fd_};
+  std::memcpy(CMSG_DATA(cm), fds, sizeof fds);
+  const bool sent = sendmsg(src_.host_fd, &msg, MSG_NOSIGNAL) == ssize_t(sizeof m);
+  close(sv[1]);
+  if (!sent) {
+    close(sv[0]);
+    attached_dead_ = "the process serving the calls closed its control socket (fd " + std::to_string(src_.host_fd) + ")";
+    throw LoadError(attached_dead_);
+  }
+  sock_ = sv[0];
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (getsockopt(src_.host_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0) {
+    pid_ = peer.pid;
+    pidfd_ = open_pidfd(pid_);
+    schedstat_fd_ = open(fmt::format("/proc/{}/schedstat", pid_).c_str(), O_RDONLY | O_CLOEXEC);
+    have_cpu_clock_ = clock_getcpuclockid(pid_, &cpu_clock_) == 0;
+    if (have_cpu_clock_ && attached_cpu0_ < 0) attached_cpu0_ = cpu_clock_seconds(cpu_clock_);
+  }
+  ++starts_;
+  seq_ = 0;
+  Reply r;
+  const int w = wait_reply(sock_, pidfd_, pid_, r,
+                           Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(opt_.load_timeout_seconds)));
+  if (w == 1 && r.kind == kReady) {
+    host_sched_ns_ = sched_ns(schedstat_fd_);
+    seccomp_error_ = r.text;  // what serves the calls (the sandbox line)
+    return;
+  }
+  stop();
+  attached_dead_ = w == 1 && r.kind == kLoadFailed ? std::string(r.text)
+                   : w == -1 ? fmt::format("the process serving the calls did not open a channel within {:g} s",
+                                           opt_.load_timeout_seconds)
+                             : "the process serving the calls ended or closed its channel while opening it";
+  throw LoadError(attached_dead_);
+}
+
 void KernelHost::start() {
+  if (src_.host_fd >= 0) return start_attached();
   if (pid_ > 0) return;
   ensure_arena(size_t(64) << 20);
   if (private_dir_.empty()) {
@@ -719,6 +814,7 @@ const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const
           r.host_error = e.what();
         }
         p.rc = r.rc;
+        p.said = r.raised;
         if (r.status == CallStatus::crashed || r.status == CallStatus::hung) p.outcome = describe(r);
         return p;
       },
@@ -890,8 +986,9 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
 
   // The guard pages must still be PROT_NONE in the host (read from outside: a PROT_NONE page gives EFAULT).
   // Only a live host can be asked.
-  guards_intact_ = w == 1 && protection_checked_;
-  if (w == 1 && protection_checked_) {
+  const bool attached = src_.host_fd >= 0;  // (no guard pages are armed in the serving process)
+  guards_intact_ = w == 1 && protection_checked_ && !attached;
+  if (w == 1 && protection_checked_ && !attached) {
     for (const Region& g : regions)
       for (size_t off : {g.guard_lo, g.guard_hi}) {
         unsigned char b;
@@ -914,6 +1011,21 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     if (rep.fp_before != rep.fp_after)
       r.fp_change = "the call changed the FP environment: " +
                     describe_fp_change(FpControl{rep.fp_before}, FpControl{rep.fp_after});
+    if (attached && r.status == CallStatus::error_code && rep.text[0])
+      r.raised = std::string(rep.text, strnlen(rep.text, sizeof rep.text));
+  } else if (attached) {
+    // The serving process is not the gate's to kill or restart: the channel ends, and with it this host.
+    stop();
+    if (w == -1) {
+      r.status = CallStatus::hung;
+      attached_dead_ = fmt::format("the process serving the calls did not answer a call within {:g} s; no further "
+                                   "call can be made",
+                                   timeout_seconds);
+    } else {
+      r.status = CallStatus::crashed;
+      r.exit_code = w == -2 ? -2 : kServerGone;
+      attached_dead_ = "the process serving the calls ended or closed its channel";
+    }
   } else {
     // The host died, hung or garbled its reply: end it (and anything in its group). When its socket broke it
     // may be on its way out: it gets until the call's deadline to exit by itself (wait_own_exit).
@@ -1052,6 +1164,10 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
 }
 
 std::string KernelHost::sandbox_summary() const {
+  if (src_.host_fd >= 0)
+    return fmt::format("calls served in the process that started the gate{} ({} channel(s)): no sandbox, no guard "
+                       "pages armed (guard bytes are checked), FP environment not checked, a crash there ends it",
+                       seccomp_error_.empty() ? "" : ", " + seccomp_error_, starts_);
   std::string s = fmt::format("kernel host: {} process start(s)", starts_);
   s += seccomp_error_.empty() ? ", seccomp filter in force" : ", " + seccomp_error_;
   if (!protection_checked_) s += ", guard-page protection not verifiable here (process_vm_readv not permitted)";
@@ -1104,7 +1220,9 @@ std::string describe(const CallResult& r) {
   switch (r.status) {
     case CallStatus::ok: return "returned RC_OK";
     case CallStatus::declined: return "returned RC_UNSUPPORTED";
-    case CallStatus::error_code: return "returned the error code " + std::to_string(r.rc);
+    case CallStatus::error_code:
+      if (!r.raised.empty()) return "raised " + r.raised;
+      return "returned the error code " + std::to_string(r.rc);
     case CallStatus::hung: return "did not return within the timeout (killed)";
     case CallStatus::crashed:
       if (!r.host_error.empty()) return "could not be loaded again after an earlier crash: " + r.host_error;
@@ -1112,6 +1230,9 @@ std::string describe(const CallResult& r) {
       if (r.signal && !r.fault_where.empty()) return signal_text(r.signal, false) + ": " + r.fault_where;
       if (r.signal) return signal_text(r.signal);
       if (r.exit_code == -2) return "garbled the host's reply (wrote into ropecheck's control socket, fd 3?)";
+      if (r.exit_code == kServerGone)
+        return "ended the process serving the calls, or it closed its channel (a crash in native code? that process's "
+               "stderr says more)";
       if (r.exit_code == kLostSocket)
         return "closed or broke ropecheck's control socket (fd 3 of the host process), so the host could not report "
                "the call";

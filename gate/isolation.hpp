@@ -65,6 +65,9 @@ struct CallResult {
   // The FP control state after the call, when the call changed it (the host restores it before each call).
   std::string fp_change;
   std::string host_error;   // crashed: the host could not be started again after an earlier crash (why)
+  // error_code from a kernel served by another process (KernelSource::host_fd: the Python package): what it said
+  // of the error, e.g. the exception its Python function raised with the last lines of its traceback.
+  std::string raised;
   // crashed by SIGSEGV/SIGBUS in the call: where the access was, from the signal's address ("a read of the guard
   // page after the table buffer, 4 byte(s) past its end"); empty when the host could not say.
   std::string fault_where;
@@ -79,10 +82,16 @@ struct CallResult {
 // harness's inputs, nor by IEEE arithmetic).
 uint32_t poison_bits(Dtype d);
 
-// The kernel a host runs: a library it loads, or a built-in entry point it inherits.
+// The kernel a host runs: a library it loads, or a built-in entry point it inherits; or, with host_fd, the
+// process at the other end of that socket serves the calls (the Python package: docs/python.md, "How calls
+// reach Python"). That process is not started, sandboxed, restarted or killed by the gate: each KernelHost
+// opens a channel to it (a socket pair and the arena's memfd, passed over host_fd) and sends the host's
+// commands there; the guard pages are not armed there and its FP environment is not checked (the sandbox
+// line says so); a call it does not answer within the timeout ends the channel.
 struct KernelSource {
   std::string library;            // dlopen'ed by the host, never by the gate
   rc_rope_apply_fn fn = nullptr;  // used when library is empty
+  int host_fd = -1;               // >= 0: the serving process's control socket (library and fn unused)
 };
 
 struct HostOptions {
@@ -154,6 +163,10 @@ class KernelHost {
   std::string out_dir_;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
+  int arena_fd_ = -1;             // attached (host_fd): the arena's memfd, passed to the serving process
+  std::string attached_dead_;     // attached: why no further call can be made on this host (empty: it can)
+  double attached_cpu0_ = -1;     // attached: the serving process's CPU seconds at this host's first start
+  void start_attached();
   pid_t pid_ = -1;
   int sock_ = -1;
   int pidfd_ = -1;

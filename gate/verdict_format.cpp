@@ -268,6 +268,45 @@ std::string junit_xml(const GateResult& g) {
   return o;
 }
 
+nlohmann::json verdict_json(const GateResult& g) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : g.rows) {
+    nlohmann::json j = {{"name", r.name},
+                        {"what", r.what},
+                        {"result", r.failed_check ? "fail" : r.ran ? "pass" : "not run"},
+                        {"cases", r.cases},
+                        {"declined", r.declined},
+                        {"failed", r.failed},
+                        {"worst_error", r.worst_error},
+                        {"worst_bound", r.worst_bound},
+                        {"worst_radial", r.worst_radial},
+                        {"allowed_radial", r.allowed_radial},
+                        {"worst_tangential", r.worst_tangential},
+                        {"allowed_tangential", r.allowed_tangential},
+                        {"max_angle_ulps", r.max_angle_ulps},
+                        {"diagnosis", r.diagnosis},
+                        {"note", r.note},
+                        {"message", r.smallest_message},
+                        {"fault", r.smallest_fault},
+                        {"replay_file", r.smallest_file},
+                        {"faults", r.faults},
+                        {"not_sent", r.not_sent}};
+    j["smallest_case"] = r.smallest ? r.smallest->c.summary() + (r.smallest->in_place ? " in-place" : "") : "";
+    rows.push_back(std::move(j));
+  }
+  return {{"kernel", g.kernel},
+          {"pass", g.pass},
+          {"verdict", g.verdict_reason},
+          {"coverage", coverage_line(g)},
+          {"contract", g.contract},
+          {"abi", g.abi},
+          {"sandbox", g.sandbox},
+          {"calls", g.calls},
+          {"accepted", g.accepted},
+          {"budget_cuts", g.budget_cuts},
+          {"rows", std::move(rows)}};
+}
+
 int emit_verdict(const GateResult& r, const std::string& junit_path) {
   std::cout << format_verdict(r);
   if (!junit_path.empty()) {

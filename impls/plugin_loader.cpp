@@ -63,6 +63,18 @@ PluginLoad plugin_implementation(const std::string& path) {
   return r;
 }
 
+Implementation served_implementation(int host_fd, const std::string& name) {
+  Implementation impl;
+  impl.name = name.empty() ? "served" : name;
+  impl.description = "calls served by the process at the other end of fd " + std::to_string(host_fd);
+  impl.host_fd = host_fd;
+  impl.dtypes.assign(std::begin(kAllDtypes), std::end(kAllDtypes));
+  impl.layouts.assign(std::begin(kAllLayouts), std::end(kAllLayouts));
+  impl.bit_exact_layouts = false;
+  impl.bit_exact_shapes = false;
+  return impl;
+}
+
 PluginLoad load_kernel_plugin(const std::string& path) {
   PluginLoad r = plugin_implementation(path);
   if (!r.impl) return r;

@@ -32,6 +32,10 @@ struct PluginLoad {
 };
 PluginLoad plugin_implementation(const std::string& path);
 
+// A kernel whose calls the process at the other end of host_fd serves (`--host-fd`: the Python package,
+// docs/python.md): every dtype and layout listed, nothing promised bit-exact, named `name`.
+Implementation served_implementation(int host_fd, const std::string& name);
+
 // plugin_implementation, then open_kernel_library in this process (impl.fn
 // set). The library stays loaded for the life of the process.
 PluginLoad load_kernel_plugin(const std::string& path);

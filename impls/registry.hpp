@@ -21,6 +21,8 @@ struct Implementation {
   std::vector<Layout> layouts;
   bool bit_exact_layouts = true;  // interleaved(x) == P^-1 halfsplit(P x) bit for bit (a fact of its code)
   std::string library;  // a kernel library the gate's host loads (fn null): impls/plugin_loader.hpp
+  int host_fd = -1;     // >= 0: calls are served by the process at the other end of this socket (fn null, library
+                        // empty): the Python package's own process (gate/isolation.hpp KernelSource, docs/python.md)
   bool bit_exact_shapes = true;  // each head's bits do not depend on the call's shape (ABI v3: strides, q and k,
                                  // sequences, index widths, table kinds; a fact of its code)
 

@@ -1,0 +1,233 @@
+"""ropecheck for Python: the gate's rows on a Python function (docs/python.md).
+
+    import ropecheck
+
+    def my_rope(case):                   # case.x: [n_tokens, n_heads, head_dim], on case.device
+        return apply_rotary(case.x, case.positions, base=case.base, interleaved=case.layout == "interleaved")
+
+    result = ropecheck.check(my_rope, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",))
+    assert result.passed, result.summary()
+
+Nothing is judged in Python: `check` starts the same `ropecheck gate` as the command line, which serves its
+kernel calls from this process (_host.py), so every row, property, shrinking step, judgement and diagnosis is
+the engine's own.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import weakref
+
+from ._case import Case, Decline, FreqRule  # noqa: F401  (the public names)
+from ._case import Caller, torch
+from . import _host
+
+__all__ = ["check", "check_backward", "replay", "Case", "Decline", "Result", "Row", "find_binary"]
+
+
+def find_binary():
+    """The `ropecheck` executable: $ROPECHECK_BIN, else the build tree next to this package (build/ropecheck),
+    else one on PATH."""
+    env = os.environ.get("ROPECHECK_BIN")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "..", "..", "build", "ropecheck"), os.path.join(here, "bin", "ropecheck")):
+        if os.access(cand, os.X_OK):
+            return os.path.normpath(cand)
+    found = shutil.which("ropecheck")
+    if found:
+        return found
+    raise FileNotFoundError("ropecheck: the `ropecheck` executable was not found: build it (scripts/test.sh or "
+                            "cmake --build build), or set ROPECHECK_BIN")
+
+
+class Row:
+    """One verdict row (the gate's): name, result ('pass', 'fail', 'not run'), cases, declined, failed,
+    worst_error and worst_bound (u), diagnosis, message, smallest_case, replay_file, note."""
+
+    def __init__(self, d):
+        self.__dict__.update(d)
+        self.passed = d["result"] != "fail"
+
+    def __repr__(self):
+        return f"Row({self.name!r}, {self.result}, cases={self.cases}, declined={self.declined})"
+
+
+class Result:
+    """What `check` found. `passed`; `rows`; `summary()` (at most 15 lines); `verdict` (the gate's whole
+    verdict text); `write_report(dir)` (report.json/md/html, as `ropecheck gate` writes them)."""
+
+    def __init__(self, verdict_data, text, report_dir, caller, exit_code, stderr):
+        self.passed = bool(verdict_data.get("pass")) and exit_code == 0
+        self.reason = verdict_data.get("verdict", "")
+        self.coverage = verdict_data.get("coverage", "")
+        self.contract = verdict_data.get("contract", "")
+        self.rows = [Row(r) for r in verdict_data.get("rows", [])]
+        self.verdict = text
+        self.report_dir = report_dir
+        self.calls = caller.calls
+        # Calls the harness declined for the function because it never read an attribute the call used.
+        self.declined_unread = dict(caller.unread)
+        self.exit_code = exit_code
+        self.stderr = stderr
+
+    def failures(self):
+        return [r for r in self.rows if r.result == "fail"]
+
+    def row(self, name):
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def summary(self, max_lines=15):
+        """The verdict, the coverage, and each failing row with its cause and how to replay it."""
+        lines = [f"ropecheck: {'PASS' if self.passed else 'FAIL'} ({self.reason})", self.coverage]
+        if self.declined_unread:
+            lines.append("declined for the function (it never read them): " +
+                         ", ".join(f"{k} {v}" for k, v in sorted(self.declined_unread.items())))
+        fails = self.failures()
+        # Rows failing for one cause are one line: the cause, the rows, the first row's smallest case and replay.
+        groups = {}
+        for r in fails:
+            cause = r.diagnosis or (r.message.splitlines()[0] if r.message else "")
+            groups.setdefault(cause.split(" (")[0], []).append((r, cause))
+        for k, members in enumerate(groups.values()):
+            rows, cause = [m[0] for m in members], members[0][1]
+            if len(lines) >= max_lines - 1:
+                lines.append(f"... and {len(groups) - k} more cause(s): result.verdict has every row")
+                break
+            names = ", ".join(r.name for r in rows[:4]) + (f" and {len(rows) - 4} more" if len(rows) > 4 else "")
+            lines.append(f"FAIL {names}: {cause}")
+            r = rows[0]
+            if r.smallest_case and len(lines) < max_lines - 1:
+                lines.append(f"  smallest ({r.name}): {r.smallest_case}" +
+                             (f"; replay: ropecheck.replay(fn, {r.replay_file!r})" if r.replay_file else ""))
+        if not fails and self.exit_code not in (0, 1):
+            lines.append(f"the gate exited {self.exit_code}: {self.stderr.strip()[-400:]}")
+        return "\n".join(lines[:max_lines])
+
+    def write_report(self, directory):
+        """Copy report.json, report.md and report.html (and the failing cases' replay files) into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        for name in os.listdir(self.report_dir):
+            src = os.path.join(self.report_dir, name)
+            if os.path.isfile(src):
+                shutil.copy2(src, os.path.join(directory, name))
+
+    def __repr__(self):
+        return f"Result(passed={self.passed}, rows={len(self.rows)})"
+
+
+def _list(v):
+    return v if isinstance(v, str) else ",".join(v)
+
+
+def _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, seed, cases, property_cases,
+               supports, require, budget_seconds, call_timeout, extra):
+    args = []
+    for flag, v in (("--contract", contract), ("--preset", preset), ("--hf-config", hf_config)):
+        if v is not None:
+            args += [flag, str(v)]
+    for flag, v in (("--dtype", dtypes), ("--layout", layouts), ("--supports", supports), ("--require", require)):
+        if v is not None:
+            args += [flag, _list(v)]
+    for flag, v in (("--seq-len", seq_len), ("--max-position", max_position), ("--seed", seed), ("--cases", cases),
+                    ("--property-cases", property_cases)):
+        if v is not None:
+            args += [flag, str(int(v))]
+    args += ["--budget-seconds", repr(float(budget_seconds)), "--call-timeout", repr(float(call_timeout))]
+    return args + list(extra or ())
+
+
+def _describe(device, tensors):
+    d = f"Python {sys.version.split()[0]}"
+    if tensors == "torch" and torch is not None:
+        d += f", torch {torch.__version__} ({device})"
+    else:
+        d += ", numpy tensors"
+    return d
+
+
+def _run(command, fn, device, backward, tensors, name):
+    """Start `ropecheck COMMAND... --host-fd FD` and serve its calls from `fn` until it exits."""
+    caller = Caller(fn, device=device, backward=backward, tensors=tensors)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    out = tempfile.TemporaryFile()
+    err = tempfile.TemporaryFile()
+    try:
+        argv = [find_binary()] + command + ["--host-fd", str(theirs.fileno()), "--host-name", name]
+        proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        theirs.close()
+        _host.serve(proc, mine, caller, _describe(device, tensors if torch is not None else "numpy"))
+        out.seek(0)
+        err.seek(0)
+        return caller, proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    finally:
+        mine.close()
+        out.close()
+        err.close()
+
+
+def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_config=None, seq_len=None,
+          max_position=None, device="cpu", seed=None, cases=None, property_cases=None, supports=None, require=None,
+          report_dir=None, budget_seconds=600, call_timeout=600, tensors="torch", name=None, backward=False,
+          gate_args=None):
+    """Run the gate's rows on `fn(case)` and return a Result. The options are the gate's (docs/python.md):
+    contract, dtypes, layouts, preset / hf_config (+ seq_len), max_position, seed, cases (random cases),
+    property_cases, supports / require (feature names, docs/gate.md "Features"), budget_seconds, call_timeout;
+    device where case.x lives ("cpu", "cuda", ...); tensors="numpy" without torch."""
+    if tensors == "torch" and torch is None:
+        tensors = "numpy"
+    tmp = None
+    if report_dir is None:  # removed with the Result (its replay files are named in it)
+        report_dir = tempfile.mkdtemp(prefix="ropecheck-")
+        tmp = weakref.finalize  # (set on the Result below)
+    os.makedirs(report_dir, exist_ok=True)
+    verdict_path = os.path.join(report_dir, "verdict.json")
+    if os.path.exists(verdict_path):
+        os.remove(verdict_path)
+    command = ["gate", "--quiet", "--report-dir", report_dir, "--verdict-json", verdict_path]
+    command += _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, seed, cases,
+                          property_cases, supports, require, budget_seconds, call_timeout, gate_args)
+    name = name or getattr(fn, "__name__", "python")
+    caller, rc, text, err = _run(command, fn, device, backward, tensors, name)
+    if caller.stop is not None:
+        raise caller.stop
+    if not os.path.exists(verdict_path):
+        raise RuntimeError(f"ropecheck gate exited {rc} without a verdict: {err.strip()}")
+    with open(verdict_path) as f:
+        data = json.load(f)
+    result = Result(data, text, report_dir, caller, rc, err)
+    if tmp is not None:
+        weakref.finalize(result, shutil.rmtree, report_dir, True)
+    return result
+
+
+def check_backward(fn, **kw):
+    """`check` for a differentiable function: its forward calls as `check` makes them, and each inverse-direction
+    call (the property rows' inverse and adjoint, the v3 rows) answered by autograd -- the gradient of fn's
+    forward pass at the incoming gradient case.x -- judged against the exact inverse rotation (the attention
+    factor kept). Needs torch."""
+    if torch is None:
+        raise ImportError("ropecheck.check_backward needs torch (python3-torch)")
+    return check(fn, backward=True, **kw)
+
+
+def replay(fn, path, *, contract=None, device="cpu", tensors="torch", backward=False, call_timeout=600):
+    """Replay one saved case (a replay file the gate wrote) on fn: (passed, text)."""
+    if tensors == "torch" and torch is None:
+        tensors = "numpy"
+    command = ["replay", path, "--call-timeout", repr(float(call_timeout))]
+    if contract:
+        command += ["--contract", contract]
+    caller, rc, text, err = _run(command, fn, device, backward, tensors, getattr(fn, "__name__", "python"))
+    if caller.stop is not None:
+        raise caller.stop
+    if rc not in (0, 1):
+        raise RuntimeError(f"ropecheck replay exited {rc}: {err.strip()}")
+    return rc == 0, text

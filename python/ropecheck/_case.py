@@ -1,0 +1,331 @@
+"""One kernel call as a Python function sees it: `Case` (docs/python.md, "The case"), and the call made of it.
+
+The attributes carry the C ABI's field names (include/ropecheck/kernel_abi.h) with Python values: tensors (torch
+when it is installed, else numpy) instead of pointers, names instead of enum values. On the CPU the tensors are
+views of the gate's own buffers: writing the input in an out-of-place call is seen, as with a C kernel.
+"""
+import traceback
+
+import numpy as np
+
+from . import _abi
+
+try:  # torch is optional: without it the tensors are numpy arrays (bf16 as uint16 bit patterns)
+    import torch
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+
+class Decline(Exception):
+    """Raised by a kernel function for a call it does not implement (as RC_UNSUPPORTED: never a failure)."""
+
+
+_NP = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
+_DL = {(2, 32): np.float32, (2, 16): np.float16, (4, 16): np.uint16, (0, 32): np.int32, (0, 64): np.int64,
+       (1, 8): np.uint8}
+_DL_NAME = {(2, 32): "f32", (2, 16): "f16", (4, 16): "bf16", (0, 32): "int32", (0, 64): "int64", (1, 8): "uint8"}
+
+
+def torch_dtype(name):
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
+            "int64": torch.int64, "uint8": torch.uint8}[name]
+
+
+class FreqRule:
+    """rc_freq_rule with names: kind ('linear', 'dynamic', 'ntk', 'yarn', 'longrope', 'llama3'), the scalars by
+    their ABI names, short_factor/long_factor as float64 tensors (or None)."""
+
+    def __init__(self, r, short_factor, long_factor):
+        self.kind = _abi.FREQ_KINDS.get(r.kind, str(r.kind))
+        for name, _ in _abi.rc_freq_rule._fields_:
+            if name not in ("kind", "short_factor", "long_factor"):
+                setattr(self, name, getattr(r, name))
+        self.truncate = bool(r.truncate)
+        self.short_factor, self.long_factor = short_factor, long_factor
+
+    def __repr__(self):
+        return f"FreqRule({self.kind}, factor={self.factor})"
+
+
+# Which attributes a function must have read to have implemented a call that is not neutral in them (a call is
+# declined for it otherwise: see Case.unread). Each entry: (what the call uses, the attributes, any of which).
+def _needs(f):
+    n = []
+    if f["rotary_dim"] != f["head_dim"]:
+        n.append(("rotary_dim", ("rotary_dim",)))
+    if f["rotary_offset"]:
+        n.append(("rotary_offset", ("rotary_offset",)))
+    if f["table_kind"] is None:
+        if f["inv_freq"] is not None:
+            n.append(("inv_freq", ("inv_freq",)))
+        elif f["freq_rule"] is None and f["base"] != 10000.0:
+            n.append(("base", ("base",)))
+        if f["position_scale"] != 1.0:
+            n.append(("position_scale", ("position_scale",)))
+        if f["freq_rule"] is not None:
+            n.append(("freq_rule", ("freq_rule",)))
+    else:
+        n.append(("table", ("table", "table2", "cos", "sin", "table_kind")))
+    if f["n_pos_axes"] != 1:
+        n.append(("n_pos_axes", ("n_pos_axes", "pair_axis")))
+    if f["pair_axis"] is not None:
+        n.append(("pair_axis", ("pair_axis",)))
+    if f["attention_factor"] != 1.0:
+        n.append(("attention_factor", ("attention_factor",)))
+    if f["direction"] != "forward":
+        n.append(("direction", ("direction",)))
+    return n
+
+
+class Case:
+    """One call: read its attributes, return the output (or call decline()). See docs/python.md."""
+
+    def __init__(self, fields):
+        object.__setattr__(self, "_f", fields)
+        object.__setattr__(self, "_read", set())
+        object.__setattr__(self, "_declined", False)
+
+    def __getattr__(self, name):
+        f = object.__getattribute__(self, "_f")
+        if name in f:
+            object.__getattribute__(self, "_read").add(name)
+            return f[name]
+        raise AttributeError(f"a ropecheck case has no attribute '{name}' (docs/python.md lists them)")
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a ropecheck case is read-only")
+
+    def __dir__(self):
+        return sorted(object.__getattribute__(self, "_f"))
+
+    def decline(self):
+        """Decline this call (RC_UNSUPPORTED): the function does not implement something it uses."""
+        object.__setattr__(self, "_declined", True)
+        raise Decline()
+
+    def unread(self):
+        """The features of this call the function never looked at (it cannot have implemented them)."""
+        read = object.__getattribute__(self, "_read")
+        return [what for what, names in _needs(self._f) if not read.intersection(names)]
+
+    def __repr__(self):
+        f = self._f
+        return (f"Case({f['dtype']} {f['layout']} tokens={f['n_tokens']} heads={f['n_heads']} head_dim={f['head_dim']} "
+                f"rotary_dim={f['rotary_dim']} direction={f['direction']})")
+
+
+class Caller:
+    """Makes the gate's calls on `fn` (the serving side of _host.serve)."""
+
+    def __init__(self, fn, device="cpu", backward=False, tensors="torch"):
+        self.fn, self.device, self.backward = fn, device, backward
+        self.use_torch = tensors == "torch"
+        if self.use_torch and torch is None:
+            raise ImportError("ropecheck: tensors='torch' needs torch (python3-torch); tensors='numpy' works without")
+        self.cuda = self.use_torch and str(device).startswith("cuda")
+        self.calls = 0
+        self.unread = {}  # feature -> calls declined because the function never read it
+        self.stop = None  # the KeyboardInterrupt (or SystemExit) that ends the run
+
+    # ---- the gate's buffers as arrays --------------------------------------------------------------------
+    @staticmethod
+    def _array(ch, p, dtype, count):
+        if count == 0:
+            return np.zeros(0, dtype)
+        return np.frombuffer(ch.mm, dtype, count, ch.offset(p, count * np.dtype(dtype).itemsize))
+
+    def _tensor(self, a, dname=None):
+        """A numpy array as the function sees it: a torch tensor (bf16 viewed), on the device when not the CPU."""
+        if not self.use_torch or a is None:
+            return a
+        if dname == "bf16":  # (torch has no uint16 before 2.3: the bits go through int16)
+            t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(a)
+        return t.to(self.device) if self.device != "cpu" else t
+
+    @staticmethod
+    def _tensor_cpu(a, dname):
+        if dname == "bf16":
+            return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(a)
+
+    def _dl_view(self, ch, t):
+        """An rc_tensor as a strided numpy view of the arena (None when absent), with its dtype's name."""
+        if t.data == 0:
+            return None, None
+        key = (t.dtype.code, t.dtype.bits)
+        if key not in _DL:
+            raise ValueError(f"ropecheck: a tensor of DLPack dtype {key} (not one the ABI uses)")
+        dt = np.dtype(_DL[key])
+        shape = [int(v) for v in self._array(ch, t.shape, np.int64, t.ndim)]
+        if t.strides:
+            strides = [int(v) for v in self._array(ch, t.strides, np.int64, t.ndim)]
+        else:
+            strides, acc = [], 1
+            for e in reversed(shape):
+                strides.insert(0, acc)
+                acc *= e
+        span = 0 if 0 in shape else 1 + sum((e - 1) * s for e, s in zip(shape, strides))
+        start = ch.offset(t.data) + t.byte_offset
+        base = np.frombuffer(ch.mm, dt, span, start) if span else np.zeros(0, dt)
+        return np.lib.stride_tricks.as_strided(base, shape, [s * dt.itemsize for s in strides]), _DL_NAME[key]
+
+    # ---- one call ----------------------------------------------------------------------------------------
+    def __call__(self, ch, args_off):
+        try:
+            return self._call(ch, args_off)
+        except (KeyboardInterrupt, SystemExit) as e:
+            self.stop = e
+            raise
+
+    def _fields(self, ch, a):
+        v = a.abi_version
+        dname = _abi.DTYPES.get(a.dtype)
+        f = {"abi_version": v, "dtype": dname, "layout": _abi.LAYOUTS.get(a.layout), "head_dim": a.head_dim,
+             "rotary_dim": a.rotary_dim, "n_heads": a.n_heads, "n_tokens": a.n_tokens, "base": a.base,
+             "position_scale": a.position_scale, "device": self.device,
+             "rotary_offset": 0, "n_pos_axes": 1, "pair_axis": None, "attention_factor": 1.0, "freq_rule": None,
+             "direction": "forward", "table_kind": None, "table": None, "table2": None, "cos": None, "sin": None}
+        if v >= 2:
+            f["rotary_offset"] = a.rotary_offset
+            f["n_pos_axes"] = a.n_pos_axes or 1
+            f["attention_factor"] = a.attention_factor or 1.0
+            if a.pair_axis:
+                f["pair_axis"] = self._tensor(self._array(ch, a.pair_axis, np.uint8, a.rotary_dim // 2))
+            if a.freq_rule:
+                r = _abi.rc_freq_rule.from_buffer_copy(ch.mm, ch.offset(a.freq_rule, _abi.ctypes.sizeof(_abi.rc_freq_rule)))
+                half = a.rotary_dim // 2
+                sf = self._tensor(self._array(ch, r.short_factor, np.float64, half)) if r.short_factor else None
+                lf = self._tensor(self._array(ch, r.long_factor, np.float64, half)) if r.long_factor else None
+                f["freq_rule"] = FreqRule(r, sf, lf)
+        f["inv_freq"] = (self._tensor(self._array(ch, a.inv_freq, np.float64, a.rotary_dim // 2))
+                         if a.inv_freq else None)
+        tensor_form = False
+        if v >= 3:
+            f["direction"] = _abi.DIRECTIONS.get(a.direction, str(a.direction))
+            f["table_kind"] = _abi.TABLE_KINDS.get(a.table_kind, str(a.table_kind))
+            tensor_form = a.q.data != 0
+            if f["table_kind"] is not None:
+                t1, n1 = self._dl_view(ch, a.table)
+                t2, n2 = self._dl_view(ch, a.table2)
+                f["table"], f["table2"] = self._tensor(t1, n1), self._tensor(t2, n2)
+                kind, R = f["table_kind"], a.rotary_dim
+                if kind == "cos-sin-cat" and t1 is not None:
+                    f["cos"], f["sin"] = self._tensor(t1[:, : R // 2], n1), self._tensor(t1[:, R // 2:], n1)
+                elif kind in ("cos-sin-2", "cos-sin-full"):
+                    f["cos"], f["sin"] = f["table"], f["table2"]
+        return f, tensor_form
+
+    def _call(self, ch, args_off):
+        a = _abi.rc_rope_args.from_buffer_copy(ch.mm, ch.offset(args_off + ch.base, _abi.ctypes.sizeof(_abi.rc_rope_args)))
+        self.calls += 1
+        if a.abi_version < 1 or a.abi_version > 3:
+            return _abi.RC_UNSUPPORTED, b""
+        f, tensor_form = self._fields(ch, a)
+        if f["dtype"] is None or f["layout"] is None or tensor_form:
+            # (the tensor form -- strides, q and k, varlen -- is not passed to Python functions yet: docs/python.md)
+            if tensor_form:
+                self.unread["tensor form (not passed to Python yet)"] = self.unread.get("tensor form (not passed to Python yet)", 0) + 1
+            return _abi.RC_UNSUPPORTED, b""
+        dname = f["dtype"]
+        shape = (a.n_tokens, a.n_heads, a.head_dim)
+        n = a.n_tokens * a.n_heads * a.head_dim
+        x_np = self._array(ch, a.in_, _NP[dname], n).reshape(shape)
+        out_np = x_np if a.out == a.in_ else self._array(ch, a.out, _NP[dname], n).reshape(shape)
+        in_place = a.out == a.in_
+        axes = f["n_pos_axes"]
+        pos = self._array(ch, a.positions, np.int64, axes * a.n_tokens)
+        f["positions"] = self._tensor(pos if axes == 1 else pos.reshape(axes, a.n_tokens))
+        f["in_place"] = in_place
+        x = self._tensor(x_np, dname)
+        inverse_by_autograd = self.backward and f["direction"] == "inverse"
+        if inverse_by_autograd:
+            # The gradient of the forward rotation is the inverse one (its transpose; the attention factor kept):
+            # the function's forward pass, differentiated by autograd at the incoming gradient x.
+            leaf = torch.zeros(shape, dtype=x.dtype, device=x.device, requires_grad=True)
+            f["x"] = leaf
+            f["direction"] = "forward"
+        else:
+            f["x"] = x
+        case = Case(f)
+        try:
+            ret = self.fn(case)
+            if inverse_by_autograd:
+                if ret is None:
+                    raise TypeError("the function returned None (in place): autograd cannot differentiate it")
+                ret.backward(x)
+                ret = leaf.grad
+                if ret is None:
+                    raise TypeError("autograd gave no gradient for case.x (is the output detached from it?)")
+        except Decline:
+            return _abi.RC_UNSUPPORTED, b""
+        except NotImplementedError:
+            return _abi.RC_UNSUPPORTED, b""
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # a failing case, with its traceback (unless the call was outside what fn reads)
+            return (_abi.RC_UNSUPPORTED, b"") if self._unread(case, inverse_by_autograd) else (_abi.RC_RAISED, _raised_text(e))
+        if object.__getattribute__(case, "_declined") or self._unread(case, inverse_by_autograd):
+            return _abi.RC_UNSUPPORTED, b""
+        try:
+            self._store(ret, x, x_np, out_np, shape, dname, in_place)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:
+            return _abi.RC_RAISED, _raised_text(e)
+        return _abi.RC_OK, b""
+
+    def _unread(self, case, inverse_by_autograd):
+        """Whether the call uses something the function never read (counted by feature): then it is declined."""
+        unread = [u for u in case.unread() if not (inverse_by_autograd and u == "direction")]
+        for u in unread:
+            self.unread[u] = self.unread.get(u, 0) + 1
+        return bool(unread)
+
+    def _store(self, ret, x, x_np, out_np, shape, dname, in_place):
+        """Write the function's output into the gate's output buffer, bit for bit, after checking it."""
+        if ret is None:
+            ret = x  # the function wrote case.x in place
+        if self.use_torch:
+            if not isinstance(ret, torch.Tensor):
+                raise TypeError(f"the function returned {type(ret).__name__}, not a torch tensor")
+            want = torch_dtype(dname)
+            if ret.dtype != want:
+                raise TypeError(f"the function returned a {ret.dtype} tensor for a {dname} case ({want})")
+            if tuple(ret.shape) != tuple(shape):
+                raise TypeError(f"the function returned shape {tuple(ret.shape)}, not case.x's {tuple(shape)}")
+            if str(ret.device) != str(x.device) and not (ret.device.type == x.device.type == "cuda"):
+                raise TypeError(f"the function returned a tensor on {ret.device}, not on {x.device}")
+            if self.cuda:
+                torch.cuda.synchronize()  # an asynchronous error is this call's
+            r = ret.detach()
+            if r.device.type != "cpu":
+                r = r.cpu()
+            out_t = self._tensor_cpu(out_np, dname)
+            if r.data_ptr() != out_t.data_ptr():
+                out_t.copy_(r)
+            if x.device.type != "cpu" and not in_place:
+                # What the call did to its input on the device comes back too: the gate checks it.
+                self._tensor_cpu(x_np, dname).copy_(x.detach().cpu())
+        else:
+            r = np.asarray(ret)
+            if r.dtype != np.dtype(_NP[dname]):
+                raise TypeError(f"the function returned a {r.dtype} array for a {dname} case "
+                                f"({np.dtype(_NP[dname])}{', bf16 as uint16 bits' if dname == 'bf16' else ''})")
+            if r.shape != tuple(shape):
+                raise TypeError(f"the function returned shape {r.shape}, not case.x's {tuple(shape)}")
+            if not np.shares_memory(r, out_np) or r.ctypes.data != out_np.ctypes.data:
+                np.copyto(out_np, r)
+
+
+def _raised_text(e):
+    """The exception and the last lines of its traceback, within the reply's 1 023 bytes."""
+    head = f"{type(e).__name__}: {e}".strip()
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    lines = [l.rstrip() for chunk in tb[1:-1] for l in chunk.splitlines() if l.strip()]
+    text = head
+    tail = "\n".join(lines[-6:])
+    if tail:
+        text += "\n" + tail
+    return text.encode("utf-8", "replace")[:1023]
