@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "core/tensor_call.hpp"
+#include "gate/host_protocol.hpp"
 #include "impls/plugin_loader.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -52,64 +53,6 @@ size_t page_size() {
   return p;
 }
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
-
-// ---- the protocol between the gate and its host ----------------------------
-// One SOCK_SEQPACKET socket pair: each message is one fixed-size struct. The host
-// keeps its end as fd 3; a kernel writing into it garbles a reply, which the gate
-// sees (wrong size, magic or sequence number) and treats as a crash of the host.
-
-constexpr uint32_t kMagic = 0x52435048;  // "RCPH"
-constexpr int kHostFd = 3;
-constexpr size_t kMaxGuards = 32;  // two per region: up to 16 regions (ABI v2 adds 4, the v3 draft 10)
-constexpr uint64_t kFileSizeLimit = 16u << 20;  // RLIMIT_FSIZE of the host: its stdout/stderr files
-constexpr int kLostSocket = 121;                 // the host's exit status when its control socket broke
-
-struct Command {
-  uint32_t magic = kMagic;
-  uint32_t n_guards = 0;
-  uint64_t seq = 0;
-  uint64_t args_off = 0;                 // the rc_rope_args in the arena
-  uint64_t used_bytes = 0;               // made read-write before the call
-  uint64_t guard_off[kMaxGuards] = {};   // each a page made PROT_NONE for the call
-  uint64_t flags = 0;                    // kGuardsIntact
-};
-
-// The gate read every guard page of the previous call after it returned and found each still PROT_NONE: the
-// host need not protect those pages again (a kernel thread that changes one later is still reported, by the
-// check after the call that finds it changed).
-constexpr uint64_t kGuardsIntact = 1;
-
-enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3, kFault = 4 };
-
-// Attached (KernelSource::host_fd): the gate opens each channel with one message on host_fd carrying two
-// descriptors (SCM_RIGHTS): the channel's end of a new socket pair, then the arena's memfd. The serving process
-// maps the arena (at an address of its own: it translates the pointers in the args, which are the gate's, by
-// arena_base) and answers on the channel exactly as a host does: kReady (text: what serves the calls), then one
-// kDone per Command (text: when rc is an error code, what the kernel said of it). python/ropecheck/_host.py.
-constexpr uint32_t kOpenChannel = 5;
-constexpr int kServerGone = 122;  // CallResult::exit_code: the attached process ended or closed the channel
-
-struct OpenChannel {
-  uint32_t magic = kMagic;
-  uint32_t kind = kOpenChannel;
-  uint64_t arena_base = 0;
-  uint64_t arena_bytes = 0;
-};
-
-struct Reply {
-  uint32_t magic = kMagic;
-  uint32_t kind = 0;
-  uint64_t seq = 0;
-  int32_t rc = 0;
-  uint32_t pad = 0;
-  uint64_t fp_before = 0, fp_after = 0;
-  // kFault (sent from the host's SIGSEGV/SIGBUS handler as it dies): the faulting address, si_code, and whether
-  // the access was a write (1), a read (0), or not known (2).
-  uint64_t fault_addr = 0;
-  int32_t fault_code = 0;
-  uint32_t fault_write = 2;
-  char text[1024] = {};  // kLoadFailed: why; kReady: why seccomp is not in force (empty: it is)
-};
 
 void copy_text(char (&dst)[1024], const std::string& s) {
   const size_t n = std::min(s.size(), sizeof dst - 1);

@@ -509,6 +509,15 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       const Rows C = probe_rows(c, c.positions, table(1, c.rotary_dim), model);
       cands.push_back(rotation(c, "exponent i/d", fmt::format("theta_i = base^(-i/{})", c.rotary_dim), c.layout,
                                [&](size_t t, uint32_t i) { return at(C, c.pair_position(t, i), i); }));
+      // A scaling rule (rope_scaling) not applied: theta from base alone, the attention factor as given (it is
+      // never the rule's). Kernels that drop the model's rope_scaling compute exactly this.
+      if (c.freq_rule && c.freq_rule->type != FrequencyRuleType::default_) {
+        const Rows F = probe_rows(c, c.positions, table(2, c.rotary_dim), model);
+        cands.push_back(rotation(c, "frequency rule ignored",
+                                 fmt::format("theta_i = base^(-2i/{}): the {} rule not applied", c.rotary_dim,
+                                             to_string(c.freq_rule->type)),
+                                 c.layout, [&](size_t t, uint32_t i) { return at(F, c.pair_position(t, i), i); }));
+      }
     }
     // Positions taken as a narrower type: rounded to f32 (a float position tensor; every position up to 2^24
     // is an f32) or truncated to 32 bits (an int position: 2^31 -> -2^31, 2^32 + 1 -> 1).
@@ -674,6 +683,15 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     if (!fits.empty()) {
       std::stable_sort(fits.begin(), fits.end(),
                        [](const Scored& a, const Scored& b) { return a.f.residual < b.f.residual; });
+      // Explanations that fit equally well (residuals within 0.1 %: the same rotation computed two ways, as
+      // "position m-2" and "angle negated" at position 1) go to the first in the candidates' order, which is
+      // the order of plausibility; the others are still listed.
+      {
+        size_t first = 0;
+        for (size_t k = 1; k < fits.size(); ++k)
+          if (fits[k].f.residual <= fits.front().f.residual * 1.001 + 1e-12 && fits[k].k < fits[first].k) first = k;
+        std::rotate(fits.begin(), fits.begin() + first, fits.begin() + first + 1);
+      }
       const Scored& best = fits.front();
       dg.cause = best.k->cause;
       dg.residual = best.f.residual;

@@ -84,6 +84,8 @@ const std::map<std::string, Expect>& expectations() {
       {"mut_mrope_section_map", {{}, "", {}}},
       {"mut_yarn_ramp_reversed", {{}, "", {}}},
       {"mut_llama3_wavelength", {{}, "", {}}},
+      // Every rule accepted and not applied (rope_scaling dropped): named.
+      {"mut_rule_ignored", {{}, "frequency rule ignored", {}}},
       // Correct kernels: pass wherever their behaviour is allowed.
       {"ok_double", {kAll, "", {}}},
       {"ok_int32_positions", {kAll, "", {}}},  // declines positions beyond int32

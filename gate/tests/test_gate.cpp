@@ -3,7 +3,9 @@
 // every correct kernel passed).
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +31,7 @@
 #include "gate/case_set.hpp"
 #include "gate/npy.hpp"
 #include "gate/gate.hpp"
+#include "gate/host_protocol.hpp"
 #include "gate/isolation.hpp"
 #include "impls/plugin_loader.hpp"
 #include "reports/report.hpp"
@@ -263,6 +266,156 @@ TEST(KernelHost, BuffersTouchAGuardPageAtEitherEnd) {
 // A guard page the kernel made writable in one call is reported and PROT_NONE again at the next call of the
 // same shape (the host skips re-protecting only the guard pages the gate read back intact): the next call's
 // write one element past its output faults.
+// ---- attached: a process that serves the calls itself (KernelSource::host_fd: the Python package) ---------
+namespace {
+
+// A serving process as python/ropecheck/_host.py is one, in C++: each channel's arena is mapped where the gate
+// has it (this child forked before the gate mapped it, so the range is free here), so the args' pointers hold
+// as they are, and `fn` makes the call. The `die_after`-th call ends the process (0: never); an error code
+// from `fn` goes back with `said` as its text.
+[[noreturn]] void serve_calls(int control, rc_rope_apply_fn fn, int die_after, const char* said) {
+  struct Chan {
+    int fd;
+    void* base;
+    size_t bytes;
+  };
+  std::vector<Chan> chans;
+  int calls = 0;
+  for (;;) {
+    std::vector<pollfd> polls{{control, POLLIN, 0}};
+    for (const Chan& c : chans) polls.push_back({c.fd, POLLIN, 0});
+    if (poll(polls.data(), polls.size(), -1) < 0) _exit(10);
+    if (polls[0].revents) {
+      gate::OpenChannel m;
+      iovec iov{&m, sizeof m};
+      alignas(cmsghdr) char ctl[CMSG_SPACE(2 * sizeof(int))];
+      msghdr h{};
+      h.msg_iov = &iov;
+      h.msg_iovlen = 1;
+      h.msg_control = ctl;
+      h.msg_controllen = sizeof ctl;
+      if (recvmsg(control, &h, 0) != ssize_t(sizeof m)) _exit(0);  // the gate is done
+      int fds[2];
+      std::memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&h)), sizeof fds);
+      void* want = reinterpret_cast<void*>(m.arena_base);
+      if (mmap(want, m.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fds[1], 0) != want)
+        _exit(11);
+      close(fds[1]);
+      gate::Reply r;
+      r.kind = gate::kReady;
+      std::strcpy(r.text, "a test's serving process");
+      (void)!send(fds[0], &r, sizeof r, MSG_NOSIGNAL);
+      chans.push_back({fds[0], want, m.arena_bytes});
+      continue;
+    }
+    for (size_t k = 1; k < polls.size(); ++k) {
+      if (!polls[k].revents) continue;
+      Chan& ch = chans[k - 1];
+      gate::Command cmd;
+      if (recv(ch.fd, &cmd, sizeof cmd, 0) != ssize_t(sizeof cmd)) {  // the channel closed: unmap its arena
+        close(ch.fd);
+        munmap(ch.base, ch.bytes);
+        chans.erase(chans.begin() + long(k - 1));
+        break;
+      }
+      if (++calls == die_after) _exit(9);
+      gate::Reply r;
+      r.kind = gate::kDone;
+      r.seq = cmd.seq;
+      r.rc = fn(reinterpret_cast<const rc_rope_args*>(static_cast<unsigned char*>(ch.base) + cmd.args_off));
+      if (r.rc != RC_OK && r.rc != RC_UNSUPPORTED && said) std::strcpy(r.text, said);
+      (void)!send(ch.fd, &r, sizeof r, MSG_NOSIGNAL);
+    }
+  }
+}
+
+// A served kernel's process: forked, serving on one end of a socket pair; the gate gets the other (fd).
+struct Server {
+  pid_t pid = -1;
+  int fd = -1;
+  Server(rc_rope_apply_fn fn, int die_after = 0, const char* said = nullptr) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    pid = fork();
+    if (pid == 0) {
+      close(sv[0]);
+      serve_calls(sv[1], fn, die_after, said);
+    }
+    close(sv[1]);
+    fd = sv[0];
+  }
+  ~Server() {
+    close(fd);  // the serving process sees the control socket close and exits
+    int st;
+    waitpid(pid, &st, 0);
+  }
+};
+
+int raises_on_two_tokens(const rc_rope_args* a) {
+  if (a->abi_version <= 3 && a->n_tokens == 2) return 3;
+  return ropecheck_scalar_rope(a);
+}
+
+}  // namespace
+
+TEST(KernelHostAttached, ServedCallsGiveTheVerdictOfTheSameKernelInAHost) {
+  gate::GateOptions o;
+  o.dtypes = {Dtype::bf16};
+  o.layouts = {Layout::half_split};
+  o.random_cases = 300;
+  o.property_cases = 3;
+  o.quiet = true;
+  Implementation hosted = served_implementation(-1, "scalar");
+  hosted.host_fd = -1;
+  hosted.fn = &ropecheck_scalar_rope;
+  const gate::GateResult a = gate::run_gate(hosted, o);
+  Server server(&ropecheck_scalar_rope);
+  const gate::GateResult b = gate::run_gate(served_implementation(server.fd, "scalar"), o);
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  for (size_t k = 0; k < a.rows.size(); ++k) {
+    EXPECT_EQ(a.rows[k].name, b.rows[k].name);
+    EXPECT_EQ(a.rows[k].failed_check, b.rows[k].failed_check) << a.rows[k].name;
+    EXPECT_EQ(a.rows[k].cases, b.rows[k].cases) << a.rows[k].name;
+    EXPECT_EQ(a.rows[k].worst_error, b.rows[k].worst_error) << a.rows[k].name;
+  }
+  EXPECT_TRUE(a.pass) << a.verdict_reason;
+  EXPECT_TRUE(b.pass) << b.verdict_reason;
+  EXPECT_EQ(a.calls, b.calls);
+  EXPECT_NE(b.sandbox.find("a test's serving process"), std::string::npos) << b.sandbox;
+  EXPECT_NE(b.sandbox.find("no sandbox"), std::string::npos) << b.sandbox;
+}
+
+TEST(KernelHostAttached, AnErrorCarriesItsTextAndTheServersEndEndsTheChannel) {
+  {
+    Server server(&raises_on_two_tokens, 0, "ValueError: two tokens");
+    gate::KernelHost host(gate::KernelSource{"", nullptr, server.fd}, gate::HostOptions{});
+    RopeCase c = small_case();
+    gate::CallResult r = host.call(c, false, 30);
+    EXPECT_EQ(r.status, gate::CallStatus::ok) << gate::describe(r);
+    EXPECT_EQ(r.unwritten, 0u);
+    c.positions = {5, 6};
+    c.input.assign(c.n_bytes(), 0);
+    r = host.call(c, false, 30);
+    EXPECT_EQ(r.status, gate::CallStatus::error_code);
+    EXPECT_EQ(r.raised, "ValueError: two tokens");
+    const gate::CaseVerdict v = gate::check_call(c, false, r);
+    EXPECT_EQ(v.fault, "exception");
+    EXPECT_NE(v.message.find("raised ValueError: two tokens"), std::string::npos) << v.message;
+  }
+  {
+    Server server(&ropecheck_scalar_rope, /*die_after=*/3);
+    gate::KernelHost host(gate::KernelSource{"", nullptr, server.fd}, gate::HostOptions{});
+    const RopeCase c = small_case();
+    host.set_abi(AbiVersions{});  // (no probing: the calls counted are these)
+    EXPECT_EQ(host.call_at(c, false, 30, 1).status, gate::CallStatus::ok);
+    EXPECT_EQ(host.call_at(c, true, 30, 1).status, gate::CallStatus::ok);
+    const gate::CallResult r = host.call_at(c, false, 30, 1);
+    EXPECT_EQ(r.status, gate::CallStatus::crashed);
+    EXPECT_NE(gate::describe(r).find("ended the process serving the calls"), std::string::npos) << gate::describe(r);
+    EXPECT_THROW(host.call_at(c, false, 30, 1), gate::LoadError);  // nothing serves them any more
+  }
+}
+
 TEST(KernelHost, AGuardPageAKernelUnprotectedIsProtectedAgainNextCall) {
   static int calls = 0;
   calls = 0;

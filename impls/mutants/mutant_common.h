@@ -374,6 +374,13 @@ static int mk_v2_theta(const rc_rope_args* a, long double* th) {
     return 0;
   }
   const long double f = r->factor;
+#ifdef MUT_RULE_IGNORED
+  /* BUG: the rule is accepted but not applied (a kernel that drops the model's rope_scaling) */
+  if (r->kind <= RC_FREQ_LLAMA3) {
+    for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(base, i, rd);
+    return 0;
+  }
+#endif
   switch (r->kind) {
     case RC_FREQ_DEFAULT:
       for (uint32_t i = 0; i < np; ++i) th[i] = mk_v2_default_theta(base, i, rd);

@@ -21,11 +21,11 @@ import sys
 import tempfile
 import weakref
 
-from ._case import Case, Decline, FreqRule  # noqa: F401  (the public names)
+from ._case import Case, Decline, DeviceError, FreqRule  # noqa: F401  (the public names)
 from ._case import Caller, torch
 from . import _host
 
-__all__ = ["check", "check_backward", "replay", "Case", "Decline", "Result", "Row", "find_binary"]
+__all__ = ["check", "check_backward", "replay", "Case", "Decline", "DeviceError", "Result", "Row", "find_binary"]
 
 
 def find_binary():

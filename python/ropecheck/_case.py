@@ -20,6 +20,11 @@ class Decline(Exception):
     """Raised by a kernel function for a call it does not implement (as RC_UNSUPPORTED: never a failure)."""
 
 
+class DeviceError(RuntimeError):
+    """The device is unusable after a call (a sticky CUDA error: a device-side assert, an illegal address): the
+    run ends here, naming the call that left it so."""
+
+
 _NP = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
 _DL = {(2, 32): np.float32, (2, 16): np.float16, (4, 16): np.uint16, (0, 32): np.int32, (0, 64): np.int64,
        (1, 8): np.uint8}
@@ -74,6 +79,14 @@ def _needs(f):
         n.append(("attention_factor", ("attention_factor",)))
     if f["direction"] != "forward":
         n.append(("direction", ("direction",)))
+    if f.get("tensor_form"):
+        n.append(("tensor form", ("q",)))
+        if f["k"] is not None:
+            n.append(("k", ("k", "k_out")))
+        if f["pos"] is not None:
+            n.append(("pos", ("pos",)))
+        elif f["seq_offsets"] is not None or f["cu_seqlens"] is not None:
+            n.append(("implicit positions", ("seq_offsets", "cu_seqlens")))
     return n
 
 
@@ -150,7 +163,7 @@ class Caller:
             return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(a)
 
-    def _dl_view(self, ch, t):
+    def _dl_view(self, ch, t, spans=None):
         """An rc_tensor as a strided numpy view of the arena (None when absent), with its dtype's name."""
         if t.data == 0:
             return None, None
@@ -169,13 +182,16 @@ class Caller:
         span = 0 if 0 in shape else 1 + sum((e - 1) * s for e, s in zip(shape, strides))
         start = ch.offset(t.data) + t.byte_offset
         base = np.frombuffer(ch.mm, dt, span, start) if span else np.zeros(0, dt)
-        return np.lib.stride_tricks.as_strided(base, shape, [s * dt.itemsize for s in strides]), _DL_NAME[key]
+        view = np.lib.stride_tricks.as_strided(base, shape, [s * dt.itemsize for s in strides])
+        if spans is not None:
+            spans[id(view)] = (base, start, shape, strides)
+        return view, _DL_NAME[key]
 
     # ---- one call ----------------------------------------------------------------------------------------
     def __call__(self, ch, args_off):
         try:
             return self._call(ch, args_off)
-        except (KeyboardInterrupt, SystemExit) as e:
+        except (KeyboardInterrupt, SystemExit, DeviceError) as e:
             self.stop = e
             raise
 
@@ -186,7 +202,9 @@ class Caller:
              "rotary_dim": a.rotary_dim, "n_heads": a.n_heads, "n_tokens": a.n_tokens, "base": a.base,
              "position_scale": a.position_scale, "device": self.device,
              "rotary_offset": 0, "n_pos_axes": 1, "pair_axis": None, "attention_factor": 1.0, "freq_rule": None,
-             "direction": "forward", "table_kind": None, "table": None, "table2": None, "cos": None, "sin": None}
+             "direction": "forward", "table_kind": None, "table": None, "table2": None, "cos": None, "sin": None,
+             "tensor_form": False, "q": None, "k": None, "q_out": None, "k_out": None, "pos": None,
+             "seq_offsets": None, "cu_seqlens": None}
         if v >= 2:
             f["rotary_offset"] = a.rotary_offset
             f["n_pos_axes"] = a.n_pos_axes or 1
@@ -194,7 +212,8 @@ class Caller:
             if a.pair_axis:
                 f["pair_axis"] = self._tensor(self._array(ch, a.pair_axis, np.uint8, a.rotary_dim // 2))
             if a.freq_rule:
-                r = _abi.rc_freq_rule.from_buffer_copy(ch.mm, ch.offset(a.freq_rule, _abi.ctypes.sizeof(_abi.rc_freq_rule)))
+                size = _abi.ctypes.sizeof(_abi.rc_freq_rule)
+                r = _abi.rc_freq_rule.from_buffer_copy(ch.mm, ch.offset(a.freq_rule, size))
                 half = a.rotary_dim // 2
                 sf = self._tensor(self._array(ch, r.short_factor, np.float64, half)) if r.short_factor else None
                 lf = self._tensor(self._array(ch, r.long_factor, np.float64, half)) if r.long_factor else None
@@ -218,16 +237,23 @@ class Caller:
         return f, tensor_form
 
     def _call(self, ch, args_off):
-        a = _abi.rc_rope_args.from_buffer_copy(ch.mm, ch.offset(args_off + ch.base, _abi.ctypes.sizeof(_abi.rc_rope_args)))
+        size = _abi.ctypes.sizeof(_abi.rc_rope_args)
+        if args_off + size > ch.nbytes:
+            raise ValueError(f"the gate sent an args offset outside its arena: {args_off:#x}")
+        a = _abi.rc_rope_args.from_buffer_copy(ch.mm, args_off)
         self.calls += 1
         if a.abi_version < 1 or a.abi_version > 3:
             return _abi.RC_UNSUPPORTED, b""
         f, tensor_form = self._fields(ch, a)
-        if f["dtype"] is None or f["layout"] is None or tensor_form:
-            # (the tensor form -- strides, q and k, varlen -- is not passed to Python functions yet: docs/python.md)
-            if tensor_form:
-                self.unread["tensor form (not passed to Python yet)"] = self.unread.get("tensor form (not passed to Python yet)", 0) + 1
+        if f["dtype"] is None or f["layout"] is None:
             return _abi.RC_UNSUPPORTED, b""
+        if tensor_form:
+            if self.backward and f["direction"] == "inverse" or not self.use_torch:
+                # (autograd of the tensor form, and the tensor form with numpy tensors, are not offered yet)
+                why = "tensor form (with numpy tensors)" if not self.use_torch else "tensor form (backward)"
+                self.unread[why] = self.unread.get(why, 0) + 1
+                return _abi.RC_UNSUPPORTED, b""
+            return self._call_tensor(ch, a, f)
         dname = f["dtype"]
         shape = (a.n_tokens, a.n_heads, a.head_dim)
         n = a.n_tokens * a.n_heads * a.head_dim
@@ -265,7 +291,10 @@ class Caller:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # a failing case, with its traceback (unless the call was outside what fn reads)
-            return (_abi.RC_UNSUPPORTED, b"") if self._unread(case, inverse_by_autograd) else (_abi.RC_RAISED, _raised_text(e))
+            self._check_device(case, e)
+            if self._unread(case, inverse_by_autograd):
+                return _abi.RC_UNSUPPORTED, b""
+            return _abi.RC_RAISED, _raised_text(e)
         if object.__getattribute__(case, "_declined") or self._unread(case, inverse_by_autograd):
             return _abi.RC_UNSUPPORTED, b""
         try:
@@ -273,8 +302,21 @@ class Caller:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:
+            self._check_device(case, e)
             return _abi.RC_RAISED, _raised_text(e)
         return _abi.RC_OK, b""
+
+    def _check_device(self, case, e):
+        """After an exception on CUDA: if the device no longer works (a sticky error), end the run naming the call."""
+        if not self.cuda:
+            return
+        try:
+            torch.cuda.synchronize()
+            torch.zeros(1, device=self.device).add_(1).cpu()
+        except Exception as sticky:  # every later call would fail the same way: stop here
+            self.stop = DeviceError(f"ropecheck: the device is unusable after the call {case!r}: {e}; "
+                                    f"(then: {sticky})")
+            raise self.stop from e
 
     def _unread(self, case, inverse_by_autograd):
         """Whether the call uses something the function never read (counted by feature): then it is declined."""
@@ -282,6 +324,78 @@ class Caller:
         for u in unread:
             self.unread[u] = self.unread.get(u, 0) + 1
         return bool(unread)
+
+    def _call_tensor(self, ch, a, f):
+        """A tensor-form call (ABI v3): q and k with their own strides and head counts, explicit int32/int64 or
+        implicit positions (seq_offsets, cu_seqlens). The function gets strided tensors -- on the CPU views of the
+        gate's buffers, on a device copies of each buffer's whole span with the same strides -- and returns
+        q's output, (q_out, k_out), or None after writing case.q_out and case.k_out."""
+        spans = {}
+        np_views = {}
+        for name in ("q", "q_out", "k", "k_out", "pos", "seq_offsets", "cu_seqlens"):
+            np_views[name] = self._dl_view(ch, getattr(a, name), spans)
+        mirrors = {}  # a buffer's start -> its device copy (q_out in place shares q's)
+
+        def as_tensor(name):
+            arr, dn = np_views[name]
+            if arr is None:
+                return None
+            base, start, shape, strides = spans[id(arr)]
+            if self.device == "cpu":
+                return self._tensor_cpu(arr, dn)
+            if start not in mirrors:
+                mirrors[start] = (self._tensor_cpu(base, dn), self._tensor_cpu(base, dn).to(self.device))
+            return torch.as_strided(mirrors[start][1], shape, strides)
+
+        for name in np_views:
+            f[name] = as_tensor(name)
+        f["tensor_form"] = True
+        f["x"], f["positions"], f["in_place"] = None, None, f["q_out"].data_ptr() == f["q"].data_ptr()
+        case = Case(f)
+        try:
+            ret = self.fn(case)
+        except (Decline, NotImplementedError):
+            return _abi.RC_UNSUPPORTED, b""
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:
+            self._check_device(case, e)
+            if self._unread(case, False):
+                return _abi.RC_UNSUPPORTED, b""
+            return _abi.RC_RAISED, _raised_text(e)
+        if object.__getattribute__(case, "_declined") or self._unread(case, False):
+            return _abi.RC_UNSUPPORTED, b""
+        try:
+            outs = [] if ret is None else [ret] if isinstance(ret, torch.Tensor) else list(ret)
+            want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
+            if ret is not None and len(outs) != len(want):
+                raise TypeError(f"the function returned {len(outs)} tensor(s) for a call with "
+                                f"{'q and k' if len(want) == 2 else 'q only'}: return q's output"
+                                f"{' and k' + chr(39) + 's' if len(want) == 2 else ''} (or None after writing "
+                                f"case.q_out{' and case.k_out' if len(want) == 2 else ''})")
+            if self.cuda:
+                torch.cuda.synchronize()
+            if self.device != "cpu":  # what the call did on the device comes back, whole spans (gaps included)
+                for host, dev in mirrors.values():
+                    host.copy_(dev.cpu())
+            for t, (oname, iname) in zip(outs, want):
+                dst = f[oname] if self.device == "cpu" else self._tensor_cpu(*np_views[oname])
+                if not isinstance(t, torch.Tensor):
+                    raise TypeError(f"the function returned {type(t).__name__} for {oname}, not a torch tensor")
+                if t.dtype != f[iname].dtype or tuple(t.shape) != tuple(f[iname].shape):
+                    raise TypeError(f"the function returned {t.dtype} {tuple(t.shape)} for {oname}, not "
+                                    f"{f[iname].dtype} {tuple(f[iname].shape)}")
+                r = t.detach()
+                if r.device.type != "cpu":
+                    r = r.cpu()
+                if r.data_ptr() != dst.data_ptr() or r.stride() != dst.stride():
+                    dst.copy_(r)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:
+            self._check_device(case, e)
+            return _abi.RC_RAISED, _raised_text(e)
+        return _abi.RC_OK, b""
 
     def _store(self, ret, x, x_np, out_np, shape, dname, in_place):
         """Write the function's output into the gate's output buffer, bit for bit, after checking it."""

@@ -6,7 +6,6 @@ import ctypes
 
 import numpy as np
 
-import ropecheck
 from ropecheck import _abi
 
 _KINDS = {v: k for k, v in _abi.FREQ_KINDS.items()}
@@ -39,7 +38,8 @@ def wrap(library):
             a.inv_freq = inv.ctypes.data
         a.in_, a.out = x.ctypes.data, out.ctypes.data
         if case.abi_version >= 2:
-            a.rotary_offset, a.n_pos_axes, a.attention_factor = case.rotary_offset, case.n_pos_axes, case.attention_factor
+            a.rotary_offset, a.n_pos_axes = case.rotary_offset, case.n_pos_axes
+            a.attention_factor = case.attention_factor
             if case.pair_axis is not None:
                 pa = np.ascontiguousarray(case.pair_axis, dtype=np.uint8)
                 keep.append(pa)

@@ -6,7 +6,6 @@ abi_offsets), PYTHONPATH with python/ and python/tests/.
 import json
 import os
 import subprocess
-import sys
 import unittest
 
 import numpy as np
@@ -66,16 +65,105 @@ def hf_rope(case, swap=False):
     return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
 
 
+def llama3_inv_freq(case, rule_ignored=False):
+    """transformers' _compute_llama3_parameters (modeling_rope_utils.py), in float32 as it runs there."""
+    import math
+    R, r = case.rotary_dim, case.freq_rule
+    inv = 1.0 / (case.base ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))
+    if r is None:
+        return inv
+    if r.kind != "llama3":
+        case.decline()
+    low_wavelen = r.original_max_position_embeddings / r.low_freq_factor
+    high_wavelen = r.original_max_position_embeddings / r.high_freq_factor
+    wavelen = 2 * math.pi / inv
+    if rule_ignored:  # the planted bug: rope_scaling read and dropped
+        return inv
+    out = torch.where(wavelen > low_wavelen, inv / r.factor, inv)
+    L = r.original_max_position_embeddings
+    smooth = (L / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor)
+    smoothed = (1 - smooth) * out / r.factor + smooth * out
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, out)
+
+
+def hf_llama3_rope(case, rule_ignored=False):
+    """Hugging Face eager Llama 3.1: the llama3 frequency rule, then apply_rotary_pos_emb."""
+    x, R = case.x, case.rotary_dim
+    inv = llama3_inv_freq(case, rule_ignored)
+    freqs = case.positions.float()[:, None] * inv[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    af = case.attention_factor
+    cos = (emb.cos() * af).to(x.dtype)[:, None, :]
+    sin = (emb.sin() * af).to(x.dtype)[:, None, :]
+    h = R // 2
+    xr, xp = x[..., :R], x[..., R:]
+    rot = torch.cat((-xr[..., h:], xr[..., :h]), dim=-1)
+    return torch.cat((xr * cos + rot * sin, xp), dim=-1)
+
+
 def hf_rope_swapped(case):
     return hf_rope(case, swap=True)
 
 
+def qk_rope(case, k_sign=1.0):
+    """A Liger/vLLM-style kernel in torch: q and k in one call (their own head counts and strides), positions
+    explicit (int32 or int64) or implicit (per-sequence offsets, varlen cu_seqlens), and the plain call; float64
+    arithmetic. Declines the rules, tables, position axes and the offset slice."""
+    if case.freq_rule is not None or case.table_kind is not None or case.n_pos_axes != 1 or case.rotary_offset:
+        case.decline()
+    flat = not case.tensor_form  # the plain call: x as q, no k
+    q, k = (case.x, None) if flat else (case.q, case.k)
+    lead = q.shape[:-2]  # (T,) or (B, S)
+    if flat:
+        pos = case.positions
+    elif case.pos is not None:
+        pos = case.pos.long()
+    elif q.dim() == 4:
+        off = case.seq_offsets.long() if case.seq_offsets is not None else torch.zeros(lead[0], dtype=torch.long)
+        pos = torch.arange(lead[1])[None, :] + off[:, None]
+    else:
+        t = torch.arange(lead[0])
+        off = case.seq_offsets.long() if case.seq_offsets is not None else None
+        if case.cu_seqlens is not None:
+            cu = case.cu_seqlens.long()
+            seq = torch.searchsorted(cu[1:], t, right=True)
+            pos = t - cu[seq] + (off[seq] if off is not None else 0)
+        else:
+            pos = t + (off[0] if off is not None else 0)
+    R = case.rotary_dim
+    inv = (case.inv_freq.double() if case.inv_freq is not None
+           else case.base ** (-torch.arange(0, R, 2, dtype=torch.float64) / R))
+    ang = pos.double()[..., None] * case.position_scale * inv  # lead + (R/2,)
+    sign = -1.0 if case.direction == "inverse" else 1.0
+    c, s = torch.cos(ang) * case.attention_factor, torch.sin(ang) * case.attention_factor * sign
+
+    def rotate(x, extra_sign=1.0):
+        x64 = x.double()
+        out = x64.clone()
+        cc, ss = c.unsqueeze(-2), extra_sign * s.unsqueeze(-2)  # over heads
+        if case.layout == "interleaved":
+            a, b = x64[..., 0:R:2], x64[..., 1:R:2]
+            out[..., 0:R:2], out[..., 1:R:2] = a * cc - b * ss, a * ss + b * cc
+        else:
+            a, b = x64[..., : R // 2], x64[..., R // 2: R]
+            out[..., : R // 2], out[..., R // 2: R] = a * cc - b * ss, a * ss + b * cc
+        return out.to(x.dtype)
+
+    return (rotate(q), rotate(k, k_sign)) if k is not None else rotate(q)
+
+
+def qk_rope_k_sign_bug(case):
+    return qk_rope(case, k_sign=-1.0)
+
+
 def run_gate(library, seed):
-    """`ropecheck gate --kernel LIB` (the sandboxed path): its verdict as data."""
+    """`ropecheck gate --kernel LIB --cases 1000` (the sandboxed path): its verdict as data."""
     d = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"rc-py-gate-{os.getpid()}-{os.path.basename(library)}")
     os.makedirs(d, exist_ok=True)
     subprocess.run([ropecheck.find_binary(), "gate", "--kernel", library, "--quiet", "--seed", str(seed),
-                    "--report-dir", d, "--verdict-json", d + "/verdict.json"], stdout=subprocess.DEVNULL)
+                    "--cases", "1000", "--report-dir", d, "--verdict-json", d + "/verdict.json"],
+                   stdout=subprocess.DEVNULL)
     with open(d + "/verdict.json") as f:
         return json.load(f)
 
@@ -90,7 +178,7 @@ class AbiLayout(unittest.TestCase):
 
 class NumpyPath(unittest.TestCase):
     def test_a_correct_numpy_kernel_passes(self):
-        r = ropecheck.check(numpy_rope, tensors="numpy", dtypes="f32")
+        r = ropecheck.check(numpy_rope, tensors="numpy", dtypes="f32", cases=1000)
         self.assertTrue(r.passed, r.summary())
         self.assertGreater(r.row("matrix f32 interleaved").cases, 0)
         self.assertEqual(r.row("property: composition").result, "pass")
@@ -100,7 +188,8 @@ class NumpyPath(unittest.TestCase):
         self.assertIn("declined for the function", r.summary())
 
     def test_a_sign_bug_fails_named_and_shrunk(self):
-        r = ropecheck.check(numpy_rope_sign_bug, tensors="numpy", dtypes="f32", layouts="interleaved")
+        r = ropecheck.check(numpy_rope_sign_bug, tensors="numpy", dtypes="f32", layouts="interleaved",
+                            cases=1000)
         self.assertFalse(r.passed)
         row = r.row("matrix f32 interleaved")
         self.assertEqual(row.result, "fail")
@@ -123,11 +212,11 @@ class NumpyPath(unittest.TestCase):
                 out[..., case.rotary_dim - 2: case.rotary_dim] = case.x[..., case.rotary_dim - 2: case.rotary_dim]
             return out
 
-        r = ropecheck.check(tail_bug, tensors="numpy", dtypes="f32", layouts="interleaved")
+        r = ropecheck.check(tail_bug, tensors="numpy", dtypes="f32", layouts="interleaved", cases=1000)
         # Without shrinking the failing execution is a head of 266 (seed 1); RapidCheck shrinks it to 64, the
         # smallest that fails.
         unshrunk = ropecheck.check(tail_bug, tensors="numpy", dtypes="f32", layouts="interleaved",
-                                   gate_args=["--shrink-tries", "0"])
+                                   gate_args=["--shrink-tries", "0"], cases=1000)
         self.assertIn("rotary_dim=266 ", unshrunk.row("property: special values").smallest_case + " ")
         row = r.row("property: special values")
         self.assertEqual(row.result, "fail")
@@ -139,7 +228,8 @@ class NumpyPath(unittest.TestCase):
                 raise ValueError("partial rotary is not implemented")
             return numpy_rope(case)
 
-        r = ropecheck.check(partial_unsupported, tensors="numpy", dtypes="f32", layouts="half-split")
+        r = ropecheck.check(partial_unsupported, tensors="numpy", dtypes="f32", layouts="half-split",
+                            cases=1000)
         self.assertFalse(r.passed)
         row = r.row("matrix f32 half-split")
         self.assertIn("exception", row.diagnosis)
@@ -156,15 +246,15 @@ class NumpyPath(unittest.TestCase):
             return numpy_rope(case)
 
         with self.assertRaises(KeyboardInterrupt):
-            ropecheck.check(interrupted, tensors="numpy", dtypes="f32")
+            ropecheck.check(interrupted, tensors="numpy", dtypes="f32", cases=1000)
         self.assertEqual(n[0], 50)
 
     def test_a_wrong_shape_or_dtype_is_named(self):
         r = ropecheck.check(lambda case: numpy_rope(case)[:, :, :-1], tensors="numpy", dtypes="f32",
-                            layouts="interleaved", name="short")
+                            layouts="interleaved", name="short", cases=1000)
         self.assertIn("shape", r.row("matrix f32 interleaved").message)
         r = ropecheck.check(lambda case: numpy_rope(case).astype(np.float64), tensors="numpy", dtypes="f32",
-                            layouts="interleaved", name="wide")
+                            layouts="interleaved", name="wide", cases=1000)
         self.assertIn("float64", r.row("matrix f32 interleaved").message)
 
     def test_modifying_the_input_fails_input_untouched(self):
@@ -174,7 +264,7 @@ class NumpyPath(unittest.TestCase):
                 case.x[...] = out
             return out
 
-        r = ropecheck.check(writes_input, tensors="numpy", dtypes="f32", layouts="interleaved")
+        r = ropecheck.check(writes_input, tensors="numpy", dtypes="f32", layouts="interleaved", cases=1000)
         self.assertFalse(r.passed)
         self.assertEqual(r.row("property: input untouched").result, "fail")
 
@@ -186,7 +276,7 @@ class BothWays(unittest.TestCase):
     def compare(self, name):
         import ctypes_kernel
         lib = os.path.join(BUILD, "mutants", name + ".so")
-        py = ropecheck.check(ctypes_kernel.wrap(lib), tensors="numpy", seed=7)
+        py = ropecheck.check(ctypes_kernel.wrap(lib), tensors="numpy", seed=7, cases=1000)
         gate = run_gate(lib, 7)
         rows = {r["name"]: r for r in gate["rows"]}
         self.assertEqual([r.name for r in py.rows], list(rows))
@@ -209,18 +299,37 @@ class BothWays(unittest.TestCase):
 @unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
 class TorchPath(unittest.TestCase):
     def test_hf_eager_bf16_passes_under_its_contract(self):
-        r = ropecheck.check(hf_rope, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",))
+        r = ropecheck.check(hf_rope, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
+                            cases=1000)
         self.assertTrue(r.passed, r.summary())
         self.assertEqual(r.row("property: composition").result, "pass")
 
     def test_hf_eager_with_cos_and_sin_swapped_fails_named(self):
-        r = ropecheck.check(hf_rope_swapped, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",))
+        r = ropecheck.check(hf_rope_swapped, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
+                            cases=1000)
         self.assertFalse(r.passed)
         self.assertIn("cos and sin swapped", r.row("matrix bf16 half-split").diagnosis)
 
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class Model(unittest.TestCase):
+    def test_llama_31_preset_passes_and_the_rule_dropped_fails_named(self):
+        r = ropecheck.check(hf_llama3_rope, preset="llama-3.1-8b", contract="hf-eager-bf16", dtypes=("bf16",),
+                            cases=500)
+        self.assertTrue(r.passed, r.summary())
+        self.assertIn("llama-3.1-8b", r.coverage)
+        self.assertNotIn("freq_rule", r.declined_unread)
+        bug = ropecheck.check(lambda case: hf_llama3_rope(case, rule_ignored=True), preset="llama-3.1-8b",
+                              contract="hf-eager-bf16", dtypes=("bf16",), cases=500, name="llama3_dropped")
+        self.assertFalse(bug.passed)
+        self.assertIn("frequency rule ignored", bug.row("matrix bf16 half-split").diagnosis)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class Backward(unittest.TestCase):
     def test_check_backward_judges_autograd_against_the_inverse(self):
         r = ropecheck.check_backward(hf_rope, contract="hf-eager-bf16", dtypes=("bf16",),
-                                     layouts=("half-split",))
+                                     layouts=("half-split",), cases=1000)
         self.assertTrue(r.passed, r.summary())
         self.assertGreater(r.row("property: inverse").cases, 0)
         self.assertGreater(r.row("property: adjoint").cases, 0)
@@ -241,9 +350,66 @@ class TorchPath(unittest.TestCase):
         def custom(case):
             return Rope.apply(case.x, case)
 
-        r = ropecheck.check_backward(custom, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",))
+        r = ropecheck.check_backward(custom, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
+                                     cases=1000)
         self.assertFalse(r.passed)
         self.assertEqual(r.row("property: inverse").result, "fail")
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class TensorForm(unittest.TestCase):
+    """The ABI v3 tensor form on a Python function: strides, q and k, varlen, int32 positions."""
+
+    def test_a_q_and_k_kernel_passes_every_tensor_row(self):
+        r = ropecheck.check(qk_rope, dtypes="f32", require="tensor-form,strides,q-and-k,varlen,int32-positions",
+                            cases=1000)
+        self.assertTrue(r.passed, r.summary())
+        for row in ("v3: strides", "v3: q and k", "v3: sequences", "v3: int32 positions", "property: strides",
+                    "property: q and k", "property: sequences", "property: int32 positions",
+                    "property: same call twice"):
+            self.assertEqual(r.row(row).result, "pass", row)
+            self.assertGreater(r.row(row).cases, 0, row)
+
+    def test_k_rotated_backwards_is_named(self):
+        r = ropecheck.check(qk_rope_k_sign_bug, dtypes="f32", layouts="interleaved", cases=1000)
+        self.assertFalse(r.passed)
+        self.assertIn("k: ", r.row("v3: q and k").diagnosis)
+        self.assertIn("angle negated", r.row("v3: q and k").diagnosis)
+
+
+@unittest.skipIf(torch is None or not torch.cuda.is_available(), "skipped: no CUDA device")
+class Cuda(unittest.TestCase):
+    """device="cuda": the same rows on the GPU (runs where torch sees CUDA; says "skipped: no CUDA device" else)."""
+
+    def test_hf_eager_bf16_on_the_gpu(self):
+        r = ropecheck.check(hf_rope, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
+                            device="cuda", cases=1000)
+        self.assertTrue(r.passed, r.summary())
+        self.assertIn("cuda", r.row("property: composition").what + r.verdict)
+
+    def test_a_planted_bug_on_the_gpu_is_named(self):
+        r = ropecheck.check(hf_rope_swapped, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
+                            device="cuda", cases=200)
+        self.assertFalse(r.passed)
+        self.assertIn("cos and sin swapped", r.row("matrix bf16 half-split").diagnosis)
+
+    def test_backward_on_the_gpu(self):
+        r = ropecheck.check_backward(hf_rope, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
+                                     device="cuda", cases=200)
+        self.assertTrue(r.passed, r.summary())
+        self.assertGreater(r.row("property: inverse").cases, 0)
+
+    def test_a_device_side_error_ends_the_run_naming_its_case(self):
+        def oob(case):
+            if case.n_tokens > 3:  # an index past the end, on the device: a device-side assert (sticky)
+                idx = torch.tensor([10 ** 9], device=case.x.device)
+                case.x.reshape(-1)[idx] = 0
+            return hf_rope(case)
+
+        with self.assertRaises(ropecheck.DeviceError) as e:
+            ropecheck.check(oob, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",), device="cuda",
+                            cases=1000)
+        self.assertIn("tokens=", str(e.exception))
 
 
 def _rotate(x, case, sign):
