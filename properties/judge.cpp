@@ -243,6 +243,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
             c, i, norm, phi, finite_in ? pair_hint(f, af * x0, af * x1, ref.exact[s.k0], ref.exact[s.k1]) : PairHint{});
         // The overflow rules take the pair's whole allowance.
         const double overflow_edge = f.max_finite() * (1.0 - allow.total * u);
+        const double arith_max = format_of(cr.flat > 0 ? d : cr.model.arith).max_finite();
         const bool sign_free = allow.total * u >= 1.0;  // the output's direction is unconstrained
         const bool zero_angle = af == 1.0 && (have_angles ? phi == 0 : (r0 == x0 && r1 == x1));
         // Special values, one output element at a time.
@@ -279,7 +280,17 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                     (cr.identity_bits ? "bits (identity=bits)" : "value") + " or NaN";
           } else if (!std::isfinite(y)) {
             const bool near_overflow = std::fabs(es[k]) > overflow_edge;
-            if (!(std::isinf(y) && near_overflow && (sign_free || std::signbit(y) == std::signbit(es[k]))))
+            // A product of the formula (element 0: x0·c̃ and x1·s̃; element 1: x0·s̃ and x1·c̃, with c̃, s̃ the
+            // cos and sin times the attention factor, or the table's values) beyond the largest finite number of
+            // the arithmetic type (the contract's arith=): the formula evaluated in that type overflows there
+            // whatever the exact output, to an infinity of either sign or, two of them meeting, NaN.
+            const double cm = have_angles && !c.table ? af * std::fabs(std::cos(phi)) : af;
+            const double sm = have_angles && !c.table ? af * std::fabs(std::sin(phi)) : af;
+            const double product = k == 0 ? std::max(std::fabs(x0) * cm, std::fabs(x1) * sm)
+                                          : std::max(std::fabs(x0) * sm, std::fabs(x1) * cm);
+            const bool product_overflows = product * (1.0 + allow.total * u) > arith_max;
+            if (!product_overflows &&
+                !(std::isinf(y) && near_overflow && (sign_free || std::signbit(y) == std::signbit(es[k]))))
               why = "finite input and finite exact output, but the kernel's output is not finite";
           }
         }

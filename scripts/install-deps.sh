@@ -7,13 +7,14 @@ pkgs=(cmake g++ make ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev 
       libseccomp-dev)  # libseccomp: the kernel host's system-call filter (docs/gate.md, "The sandbox")
 # Optional groups: --fuzz (clang-14 with libFuzzer and the sanitizer runtimes, llvm-14 for coverage),
 # --browser (Debian's chromium, which renders report.html in the report tests) and --pytorch (Debian's
-# PyTorch 1.13 and NumPy for /usr/bin/python3: the PyTorch pipeline tests, docs/real-kernels.md;
-# 175 packages, 147 MB download, 635 MB installed, ~35 s).
+# PyTorch 1.13 and NumPy for /usr/bin/python3: the PyTorch pipeline tests, docs/real-kernels.md, and the Python
+# package's tests, docs/python.md; 175 packages, 147 MB download, 635 MB installed, ~35 s; with pytest for the
+# package's pytest plugin and its test, 7 more packages, ~1 MB).
 for group in "$@"; do
   case "$group" in
     --fuzz) pkgs+=(clang-14 libclang-rt-14-dev llvm-14) ;;
     --browser) pkgs+=(chromium) ;;
-    --pytorch) pkgs+=(python3-torch python3-numpy) ;;
+    --pytorch) pkgs+=(python3-torch python3-numpy python3-pytest) ;;
     *) echo "install-deps: unknown option $group (use --fuzz, --browser, --pytorch)" >&2; exit 2 ;;
   esac
 done

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/rope_case.hpp"
+#include "properties/contract.hpp"
 #include "properties/error_model.hpp"
 #include "properties/judge.hpp"
 #include "reference/reference.hpp"
@@ -116,3 +117,41 @@ TEST(JudgeWorstPair, IsThePlantedPairWithItsSiteAndBits) {
 }
 
 }  // namespace
+
+// Overflow in the formula's own products (docs/error-model.md, "Special values"): with an attention factor above
+// 1, x·(af·sin φ) can pass the largest finite number of the arithmetic type while the exact output does not.
+// A kernel computing in that type (HF eager, FlashAttention's torch path under arith=bf16; found gating a
+// FlashAttention-style Python kernel) overflows there by design: an infinity is within the contract. Where no
+// product passes it (the attention factor 1), an infinity for a finite exact output still fails.
+TEST(JudgeOverflow, AProductBeyondTheArithmeticRangeMayOverflowAndNothingElse) {
+  std::string err;
+  const Contract bf16 = *parse_contract("cos-sin=bf16,arith=bf16", &err);
+  const Criteria cr = Criteria::of(KernelErrorModel::for_contract(bf16), bf16);
+  for (double af : {2.0, 1.0}) {
+    SCOPED_TRACE("attention factor " + std::to_string(af));
+    RopeCase c;
+    c.dtype = Dtype::bf16;
+    c.layout = Layout::half_split;
+    c.head_dim = c.rotary_dim = 2;
+    c.positions = {2};  // phi = 2: sin 0.909, cos -0.416
+    c.attention_factor = af;
+    c.input.resize(c.n_bytes());
+    // As the gate found it (there pair 12 of a 128-wide head): inputs near the top of bf16's range; element 0's
+    // exact value af(x0 cos - x1 sin) is finite, x1·af·sin is not (af 2).
+    store_bits(Dtype::bf16, c.input.data(), 0, 0x7f16);  // 1.99e38
+    store_bits(Dtype::bf16, c.input.data(), 1, 0xff1b);  // -2.06e38
+    ASSERT_EQ(c.validate(), "");
+    const ReferenceOutput ref = reference_rope(c);
+    ASSERT_TRUE(std::isfinite(ref.exact[0])) << ref.exact[0];
+    const double x1 = load_f32(Dtype::bf16, c.input.data(), 1);
+    const double sin_part = std::fabs(x1) * af * std::fabs(std::sin(ref.angle[0]));
+    EXPECT_EQ(sin_part > format_of(Dtype::bf16).max_finite(), af == 2.0) << sin_part;
+    Bytes got = ref.rounded;
+    store_f32(Dtype::bf16, got.data(), 0, -std::numeric_limits<float>::infinity());
+    const Judgement j = judge_output(c, ref, got.data(), cr);
+    if (af == 2.0)
+      EXPECT_TRUE(j.ok()) << j.report();
+    else
+      EXPECT_NE(j.report().find("the kernel's output is not finite"), std::string::npos) << j.report();
+  }
+}

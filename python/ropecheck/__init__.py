@@ -25,7 +25,7 @@ from ._case import Case, Decline, DeviceError, FreqRule  # noqa: F401  (the publ
 from ._case import Caller, torch
 from . import _host
 
-__all__ = ["check", "check_backward", "replay", "Case", "Decline", "DeviceError", "Result", "Row", "find_binary"]
+__all__ = ["check", "check_backward", "gate", "replay", "Case", "Decline", "DeviceError", "Result", "Row", "find_binary"]
 
 
 def find_binary():
@@ -206,6 +206,17 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
     if tmp is not None:
         weakref.finalize(result, shutil.rmtree, report_dir, True)
     return result
+
+
+def gate(**options):
+    """Mark a pytest test function as a kernel to gate (the pytest plugin, ropecheck.pytest_plugin): each row of
+    its verdict becomes a test item. The options are check's (backward=True: check_backward's)."""
+
+    def mark(fn):
+        fn._ropecheck_options = dict(options)
+        return fn
+
+    return mark
 
 
 def check_backward(fn, **kw):

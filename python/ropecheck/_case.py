@@ -56,8 +56,8 @@ class FreqRule:
 # declined for it otherwise: see Case.unread). Each entry: (what the call uses, the attributes, any of which).
 def _needs(f):
     n = []
-    if f["rotary_dim"] != f["head_dim"]:
-        n.append(("rotary_dim", ("rotary_dim",)))
+    if f["rotary_dim"] != f["head_dim"]:  # (a table's width says it too: FlashAttention reads it there)
+        n.append(("rotary_dim", ("rotary_dim", "table", "table2", "cos", "sin")))
     if f["rotary_offset"]:
         n.append(("rotary_offset", ("rotary_offset",)))
     if f["table_kind"] is None:

@@ -13,11 +13,18 @@ import numpy as np
 import ropecheck
 from ropecheck import _abi
 
-BUILD = os.environ.get("ROPECHECK_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 try:
     import torch
 except ImportError:
     torch = None
+
+if torch is not None:  # the examples (examples/python: on PYTHONPATH), run here with their planted bugs
+    from flash_attn_table import CONTRACT as FA_CONTRACT, fa_rope, fa_rope_conjugate_ignored
+    from hf_eager import hf_rope, hf_rope_cos_sin_swapped as hf_rope_swapped, rotate_half
+    from liger_qk import qk_rope, qk_rope_k_backwards as qk_rope_k_sign_bug
+    from meta_complex import CONTRACT as META_CONTRACT, meta_rope, meta_rope_conjugated
+
+BUILD = os.environ.get("ROPECHECK_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
 
 # ---- kernels written the usual ways ------------------------------------------------------------------------
@@ -43,26 +50,6 @@ def numpy_rope(case, sign=1.0):
 
 def numpy_rope_sign_bug(case):
     return numpy_rope(case, sign=-1.0)
-
-
-def hf_rope(case, swap=False):
-    """Hugging Face eager (LlamaRotaryEmbedding + apply_rotary_pos_emb), rotary_dim < head_dim passed through."""
-    x, R = case.x, case.rotary_dim
-    inv = 1.0 / (case.base ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))
-    freqs = case.positions.float()[:, None] * inv[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    af = case.attention_factor  # (attention_scaling: YaRN, LongRoPE)
-    cos = (emb.cos() * af).to(x.dtype)[:, None, :]
-    sin = (emb.sin() * af).to(x.dtype)[:, None, :]
-    if swap:
-        cos, sin = sin, cos
-
-    def rotate_half(t):
-        h = t.shape[-1] // 2
-        return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
-
-    xr, xp = x[..., :R], x[..., R:]
-    return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
 
 
 def llama3_inv_freq(case, rule_ignored=False):
@@ -100,61 +87,6 @@ def hf_llama3_rope(case, rule_ignored=False):
     xr, xp = x[..., :R], x[..., R:]
     rot = torch.cat((-xr[..., h:], xr[..., :h]), dim=-1)
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)
-
-
-def hf_rope_swapped(case):
-    return hf_rope(case, swap=True)
-
-
-def qk_rope(case, k_sign=1.0):
-    """A Liger/vLLM-style kernel in torch: q and k in one call (their own head counts and strides), positions
-    explicit (int32 or int64) or implicit (per-sequence offsets, varlen cu_seqlens), and the plain call; float64
-    arithmetic. Declines the rules, tables, position axes and the offset slice."""
-    if case.freq_rule is not None or case.table_kind is not None or case.n_pos_axes != 1 or case.rotary_offset:
-        case.decline()
-    flat = not case.tensor_form  # the plain call: x as q, no k
-    q, k = (case.x, None) if flat else (case.q, case.k)
-    lead = q.shape[:-2]  # (T,) or (B, S)
-    if flat:
-        pos = case.positions
-    elif case.pos is not None:
-        pos = case.pos.long()
-    elif q.dim() == 4:
-        off = case.seq_offsets.long() if case.seq_offsets is not None else torch.zeros(lead[0], dtype=torch.long)
-        pos = torch.arange(lead[1])[None, :] + off[:, None]
-    else:
-        t = torch.arange(lead[0])
-        off = case.seq_offsets.long() if case.seq_offsets is not None else None
-        if case.cu_seqlens is not None:
-            cu = case.cu_seqlens.long()
-            seq = torch.searchsorted(cu[1:], t, right=True)
-            pos = t - cu[seq] + (off[seq] if off is not None else 0)
-        else:
-            pos = t + (off[0] if off is not None else 0)
-    R = case.rotary_dim
-    inv = (case.inv_freq.double() if case.inv_freq is not None
-           else case.base ** (-torch.arange(0, R, 2, dtype=torch.float64) / R))
-    ang = pos.double()[..., None] * case.position_scale * inv  # lead + (R/2,)
-    sign = -1.0 if case.direction == "inverse" else 1.0
-    c, s = torch.cos(ang) * case.attention_factor, torch.sin(ang) * case.attention_factor * sign
-
-    def rotate(x, extra_sign=1.0):
-        x64 = x.double()
-        out = x64.clone()
-        cc, ss = c.unsqueeze(-2), extra_sign * s.unsqueeze(-2)  # over heads
-        if case.layout == "interleaved":
-            a, b = x64[..., 0:R:2], x64[..., 1:R:2]
-            out[..., 0:R:2], out[..., 1:R:2] = a * cc - b * ss, a * ss + b * cc
-        else:
-            a, b = x64[..., : R // 2], x64[..., R // 2: R]
-            out[..., : R // 2], out[..., R // 2: R] = a * cc - b * ss, a * ss + b * cc
-        return out.to(x.dtype)
-
-    return (rotate(q), rotate(k, k_sign)) if k is not None else rotate(q)
-
-
-def qk_rope_k_sign_bug(case):
-    return qk_rope(case, k_sign=-1.0)
 
 
 def run_gate(library, seed):
@@ -312,6 +244,28 @@ class TorchPath(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class Examples(unittest.TestCase):
+    """examples/python: each passes under its contract, and its planted bug fails naming its cause."""
+
+    def test_meta_complex(self):
+        r = ropecheck.check(meta_rope, contract=META_CONTRACT, layouts="interleaved", cases=1000)
+        self.assertTrue(r.passed, r.summary())
+        bug = ropecheck.check(meta_rope_conjugated, contract=META_CONTRACT, layouts="interleaved", cases=1000)
+        self.assertFalse(bug.passed)
+        self.assertIn("angle negated", bug.row("matrix bf16 interleaved").diagnosis)
+
+    def test_flash_attention_table_kernel_and_its_conjugate(self):
+        r = ropecheck.check(fa_rope, contract=FA_CONTRACT, dtypes="bf16", cases=1000,
+                            require="table-cos-sin-2,inverse,partial-rotary")
+        self.assertTrue(r.passed, r.summary())
+        self.assertEqual(r.row("v3: tables").result, "pass")
+        self.assertGreater(r.row("property: inverse").cases, 0)
+        bug = ropecheck.check(fa_rope_conjugate_ignored, contract=FA_CONTRACT, dtypes="bf16", cases=1000)
+        self.assertFalse(bug.passed)
+        self.assertIn("inverse computed as forward", bug.row("v3: inverse").diagnosis)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
 class Model(unittest.TestCase):
     def test_llama_31_preset_passes_and_the_rule_dropped_fails_named(self):
         r = ropecheck.check(hf_llama3_rope, preset="llama-3.1-8b", contract="hf-eager-bf16", dtypes=("bf16",),
@@ -413,16 +367,14 @@ class Cuda(unittest.TestCase):
 
 
 def _rotate(x, case, sign):
+    """The planted wrong gradient: the forward rotation (sign +1) of x, as hf_rope computes it."""
     R = case.rotary_dim
     inv = 1.0 / (case.base ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))
-    freqs = case.positions.float()[:, None] * inv[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
+    emb = torch.cat((case.positions.float()[:, None] * inv[None, :],) * 2, dim=-1)
     af = case.attention_factor
     cos, sin = (emb.cos() * af).to(x.dtype)[:, None, :], (sign * af * emb.sin()).to(x.dtype)[:, None, :]
-    h = R // 2
     xr, xp = x[..., :R], x[..., R:]
-    rot = torch.cat((-xr[..., h:], xr[..., :h]), dim=-1)
-    return torch.cat((xr * cos + rot * sin, xp), dim=-1)
+    return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
 
 
 if __name__ == "__main__":

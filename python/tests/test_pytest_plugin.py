@@ -1,0 +1,62 @@
+"""The pytest plugin, run as a user runs it: a conftest.py naming it, decorated test functions, `pytest`."""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+import xml.etree.ElementTree as ET
+
+CONFTEST = 'pytest_plugins = ["ropecheck.pytest_plugin"]\n'
+TESTS = textwrap.dedent('''
+    import ropecheck
+    from test_check import numpy_rope, numpy_rope_sign_bug
+
+    OPTS = dict(tensors="numpy", dtypes="f32", layouts="interleaved", cases=200)
+
+    @ropecheck.gate(**OPTS)
+    def test_correct(case):
+        return numpy_rope(case)
+
+    @ropecheck.gate(**OPTS)
+    def test_sign_bug(case):
+        return numpy_rope_sign_bug(case)
+
+    def test_plain():  # an ordinary test beside them is collected as usual
+        assert True
+''')
+
+
+class PytestPlugin(unittest.TestCase):
+    def test_one_item_per_row_failures_with_their_cause(self):
+        d = tempfile.mkdtemp(prefix="rc-pytest-")
+        with open(os.path.join(d, "conftest.py"), "w") as f:
+            f.write(CONFTEST)
+        with open(os.path.join(d, "test_kernels.py"), "w") as f:
+            f.write(TESTS)
+        junit = os.path.join(d, "junit.xml")
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", junit,
+                            "--ropecheck-property-cases", "3", "-rs", d], capture_output=True, text=True, cwd=d)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 1, out)  # failures
+        cases = ET.parse(junit).getroot().iter("testcase")
+        names = {c.get("name"): c for c in cases}
+        self.assertIn("test_plain", names)
+        correct = [n for n in names if n.startswith("test_correct[")]
+        bug = [n for n in names if n.startswith("test_sign_bug[")]
+        self.assertGreater(len(correct), 20)
+        self.assertEqual(len(correct), len(bug))  # one item per row, the same rows
+        self.assertTrue(all(names[n].find("failure") is None for n in correct), out)
+        failed = names["test_sign_bug[matrix f32 interleaved]"].find("failure")
+        self.assertIsNotNone(failed, out)
+        text = failed.text or failed.get("message", "")
+        self.assertIn("angle negated", text)
+        self.assertIn("ropecheck.replay(fn, ", text)
+        self.assertLessEqual(len(text.strip().splitlines()), 6, text)
+        # A row that did not run is a skip with its reason.
+        skipped = names["test_correct[v2: rotary offset]"].find("skipped")
+        self.assertIsNotNone(skipped, out)
+
+
+if __name__ == "__main__":
+    unittest.main()
