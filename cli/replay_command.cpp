@@ -1,6 +1,10 @@
 // `ropecheck replay FILE --kernel PATH.so | --impl NAME`: rerun exactly one
 // saved case (a gate replay file) and judge it the same way; a property's
 // failure is its execution again (the seed, case and shrink path recorded).
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -8,6 +12,8 @@
 #include "gate/gate.hpp"
 #include "gate/host_handle.hpp"
 #include "gate/isolation.hpp"
+#include "gate/npy.hpp"
+#include "reference/reference.hpp"
 #include "impls/plugin_loader.hpp"
 
 using namespace ropecheck;
@@ -18,8 +24,33 @@ struct ReplayArgs {
   std::string file, kernel, impl, tolerance, contract;
   double call_timeout = 10;
   int host_fd = -1;
-  std::string host_name;
+  std::string host_name, dump;
 } g;
+
+// --dump DIR: the case as arrays (python/ropecheck Result.case): input.npy and, when the kernel's output of this
+// call is known, output.npy ([n_tokens][n_heads][head_dim] in the storage type, bf16 as uint16 bits);
+// expected.npy (the correctly rounded output); exact.txt (the exact output rounded to double, one hex float per
+// element); positions.npy (int64, axis-major); case.txt (the case in one line). The flat form only.
+void dump_case(const std::string& dir, const RopeCase& c, const Bytes* output) {
+  if (c.tensor) throw std::runtime_error("--dump: a tensor-form case is not dumped (its replay file has it)");
+  std::filesystem::create_directories(dir);
+  const std::string descr = c.dtype == Dtype::f32 ? "<f4" : c.dtype == Dtype::f16 ? "<f2" : "<u2";
+  auto arr = [&](const Bytes& b) {
+    return gate::NpyArray{descr, {c.n_tokens(), c.n_heads, c.head_dim}, std::vector<unsigned char>(b.begin(), b.end())};
+  };
+  gate::npy_write(dir + "/input.npy", arr(c.input));
+  if (output) gate::npy_write(dir + "/output.npy", arr(*output));
+  const ReferenceOutput ref = reference_rope(c);
+  gate::npy_write(dir + "/expected.npy", arr(ref.rounded));
+  gate::NpyArray pos{"<i8", {c.positions.size()}, {}};
+  pos.data.resize(c.positions.size() * 8);
+  std::memcpy(pos.data.data(), c.positions.data(), pos.data.size());
+  gate::npy_write(dir + "/positions.npy", pos);
+  std::string exact;
+  for (double v : ref.exact) exact += fmt::format("{:a}\n", v);
+  gate::write_regular_file(dir + "/exact.txt", exact);
+  gate::write_regular_file(dir + "/case.txt", c.summary() + "\n");
+}
 
 CLI::App* add(CLI::App& app) {
   auto* s = app.add_subcommand("replay", "rerun one saved case (a gate replay file) on a kernel: exit 0 pass, 1 fail, 2 error");
@@ -28,6 +59,9 @@ CLI::App* add(CLI::App& app) {
   auto* i = s->add_option("--impl", g.impl, "a built-in implementation instead");
   k->excludes(i);
   cli::add_host_options(s, g.host_fd, g.host_name, k, i);
+  s->add_option("--dump", g.dump,
+                "write the case as arrays into this directory: input.npy, output.npy (the kernel's), expected.npy "
+                "(correctly rounded), exact.txt, positions.npy, case.txt (the flat form only)");
   s->add_option("--contract", g.contract, "judge under this contract instead of the recorded one (docs/gate.md)");
   s->add_option("--tolerance", g.tolerance, "a flat bound on every pair's error (u), replacing the contract's allowances");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
@@ -133,6 +167,7 @@ int run() {
                 << " of " << rec.property_cases
                 << (rec.property_shrink.empty() ? "" : ", shrink " + props::shrink_path_text(rec.property_shrink))
                 << "\n";
+      if (!g.dump.empty()) dump_case(g.dump, rec.c, nullptr);  // (the property's recorded case, not its calls)
       const auto r = props::replay_execution(*p, h, rec.c.dtype, rec.property_layout,
                                              props::Scope{rec.property_max_position}, rec.property_seed,
                                              rec.property_case, rec.property_shrink, rec.property_cases);
@@ -148,6 +183,7 @@ int run() {
       }
     } else {
       const gate::CallResult cr = host.call(rec.c, rec.in_place, g.call_timeout);
+      if (!g.dump.empty()) dump_case(g.dump, rec.c, cr.status == gate::CallStatus::ok ? &cr.out : nullptr);
       const gate::CaseVerdict v = gate::judge_call(rec.c, rec.in_place, rec.angle_model, criteria(rec.c), cr);
       if (!v.accepted) {
         std::cout << "the kernel declined the case (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";

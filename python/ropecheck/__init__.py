@@ -111,6 +111,19 @@ class Result:
             lines.append(f"the gate exited {self.exit_code}: {self.stderr.strip()[-400:]}")
         return "\n".join(lines[:max_lines])
 
+    def case(self, row):
+        """A failing row's smallest case, rebuilt here (the flat form): its replay rerun on the function, and
+        as arrays -- input, output (the function's, None if it declined or raised), expected (correctly rounded),
+        exact (float64: the exact output rounded to double), positions -- with `summary` and the replay's `text`
+        and `passed`. `row`: a Row or its name."""
+        r = row if isinstance(row, Row) else self.row(row)
+        if not r.replay_file:
+            raise ValueError(f"row {r.name!r} has no failing case to rebuild")
+        d = tempfile.mkdtemp(prefix="ropecheck-case-")
+        opts = dict(self._replay_options)
+        passed, text = replay(self._fn, r.replay_file, dump=d, **opts)
+        return _load_case(d, passed, text, opts.get("tensors", "torch"))
+
     def write_report(self, directory):
         """Copy report.json, report.md and report.html (and the failing cases' replay files) into `directory`."""
         os.makedirs(directory, exist_ok=True)
@@ -121,6 +134,42 @@ class Result:
 
     def __repr__(self):
         return f"Result(passed={self.passed}, rows={len(self.rows)})"
+
+
+class RebuiltCase:
+    """A failing case rebuilt by Result.case: arrays (torch tensors when torch is used) and its text."""
+
+    def __repr__(self):
+        return f"RebuiltCase({self.summary}, passed={self.passed})"
+
+
+def _load_case(d, passed, text, tensors):
+    import numpy as np
+
+    c = RebuiltCase()
+    c.passed, c.text = passed, text
+    with open(os.path.join(d, "case.txt")) as f:
+        c.summary = f.read().strip()
+    bf16 = c.summary.startswith("bf16")
+
+    def load(name):
+        p = os.path.join(d, name)
+        if not os.path.exists(p):
+            return None
+        a = np.load(p)
+        if tensors == "torch" and torch is not None:
+            t = torch.from_numpy(a.view(np.int16) if a.dtype == np.uint16 else a)
+            return t.view(torch.bfloat16) if bf16 and a.dtype == np.uint16 else t
+        return a
+
+    c.input, c.output, c.expected, c.positions = (load(n) for n in ("input.npy", "output.npy", "expected.npy",
+                                                                   "positions.npy"))
+    with open(os.path.join(d, "exact.txt")) as f:
+        exact = np.array([float.fromhex(v) for v in f.read().split()], dtype=np.float64)
+    exact = exact.reshape(np.load(os.path.join(d, "input.npy")).shape)
+    c.exact = torch.from_numpy(exact) if tensors == "torch" and torch is not None else exact
+    shutil.rmtree(d, ignore_errors=True)
+    return c
 
 
 def _list(v):
@@ -203,6 +252,8 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
     with open(verdict_path) as f:
         data = json.load(f)
     result = Result(data, text, report_dir, caller, rc, err)
+    result._fn = fn
+    result._replay_options = dict(device=device, tensors=tensors, backward=backward, call_timeout=call_timeout)
     if tmp is not None:
         weakref.finalize(result, shutil.rmtree, report_dir, True)
     return result
@@ -229,13 +280,16 @@ def check_backward(fn, **kw):
     return check(fn, backward=True, **kw)
 
 
-def replay(fn, path, *, contract=None, device="cpu", tensors="torch", backward=False, call_timeout=600):
-    """Replay one saved case (a replay file the gate wrote) on fn: (passed, text)."""
+def replay(fn, path, *, contract=None, device="cpu", tensors="torch", backward=False, call_timeout=600, dump=None):
+    """Replay one saved case (a replay file the gate wrote) on fn: (passed, text). dump=DIR also writes the case as
+    arrays there (`ropecheck replay --dump`)."""
     if tensors == "torch" and torch is None:
         tensors = "numpy"
     command = ["replay", path, "--call-timeout", repr(float(call_timeout))]
     if contract:
         command += ["--contract", contract]
+    if dump:
+        command += ["--dump", dump]
     caller, rc, text, err = _run(command, fn, device, backward, tensors, getattr(fn, "__name__", "python"))
     if caller.stop is not None:
         raise caller.stop

@@ -100,6 +100,17 @@ def run_gate(library, seed):
         return json.load(f)
 
 
+class _Plain:
+    """A rebuilt case as numpy_rope reads it (one head vector per token, base 10000, full rotary)."""
+
+    def __init__(self, c):
+        self.x, self.positions, self.dtype, self.layout = c.input, c.positions, "f32", "interleaved"
+        self.base, self.rotary_dim = 10000.0, c.input.shape[-1]
+
+    def decline(self):
+        raise AssertionError("declined")
+
+
 class AbiLayout(unittest.TestCase):
     def test_every_offset_is_the_c_compilers(self):
         c = json.loads(subprocess.run([os.path.join(BUILD, "python", "abi_offsets")], capture_output=True,
@@ -136,6 +147,15 @@ class NumpyPath(unittest.TestCase):
         self.assertIn("angle negated", text)
         ok, text = ropecheck.replay(numpy_rope, row.replay_file, tensors="numpy")
         self.assertTrue(ok, text)
+        # The case rebuilt here: the input, the function's output, the correctly rounded and the exact output.
+        case = r.case("matrix f32 interleaved")
+        self.assertFalse(case.passed)
+        self.assertEqual(case.summary.split()[:3], ["f32", "interleaved", "head_dim=2"])
+        self.assertEqual(case.input.shape, case.output.shape)
+        self.assertEqual(case.expected.dtype, np.float32)
+        self.assertTrue(np.allclose(case.exact, case.expected, rtol=2 ** -23, atol=0))
+        self.assertFalse(np.allclose(case.output, case.expected))
+        self.assertTrue(np.array_equal(case.output, numpy_rope_sign_bug(_Plain(case))))
 
     def test_a_property_failure_shrinks(self):
         def tail_bug(case):  # from 64 rotated elements on, the last pair is left unrotated
