@@ -275,7 +275,8 @@ class Caller:
         else:
             f["x"] = x
         case = Case(f)
-        try:
+
+        def compute():
             ret = self.fn(case)
             if inverse_by_autograd:
                 if ret is None:
@@ -284,13 +285,22 @@ class Caller:
                 ret = leaf.grad
                 if ret is None:
                     raise TypeError("autograd gave no gradient for case.x (is the output detached from it?)")
-        except Decline:
-            return _abi.RC_UNSUPPORTED, b""
-        except NotImplementedError:
+            return ret
+
+        return self._make(case, compute, lambda ret: self._store(ret, x, x_np, out_np, shape, dname, in_place),
+                          inverse_by_autograd)
+
+    def _make(self, case, compute, store, inverse_by_autograd=False):
+        """One call's policy, for both forms: compute() runs the function and store(ret) writes its output. A
+        decline, or a call using a field the function never read, is RC_UNSUPPORTED (an exception then too); any
+        other exception is a failing case with its traceback; KeyboardInterrupt and SystemExit end the run."""
+        try:
+            ret = compute()
+        except (Decline, NotImplementedError):
             return _abi.RC_UNSUPPORTED, b""
         except (KeyboardInterrupt, SystemExit):
             raise
-        except Exception as e:  # a failing case, with its traceback (unless the call was outside what fn reads)
+        except Exception as e:
             self._check_device(case, e)
             if self._unread(case, inverse_by_autograd):
                 return _abi.RC_UNSUPPORTED, b""
@@ -298,7 +308,7 @@ class Caller:
         if object.__getattribute__(case, "_declined") or self._unread(case, inverse_by_autograd):
             return _abi.RC_UNSUPPORTED, b""
         try:
-            self._store(ret, x, x_np, out_np, shape, dname, in_place)
+            store(ret)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:
@@ -352,20 +362,8 @@ class Caller:
         f["tensor_form"] = True
         f["x"], f["positions"], f["in_place"] = None, None, f["q_out"].data_ptr() == f["q"].data_ptr()
         case = Case(f)
-        try:
-            ret = self.fn(case)
-        except (Decline, NotImplementedError):
-            return _abi.RC_UNSUPPORTED, b""
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as e:
-            self._check_device(case, e)
-            if self._unread(case, False):
-                return _abi.RC_UNSUPPORTED, b""
-            return _abi.RC_RAISED, _raised_text(e)
-        if object.__getattribute__(case, "_declined") or self._unread(case, False):
-            return _abi.RC_UNSUPPORTED, b""
-        try:
+
+        def store(ret):
             outs = [] if ret is None else [ret] if isinstance(ret, torch.Tensor) else list(ret)
             want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
             if ret is not None and len(outs) != len(want):
@@ -390,12 +388,8 @@ class Caller:
                     r = r.cpu()
                 if r.data_ptr() != dst.data_ptr() or r.stride() != dst.stride():
                     dst.copy_(r)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as e:
-            self._check_device(case, e)
-            return _abi.RC_RAISED, _raised_text(e)
-        return _abi.RC_OK, b""
+
+        return self._make(case, lambda: self.fn(case), store)
 
     def _store(self, ret, x, x_np, out_np, shape, dname, in_place):
         """Write the function's output into the gate's output buffer, bit for bit, after checking it."""
