@@ -205,6 +205,7 @@ def _describe(device, tensors):
 def _run(command, fn, device, backward, tensors, name):
     """Start `ropecheck COMMAND... --host-fd FD` and serve its calls from `fn` until it exits."""
     caller = Caller(fn, device=device, backward=backward, tensors=tensors)
+    caller.ready()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()

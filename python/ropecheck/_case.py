@@ -127,6 +127,12 @@ class Case:
                 f"rotary_dim={f['rotary_dim']} direction={f['direction']})")
 
 
+def _first_line(e):
+    """An exception's first line (torch's CUDA errors go on for lines of advice)."""
+    text = str(e).strip()
+    return (text.splitlines() or [type(e).__name__])[0]
+
+
 class Caller:
     """Makes the gate's calls on `fn` (the serving side of _host.serve)."""
 
@@ -194,6 +200,31 @@ class Caller:
         except (KeyboardInterrupt, SystemExit, DeviceError) as e:
             self.stop = e
             raise
+        except Exception as e:  # preparing a call failed (copying the case to the device, say): is it the device?
+            if self.cuda and self._device_error() is not None:
+                self.stop = DeviceError(f"ropecheck: the device {self.device} became unusable while a call was being "
+                                        f"prepared (a sticky CUDA error left by an earlier call): {_first_line(e)}")
+                raise self.stop from e
+            raise
+
+    def ready(self):
+        """Before a run: a CUDA device with a sticky error from earlier in this process (a device-side assert, an
+        illegal address) cannot be used again in it, and every call would fail: say so instead of running."""
+        if self.cuda:
+            e = self._device_error()
+            if e is not None:
+                raise DeviceError(f"ropecheck: the device {self.device} is unusable before the run: a sticky CUDA "
+                                  f"error left earlier in this process cannot be cleared; run the check in a new "
+                                  f"process ({_first_line(e)})") from e
+
+    def _device_error(self):
+        """The exception a trivial computation on the device raises now, or None if it works."""
+        try:
+            torch.cuda.synchronize()
+            torch.zeros(1, device=self.device).add_(1).cpu()
+        except Exception as e:
+            return e
+        return None
 
     def _fields(self, ch, a):
         v = a.abi_version
@@ -320,12 +351,10 @@ class Caller:
         """After an exception on CUDA: if the device no longer works (a sticky error), end the run naming the call."""
         if not self.cuda:
             return
-        try:
-            torch.cuda.synchronize()
-            torch.zeros(1, device=self.device).add_(1).cpu()
-        except Exception as sticky:  # every later call would fail the same way: stop here
-            self.stop = DeviceError(f"ropecheck: the device is unusable after the call {case!r}: {e}; "
-                                    f"(then: {sticky})")
+        sticky = self._device_error()
+        if sticky is not None:  # every later call would fail the same way: stop here
+            self.stop = DeviceError(f"ropecheck: the device is unusable after the call {case!r}: {_first_line(e)} "
+                                    f"(then: {_first_line(sticky)})")
             raise self.stop from e
 
     def _unread(self, case, inverse_by_autograd):

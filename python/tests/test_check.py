@@ -6,6 +6,7 @@ abi_offsets), PYTHONPATH with python/ and python/tests/.
 import json
 import os
 import subprocess
+import sys
 import unittest
 
 import numpy as np
@@ -373,17 +374,43 @@ class Cuda(unittest.TestCase):
         self.assertTrue(r.passed, r.summary())
         self.assertGreater(r.row("property: inverse").cases, 0)
 
-    def test_a_device_side_error_ends_the_run_naming_its_case(self):
-        def oob(case):
-            if case.n_tokens > 3:  # an index past the end, on the device: a device-side assert (sticky)
-                idx = torch.tensor([10 ** 9], device=case.x.device)
-                case.x.reshape(-1)[idx] = 0
-            return hf_rope(case)
+    def test_the_tensor_form_on_the_gpu(self):
+        # strided views, q and k, varlen and int32 positions as device tensors; what the call wrote comes back whole
+        r = ropecheck.check(qk_rope, dtypes="f32", require="tensor-form,strides,q-and-k,varlen,int32-positions",
+                            device="cuda", cases=300)
+        self.assertTrue(r.passed, r.summary())
+        for row in ("v3: strides", "v3: q and k", "v3: sequences", "property: strides", "property: q and k"):
+            self.assertGreater(r.row(row).cases, 0, row)
+        bug = ropecheck.check(qk_rope_k_sign_bug, dtypes="f32", layouts="interleaved", device="cuda", cases=300)
+        self.assertIn("angle negated", bug.row("v3: q and k").diagnosis)
 
-        with self.assertRaises(ropecheck.DeviceError) as e:
-            ropecheck.check(oob, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",), device="cuda",
-                            cases=1000)
-        self.assertIn("tokens=", str(e.exception))
+    def test_a_device_side_error_ends_the_run_naming_its_case(self):
+        # A sticky CUDA error poisons the process's context for good, so this runs in a child process: the first
+        # check ends naming the call; a second check in that process is refused before it starts, saying why.
+        child = r"""
+import sys, torch, ropecheck
+from hf_eager import hf_rope
+def oob(case):
+    if case.n_tokens > 3:  # an index past the end, on the device: a device-side assert (sticky)
+        idx = torch.tensor([10 ** 9], device=case.x.device)
+        case.x.reshape(-1)[idx] = 0
+    return hf_rope(case)
+kw = dict(contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",), device="cuda", cases=1000)
+for attempt in ("first", "second"):
+    try:
+        ropecheck.check(oob if attempt == "first" else hf_rope, **kw)
+        print(attempt, "no error")
+    except ropecheck.DeviceError as e:
+        print(attempt, "DeviceError:", str(e).replace("\n", " "))
+"""
+        p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+        lines = [line for line in p.stdout.splitlines() if line.startswith(("first", "second"))]
+        self.assertEqual(len(lines), 2, p.stdout + p.stderr)
+        self.assertIn("first DeviceError", lines[0])
+        self.assertIn("tokens=", lines[0])
+        self.assertIn("second DeviceError", lines[1])
+        self.assertIn("unusable before the run", lines[1])
+        self.assertIn("new process", lines[1])
 
 
 def _rotate(x, case, sign):
