@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace ropecheck {
@@ -939,7 +940,17 @@ CosSinTable build_table_rows(const RopeCase& c, TableKind kind, Dtype dtype, con
   ReferenceOptions opt;
   Driver drv(probe, opt);
   const Fmt fd = fmt_of(t.dtype);
-  for (size_t r = 0; r < rows; ++r)
+  // A row's values depend on its position alone: a position repeated (with_given_table repeats each one in a
+  // misplaced row) copies the row computed first.
+  std::unordered_map<int64_t, size_t> first_row;
+  for (size_t r = 0; r < rows; ++r) {
+    if (auto [it, fresh] = first_row.try_emplace(row_positions[r], r); !fresh) {
+      const size_t from = it->second * np;
+      for (uint32_t i = 0; i < np; ++i) t.cos.push_back(t.cos[from + i]);
+      if (kind != TableKind::angle)
+        for (uint32_t i = 0; i < np; ++i) t.sin.push_back(t.sin[from + i]);
+      continue;
+    }
     for (uint32_t i = 0; i < np; ++i) {
       const int64_t m = row_positions[r];
       if (p == TablePipeline::conventional_f32) {
@@ -989,6 +1000,7 @@ CosSinTable build_table_rows(const RopeCase& c, TableKind kind, Dtype dtype, con
                                    std::to_string(r) + " of " + c.summary());
       }
     }
+  }
   return t;
 }
 
