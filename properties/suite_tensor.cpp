@@ -186,6 +186,23 @@ Property property_QAndKEqualTwoCalls(KernelHandle& ker, Dtype d, Layout l, const
                             std::to_string(both.tensor->k_heads);
     expect_equivalent(ker, q, a.out, q, bq.out, "q and k: q rotated with k != q alone", ctx);
     expect_equivalent(ker, k, a.k_out, k, bk.out, "q and k: k rotated with q != k alone", ctx);
+    // The inverse rotation of q and k in one call (a backward kernel's: Liger's, vLLM's `inverse`), where the
+    // kernel takes it in this form: the same three calls, direction inverse. No draw: the forward calls above
+    // stay those of earlier releases, and a kernel declining the inverse here is left at them.
+    RopeCase bi = both, qi = q, ki = k;
+    for (RopeCase* c : {&bi, &qi, &ki}) c->direction = Direction::inverse;
+    auto run_inverse = [&](const RopeCase& c) -> std::optional<RunResult> {
+      RunResult r = ker.run(c, {});
+      if (r.status == RunResult::Status::declined) r = ker.run(c, {true, -1});
+      if (r.status == RunResult::Status::declined) return std::nullopt;
+      if (r.status == RunResult::Status::failed) RC_FAIL("q and k (inverse): " + r.failure + "\n  case: " + c.summary());
+      return r;
+    };
+    const std::optional<RunResult> ia = run_inverse(bi);
+    if (!ia) return;
+    const std::optional<RunResult> iq = run_inverse(qi), ik = run_inverse(ki);
+    if (iq) expect_equivalent(ker, qi, ia->out, qi, iq->out, "q and k (inverse): q rotated with k != q alone", ctx);
+    if (ik) expect_equivalent(ker, ki, ia->k_out, ki, ik->out, "q and k (inverse): k rotated with q != k alone", ctx);
   };
 }
 

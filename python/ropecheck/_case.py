@@ -279,9 +279,9 @@ class Caller:
         if f["dtype"] is None or f["layout"] is None:
             return _abi.RC_UNSUPPORTED, b""
         if tensor_form:
-            if self.backward and f["direction"] == "inverse" or not self.use_torch:
-                # (autograd of the tensor form, and the tensor form with numpy tensors, are not offered yet)
-                why = "tensor form (with numpy tensors)" if not self.use_torch else "tensor form (backward)"
+            if not self.use_torch:
+                # (the tensor form with numpy tensors is not offered yet)
+                why = "tensor form (with numpy tensors)"
                 self.unread[why] = self.unread.get(why, 0) + 1
                 return _abi.RC_UNSUPPORTED, b""
             return self._call_tensor(ch, a, f)
@@ -296,6 +296,7 @@ class Caller:
         f["positions"] = self._tensor(pos if axes == 1 else pos.reshape(axes, a.n_tokens))
         f["in_place"] = in_place
         x = self._tensor(x_np, dname)
+        gate_out = {"q_out": f["q_out"], "k_out": f["k_out"]}  # the gate's output buffers (on the CPU: views)
         inverse_by_autograd = self.backward and f["direction"] == "inverse"
         if inverse_by_autograd:
             # The gradient of the forward rotation is the inverse one (its transpose; the attention factor kept):
@@ -390,7 +391,36 @@ class Caller:
             f[name] = as_tensor(name)
         f["tensor_form"] = True
         f["x"], f["positions"], f["in_place"] = None, None, f["q_out"].data_ptr() == f["q"].data_ptr()
+        gate_out = {"q_out": f["q_out"], "k_out": f["k_out"]}  # the gate's output buffers (on the CPU: views)
+        inverse_by_autograd = self.backward and f["direction"] == "inverse"
+        if inverse_by_autograd:
+            # As for the flat form: the function's forward pass on leaves, differentiated by autograd at the
+            # incoming gradients (the call's q and k); the gradients are the call's outputs. The function sees
+            # an out-of-place forward call (q_out and k_out fresh tensors it may ignore).
+            grads = [f["q"]] + ([f["k"]] if f["k"] is not None else [])
+            leaves = [torch.zeros(g.shape, dtype=g.dtype, device=g.device, requires_grad=True) for g in grads]
+            f["q"], f["q_out"] = leaves[0], torch.empty_like(grads[0])
+            if f["k"] is not None:
+                f["k"], f["k_out"] = leaves[1], torch.empty_like(grads[1])
+            f["direction"], f["in_place"] = "forward", False
         case = Case(f)
+
+        def compute():
+            ret = self.fn(case)
+            if not inverse_by_autograd:
+                return ret
+            if ret is None:
+                raise TypeError("the function returned None (wrote q_out in place): autograd cannot differentiate "
+                                "it; return the outputs")
+            outs = [ret] if isinstance(ret, torch.Tensor) else [t for t in ret if t is not None]
+            if len(outs) != len(leaves):
+                raise TypeError(f"the function returned {len(outs)} tensor(s) for a call with "
+                                f"{'q and k' if len(leaves) == 2 else 'q only'}")
+            torch.autograd.backward(outs, grads)
+            got = [leaf.grad for leaf in leaves]
+            if any(g is None for g in got):
+                raise TypeError("autograd gave no gradient for case.q or case.k (is an output detached from it?)")
+            return tuple(got)
 
         def store(ret):
             outs = [] if ret is None else [ret] if isinstance(ret, torch.Tensor) else list(ret)
@@ -406,7 +436,7 @@ class Caller:
                 for host, dev in mirrors.values():
                     host.copy_(dev.cpu())
             for t, (oname, iname) in zip(outs, want):
-                dst = f[oname] if self.device == "cpu" else self._tensor_cpu(*np_views[oname])
+                dst = gate_out[oname] if self.device == "cpu" else self._tensor_cpu(*np_views[oname])
                 if not isinstance(t, torch.Tensor):
                     raise TypeError(f"the function returned {type(t).__name__} for {oname}, not a torch tensor")
                 if t.dtype != f[iname].dtype or tuple(t.shape) != tuple(f[iname].shape):
@@ -418,7 +448,7 @@ class Caller:
                 if r.data_ptr() != dst.data_ptr() or r.stride() != dst.stride():
                     dst.copy_(r)
 
-        return self._make(case, lambda: self.fn(case), store)
+        return self._make(case, compute, store, inverse_by_autograd)
 
     def _store(self, ret, x, x_np, out_np, shape, dname, in_place):
         """Write the function's output into the gate's output buffer, bit for bit, after checking it."""

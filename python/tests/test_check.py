@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 import unittest
 
 import numpy as np
@@ -329,6 +330,37 @@ class Backward(unittest.TestCase):
                                      cases=1000)
         self.assertFalse(r.passed)
         self.assertEqual(r.row("property: inverse").result, "fail")
+
+
+    def test_a_q_and_k_backward_with_a_wrong_k_gradient_is_named(self):
+        # Liger's shape: one autograd.Function for q and k; the planted bug rotates k's gradient forward. The
+        # inverse calls of `property: q and k` reach it in the tensor form.
+        class QKRope(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q, k, case):
+                ctx.case = case
+                with torch.no_grad():
+                    return qk_rope(case)
+
+            @staticmethod
+            def backward(ctx, gq, gk):
+                f = {n: getattr(ctx.case, n) for n in dir(ctx.case)}
+                right = qk_rope(types.SimpleNamespace(**dict(f, q=gq, k=gk, direction="inverse")))
+                wrong = qk_rope(types.SimpleNamespace(**dict(f, q=gq, k=gk, direction="forward")))
+                return right[0], wrong[1], None
+
+        def liger_like(case):
+            if not case.tensor_form or case.k is None:
+                return qk_rope(case)
+            return QKRope.apply(case.q, case.k, case)
+
+        good = ropecheck.check_backward(qk_rope, dtypes="f32", cases=300)
+        self.assertTrue(good.passed, good.summary())
+        self.assertGreater(good.row("property: q and k").cases, 0)
+        bad = ropecheck.check_backward(liger_like, dtypes="f32", cases=300)
+        self.assertFalse(bad.passed)
+        self.assertIn("k: diagnosis: inverse computed as forward", bad.row("property: q and k").diagnosis)
+        self.assertEqual(bad.row("property: inverse").result, "pass")  # (q alone: the flat form is right)
 
 
 @unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
