@@ -1083,15 +1083,35 @@ GateResult Gate::run() {
     // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall.
     res_.verdict_reason = host_.abi().refusal();
   } else {
-    // Name the causes: each distinct diagnosis (or fault) with the first row that shows it.
-    std::vector<std::string> causes;
+    // Name the causes: each distinct diagnosis (or fault) with the first row that shows it. Precision causes
+    // of several rows (each row's smallest widening of the contract: on a few pairs just past the allowance
+    // they differ from row to row) are one cause, the join of the widenings, where every row has one.
+    std::vector<std::string> causes, precision_texts, precision_causes;
     for (const auto& r : res_.rows) {
       if (!r.failed_check) continue;
       std::string cause = !r.smallest_fault.empty() ? r.smallest_fault : r.diagnosis.empty() ? r.name : r.diagnosis;
       if (const size_t cut = cause.find(" ("); cut != std::string::npos) cause.resize(cut);
       if (cause.rfind("diagnosis: ", 0) == 0) cause = cause.substr(11);
+      if (r.smallest_fault.empty() && is_precision_cause(cause)) {
+        precision_texts.push_back(r.diagnosis);
+        if (std::find(precision_causes.begin(), precision_causes.end(), cause) == precision_causes.end())
+          precision_causes.push_back(cause);
+      }
       if (std::find(causes.begin(), causes.end(), cause) == causes.end()) causes.push_back(cause);
     }
+    if (precision_causes.size() > 1)
+      if (const std::optional<PrecisionJoin> j = join_precision(precision_texts, opt_.contract)) {
+        std::vector<std::string> merged;
+        for (const std::string& cause : causes) {
+          const bool precision = std::find(precision_causes.begin(), precision_causes.end(), cause) !=
+                                 precision_causes.end();
+          if (!precision) merged.push_back(cause);
+          else if (cause == precision_causes.front())
+            merged.push_back(fmt::format("precision: {}; every such row passes with --contract {}", j->causes,
+                                         j->spec));
+        }
+        causes = std::move(merged);
+      }
     res_.verdict_reason = "failed: ";
     for (size_t k = 0; k < causes.size(); ++k) res_.verdict_reason += (k ? "; " : "") + causes[k];
     if (!res_.budget_cuts.empty())

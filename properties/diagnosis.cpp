@@ -1,6 +1,7 @@
 #include "properties/diagnosis.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -1024,6 +1025,97 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                           "finite pair is within its allowance",
                           special);
   return dg;
+}
+
+bool is_precision_cause(std::string_view cause) {
+  for (int key = 0; key <= 5; ++key)
+    if (cause == single_cause(key)) return true;
+  return cause == "mixed precision";
+}
+
+std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diagnoses, const Contract& base) {
+  static constexpr std::string_view kWould = "; would pass with --contract ", kWorst = "the worst at ";
+  // Per clause family (0 denormals, 1 angles, 2 cos-sin, 3 arith): whether a row widened it, and the largest
+  // excess (the worst pair's error over the allowance) among the rows that did.
+  bool family[4] = {};
+  double family_ratio[4] = {};
+  std::optional<Contract> joined;
+  double primary_ratio = -1;
+  int primary = -1;  // the row with the largest excess: its widening is the main cause
+  std::vector<Contract> widened;
+  for (const std::string& text : diagnoses) {
+    const size_t at = text.find("diagnosis: ");
+    if (at == std::string::npos) return std::nullopt;
+    std::string_view cause = std::string_view(text).substr(at + 11);
+    cause = cause.substr(0, cause.find(" ("));
+    const size_t w = text.rfind(kWould);
+    if (!is_precision_cause(cause) || w == std::string::npos) return std::nullopt;
+    std::string err;
+    const std::optional<Contract> c = parse_contract(std::string_view(text).substr(w + kWould.size()), &err);
+    if (!c) return std::nullopt;
+    const size_t r = text.find(kWorst);
+    const double ratio = r == std::string::npos ? 0 : std::strtod(text.c_str() + r + kWorst.size(), nullptr);
+    widened.push_back(*c);
+    if (ratio > primary_ratio) {
+      primary_ratio = ratio;
+      primary = int(widened.size()) - 1;
+    }
+    const bool f[4] = {c->flush_denormals && !base.flush_denormals, !(c->angles == base.angles && c->angle_ulps == base.angle_ulps),
+                       c->cos_sin != base.cos_sin, c->arith != base.arith};
+    for (int k = 0; k < 4; ++k)
+      if (f[k]) {
+        family[k] = true;
+        family_ratio[k] = std::max(family_ratio[k], ratio);
+      }
+    if (!joined) {
+      joined = c;
+      continue;
+    }
+    if (c->angles == Contract::Angles::f32) {
+      if (joined->angles == Contract::Angles::exact) {
+        joined->angles = Contract::Angles::f32;
+        joined->angle_ulps = c->angle_ulps;
+      } else if ((joined->angle_ulps == 0) != (c->angle_ulps == 0)) {
+        return std::nullopt;  // a K against the derived default (K 0, per pair): neither is the wider
+      } else {
+        joined->angle_ulps = std::max(joined->angle_ulps, c->angle_ulps);
+      }
+    }
+    if (unit_roundoff(c->cos_sin) > unit_roundoff(joined->cos_sin)) joined->cos_sin = c->cos_sin;
+    if (unit_roundoff(c->arith) > unit_roundoff(joined->arith)) joined->arith = c->arith;
+    joined->flush_denormals |= c->flush_denormals;
+  }
+  if (!joined) return std::nullopt;
+  auto words = [&](int k) -> std::string {
+    switch (k) {
+      case 0: return "subnormals flushed";
+      case 1: return "f32 angle drift";
+      case 2: return fmt::format("cos/sin at {} precision", to_string(joined->cos_sin));
+      default: return fmt::format("arithmetic at {} precision", to_string(joined->arith));
+    }
+  };
+  const Contract& p = widened[size_t(primary)];
+  const bool in_primary[4] = {p.flush_denormals && !base.flush_denormals,
+                              !(p.angles == base.angles && p.angle_ulps == base.angle_ulps), p.cos_sin != base.cos_sin,
+                              p.arith != base.arith};
+  std::vector<std::string> main, besides;
+  double besides_ratio = 0;
+  for (int k = 0; k < 4; ++k) {
+    if (!family[k]) continue;
+    if (in_primary[k]) {
+      main.push_back(words(k));
+    } else {
+      besides.push_back(words(k));
+      besides_ratio = std::max(besides_ratio, family_ratio[k]);
+    }
+  }
+  PrecisionJoin j;
+  j.causes = fmt::format("{}", fmt::join(main, ", "));
+  if (primary_ratio > 0) j.causes += fmt::format(" (up to {}x the allowance)", g4(primary_ratio));
+  if (!besides.empty())
+    j.causes += fmt::format("; besides, on rows up to {}x it: {}", g4(besides_ratio), fmt::join(besides, ", "));
+  j.spec = exact_short_spec(*joined);
+  return j;
 }
 
 }  // namespace ropecheck

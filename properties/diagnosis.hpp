@@ -43,6 +43,7 @@
 // (~2-3 reference evaluations of an 8 x 2 x 128 case in all).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/rope_case.hpp"
@@ -100,5 +101,22 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
 // The contract a Criteria was made from (Criteria::of): its angle, cos-sin,
 // arith, denormals and identity clauses.
 Contract contract_of(const Criteria& cr);
+
+// Several rows' precision diagnoses as one cause (the gate's verdict line): each text is a row's diagnosis,
+// "diagnosis: <precision cause> (... the worst at Nx it ...); would pass with --contract SPEC", each SPEC the
+// smallest widening of `base` (the failed contract) that accepts its row's case. On pairs just past the
+// allowance (a bf16 output's rounding dominating) the smallest widening differs from row to row, so the rows
+// are read together: the main cause is the widening of the row that exceeds its allowance most; clauses only
+// other rows need are named apart with their largest excess. The joined SPEC takes every clause at its widest
+// (the largest K, the widest cos-sin and arith types, flushing if any): each clause's allowance only grows as
+// it widens, so every row's case passes under it. nullopt when a text is not a precision diagnosis ending in
+// such a SPEC, or when K's cannot be ordered (a K against the derived default).
+struct PrecisionJoin {
+  std::string causes;  // "cos/sin at bf16 precision (up to 8608x the allowance); besides, on rows up to 2.9x it:
+                       // f32 angle drift, arithmetic at f16 precision"
+  std::string spec;    // the joined --contract SPEC (the failed contract's other clauses kept)
+};
+std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diagnoses, const Contract& base);
+bool is_precision_cause(std::string_view cause);
 
 }  // namespace ropecheck

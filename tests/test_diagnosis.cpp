@@ -616,3 +616,54 @@ TEST(Diagnosis, VariantBugsAreNamed) {
   ASSERT_EQ(run_kernel(scalar, c, out), RC_OK);
   EXPECT_TRUE(judge_output(c, reference_rope(c), out.data(), criteria(default_contract())).ok());
 }
+
+// The gate's verdict line reads several rows' precision diagnoses together (join_precision): the row that
+// exceeds its allowance most gives the main cause; clauses only other rows need come after with their excess;
+// the joined contract takes each clause at its widest. Found on a bf16-cache kernel whose rows, each at its own
+// smallest widening, named four causes (cos/sin at bf16 and at f16, arithmetic at f16, f32 angle drift).
+TEST(DiagnosisJoin, TheRowFarthestOutNamesTheCauseAndTheContractCoversEveryRow) {
+  const Contract base{};
+  const std::vector<std::string> rows = {
+      "diagnosis: cos/sin at bf16 precision (63 pair(s) beyond the default allowance, the worst at 7365x it "
+      "(largest error 3.861e+04 u); at most 0.4166x the allowance with cos-sin=bf16); would pass with --contract "
+      "cos-sin=bf16",
+      "diagnosis: cos/sin at f16 precision (7 pair(s) beyond the default allowance, the worst at 1.159x it); would "
+      "pass with --contract cos-sin=f16",
+      "diagnosis: arithmetic at f16 precision (2 pair(s) beyond the default allowance, the worst at 2.904x it); "
+      "would pass with --contract arith=f16",
+      "diagnosis: f32 angle drift (angle error up to 1.956e+05 f32 ulps of |phi|; smallest K that passes: 15302; 1 "
+      "pair(s) beyond the default allowance, the worst at 1.5x it); would pass with --contract angles=f32:15302"};
+  const std::optional<PrecisionJoin> j = join_precision(rows, base);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->causes, "cos/sin at bf16 precision (up to 7365x the allowance); besides, on rows up to 2.904x it: "
+                       "f32 angle drift, arithmetic at f16 precision");
+  EXPECT_EQ(j->spec, "angles=f32:15302,cos-sin=bf16,arith=f16");
+  // The largest K of the rows, and the failed contract's own clauses are no cause.
+  std::string err;
+  const Contract bf16_cache = *parse_contract("cos-sin=bf16", &err);
+  const std::optional<PrecisionJoin> k = join_precision(
+      {"diagnosis: f32 angle drift (the worst at 9x it); would pass with --contract angles=f32:40,cos-sin=bf16",
+       "diagnosis: f32 angle drift (the worst at 3x it); would pass with --contract angles=f32:700,cos-sin=bf16"},
+      bf16_cache);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->causes, "f32 angle drift (up to 9x the allowance)");
+  EXPECT_EQ(k->spec, "angles=f32:700,cos-sin=bf16");
+}
+
+TEST(DiagnosisJoin, OnlyPrecisionDiagnosesWithAContractJoin) {
+  const Contract base{};
+  // Not a precision cause; a precision cause whose widening does not pass the whole case (no contract given);
+  // a K against the derived default (angles=f32): none joins.
+  EXPECT_FALSE(join_precision({"diagnosis: angle negated (residual 0.4 u)",
+                               "diagnosis: cos/sin at bf16 precision (the worst at 3x it); would pass with --contract "
+                               "cos-sin=bf16"},
+                              base));
+  EXPECT_FALSE(join_precision({"diagnosis: cos/sin at bf16 precision (the worst at 3x it; the case still fails under "
+                               "it)"},
+                              base));
+  EXPECT_FALSE(join_precision({"diagnosis: f32 angle drift (the worst at 3x it); would pass with --contract "
+                               "angles=f32:5",
+                               "diagnosis: mixed precision (the worst at 2x it); would pass with --contract "
+                               "angles=f32,cos-sin=f16"},
+                              base));
+}
