@@ -792,11 +792,16 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       // the input or the exact output is subnormal; angle drift needs the radial components within their
       // allowance without the angle clause (drift is tangential; only its second order is radial, so a
       // huge K must not "explain" an error that is radial too, like a narrow cos/sin cache's).
-      bool any_flushed = false;
-      for (size_t e = 0; e < c.n_elements() && !any_flushed; ++e) {
+      // A zero counts only where the exact output is at least the smallest subnormal: below it a truncating
+      // store (toward zero) gives 0 too, and below half of it a rounding one (vLLM's truncating bf16 stores
+      // were named "subnormals flushed" on two such elements).
+      const double denorm_min = Format::pow2(fmt_d.emin - fmt_d.precision + 1);
+      auto flushed_at = [&](size_t e) {
         const double xi = load_f32(d, c.input.data(), e), yi = load_f32(d, got, e), ri = load_f32(d, ref.rounded.data(), e);
-        any_flushed = yi == 0 && (is_subnormal(fmt_d, xi) || is_subnormal(fmt_d, ri));
-      }
+        return yi == 0 && (is_subnormal(fmt_d, xi) || is_subnormal(fmt_d, ri)) && std::fabs(ref.exact[e]) >= denorm_min;
+      };
+      bool any_flushed = false;
+      for (size_t e = 0; e < c.n_elements() && !any_flushed; ++e) any_flushed = flushed_at(e);
       // A pure rotation keeps the pair's length: |y| - |x| within the rounding's radial allowance (without
       // the angle clause) for every pair.
       auto radial_fits_without_angle = [&](const std::vector<int>& s) {
@@ -893,12 +898,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         }
         if (std::find(s.begin(), s.end(), 0) != s.end()) {
           uint64_t flushed = 0;
-          for (size_t e = 0; e < c.n_elements(); ++e) {
-            const double xi = load_f32(d, c.input.data(), e), yi = load_f32(d, got, e),
-                         ri = load_f32(d, ref.rounded.data(), e);
-            if (yi == 0 && (is_subnormal(fmt_d, xi) || is_subnormal(fmt_d, ri))) ++flushed;
-          }
-          ev += fmt::format("{}{} element(s) are 0 where the input or the exact output is subnormal",
+          for (size_t e = 0; e < c.n_elements(); ++e) flushed += flushed_at(e);
+          ev += fmt::format("{}{} element(s) are 0 where the input or the exact output is subnormal (the exact output "
+                            "at least the smallest subnormal)",
                             ev.empty() ? "" : "; ", flushed);
         }
         {

@@ -4,6 +4,7 @@
 // precision ones.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -70,6 +71,7 @@ struct Outcome {
   bool passed = false;
   Diagnosis dg;
   std::string report;
+  Bytes out;  // the kernel's output
 };
 
 Outcome judge_and_diagnose(const Implementation& k, const RopeCase& c, const Contract& ct) {
@@ -82,6 +84,7 @@ Outcome judge_and_diagnose(const Implementation& k, const RopeCase& c, const Con
   o.passed = j.ok();
   o.report = j.report(2);
   o.dg = diagnose(c, out.data(), ref, cr);
+  o.out = std::move(out);
   return o;
 }
 
@@ -425,6 +428,35 @@ TEST(Diagnosis, FlushedSubnormals) {
     EXPECT_EQ(o.dg.cause, "subnormals flushed") << o.dg.text();
     EXPECT_EQ(o.dg.contract, "denormals=flush") << o.dg.text();
   }
+}
+
+// bf16 stores by truncation (toward zero), as vLLM's scalar CPU path: an output below bf16's smallest subnormal
+// (2^-133) becomes 0 as flushing would make it, but only there; a flushing kernel also zeroes outputs at or above
+// it. Found on vLLM: two such zeros were named "subnormals flushed".
+int truncating_bf16_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, true, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    auto truncate = [](float v) { return std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xffff0000u); };
+    y0 = truncate(x0 * c - x1 * s);
+    y1 = truncate(x0 * s + x1 * c);
+  });
+}
+
+TEST(Diagnosis, TruncationToZeroBelowTheSmallestSubnormalIsNotFlushing) {
+  RopeCase c = make_case(Dtype::bf16, Layout::half_split, 64, 64);
+  for (size_t t = 0; t < c.n_tokens(); ++t)  // every token around 2^-132: outputs from 0 to bf16 subnormals
+    for (size_t k = 0; k < c.n_heads * c.head_dim; ++k) {
+      const size_t e = t * c.n_heads * c.head_dim + k;
+      store_f32(c.dtype, c.input.data(), e, load_f32(c.dtype, c.input.data(), e) * 0x1p-132f);
+    }
+  const Outcome o = judge_and_diagnose(local("truncating", truncating_bf16_kernel), c, default_contract());
+  ASSERT_FALSE(o.passed);
+  size_t below = 0;  // (the case has zeros of truncation: exact outputs below 2^-133 truncated to 0)
+  for (size_t e = 0; e < c.n_elements(); ++e)
+    below += load_f32(c.dtype, o.out.data(), e) == 0 && load_f32(c.dtype, c.input.data(), e) != 0;
+  EXPECT_GT(below, 0u);
+  EXPECT_NE(o.dg.cause, "subnormals flushed") << o.dg.text();
+  std::printf("truncating bf16 stores: %s\n", o.dg.text().c_str());
+  EXPECT_EQ(o.dg.clause.find("denormals=flush"), std::string::npos) << o.dg.text();
 }
 
 TEST(Diagnosis, SignFlipIsNeverAngleDrift) {
