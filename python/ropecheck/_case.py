@@ -313,7 +313,7 @@ class Caller:
             if inverse_by_autograd:
                 if ret is None:
                     raise TypeError("the function returned None (in place): autograd cannot differentiate it")
-                ret.backward(x)
+                ret.backward(x.clone())  # (autograd's incoming gradient is the function's to overwrite, not the gate's)
                 ret = leaf.grad
                 if ret is None:
                     raise TypeError("autograd gave no gradient for case.x (is the output detached from it?)")
@@ -416,7 +416,7 @@ class Caller:
             if len(outs) != len(leaves):
                 raise TypeError(f"the function returned {len(outs)} tensor(s) for a call with "
                                 f"{'q and k' if len(leaves) == 2 else 'q only'}")
-            torch.autograd.backward(outs, grads)
+            torch.autograd.backward(outs, [g.clone() for g in grads])  # (a backward may overwrite its gradients)
             got = [leaf.grad for leaf in leaves]
             if any(g is None for g in got):
                 raise TypeError("autograd gave no gradient for case.q or case.k (is an output detached from it?)")
