@@ -1058,6 +1058,11 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
   // excess (the worst pair's error over the allowance) among the rows that did.
   bool family[4] = {};
   double family_ratio[4] = {};
+  auto widened_families = [&base](const Contract& c) {  // the clause families c widens beyond base
+    return std::array<bool, 4>{c.flush_denormals && !base.flush_denormals,
+                               !(c.angles == base.angles && c.angle_ulps == base.angle_ulps), c.cos_sin != base.cos_sin,
+                               c.arith != base.arith};
+  };
   std::optional<Contract> joined;
   double primary_ratio = -1;
   int primary = -1;  // the row with the largest excess: its widening is the main cause
@@ -1079,8 +1084,7 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
       primary_ratio = ratio;
       primary = int(widened.size()) - 1;
     }
-    const bool f[4] = {c->flush_denormals && !base.flush_denormals, !(c->angles == base.angles && c->angle_ulps == base.angle_ulps),
-                       c->cos_sin != base.cos_sin, c->arith != base.arith};
+    const std::array<bool, 4> f = widened_families(*c);
     for (int k = 0; k < 4; ++k)
       if (f[k]) {
         family[k] = true;
@@ -1114,9 +1118,7 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
     }
   };
   const Contract& p = widened[size_t(primary)];
-  const bool in_primary[4] = {p.flush_denormals && !base.flush_denormals,
-                              !(p.angles == base.angles && p.angle_ulps == base.angle_ulps), p.cos_sin != base.cos_sin,
-                              p.arith != base.arith};
+  const std::array<bool, 4> in_primary = widened_families(p);
   std::vector<std::string> main, besides;
   double besides_ratio = 0;
   for (int k = 0; k < 4; ++k) {
