@@ -33,7 +33,7 @@ std::string outcome_text(const AbiProbe& p) {
 
 bool AbiVersions::features_sent(bool declared) const {
   if (!probed || accepted == 0) return true;  // nothing learnt: as before
-  if (tables_only) return !blind || declared;
+  if (v3_form_only()) return !blind || declared;
   if (declared) return true;
   return takes(1) && !blind;
 }
@@ -44,8 +44,9 @@ uint32_t AbiVersions::version_for(uint32_t needed, bool declared) const {
     for (uint32_t v = 2; v <= kNewestAbiVersion; ++v)
       if (declined >> v & 1u) return v;
   if (!probed || accepted == 0) return needed;
-  // A kernel that takes tables only is sent v3 calls (the gate gives every case a table first).
-  if (tables_only) return needed <= 3 && features_sent(declared) ? 3 : 0;
+  // A kernel that takes tables only, or the tensor form only, is sent v3 calls (the gate gives every case a table,
+  // or the tensor form, first).
+  if (v3_form_only()) return needed <= 3 && features_sent(declared) ? 3 : 0;
   if (needed == 1) {
     if (takes(1)) return 1;
     for (uint32_t v = 2; v <= kNewestAbiVersion; ++v)
@@ -63,6 +64,10 @@ uint32_t AbiVersions::version_for(uint32_t needed, bool declared) const {
 std::string AbiVersions::why_not_sent(uint32_t needed) const {
   if (tables_only && blind)
     return fmt::format("the kernel takes tables only and accepts any abi_version (even {}, which no header "
+                       "defines): not sent (declare the features with --supports to have them run)",
+                       kUndefinedAbiVersion);
+  if (tensor_form_only && blind)
+    return fmt::format("the kernel takes the tensor form only and accepts any abi_version (even {}, which no header "
                        "defines): not sent (declare the features with --supports to have them run)",
                        kUndefinedAbiVersion);
   if (blind)
@@ -97,6 +102,14 @@ std::string AbiVersions::summary() const {
       if (takes_table(k)) kinds += (kinds.empty() ? "" : ", ") + std::string(to_string(k));
     s += fmt::format(" with caller-given tables only ({}{}{}): every case is sent with a table the gate builds", kinds,
                      tensor_form_only ? ", in the tensor form" : "", in_place_only ? ", in place" : "");
+    if (blind) s += fmt::format("; it accepts abi_version {} too (it does not check the version): calls are not "
+                                "sent unless its features are declared",
+                                kUndefinedAbiVersion);
+    return s;
+  }
+  if (tensor_form_only) {
+    s += fmt::format(" in the tensor form only ({}{}): every case is sent in that form", to_string(tensor_form),
+                     in_place_only ? ", in place" : "");
     if (blind) s += fmt::format("; it accepts abi_version {} too (it does not check the version): calls are not "
                                 "sent unless its features are declared",
                                 kUndefinedAbiVersion);
@@ -154,6 +167,88 @@ std::string AbiVersions::refusal() const {
   if (any_unsupported) causes.push_back("a check that declines (RC_UNSUPPORTED) more than it should");
   for (size_t k = 0; k < causes.size(); ++k) s += (k ? "; " : "") + causes[k];
   return s;
+}
+
+std::string to_string(const TensorForm& f) {
+  if (f.pos != PositionForm::implicit) return fmt::format("explicit {} positions", to_string(f.pos));
+  return fmt::format("implicit positions, {}, {} offsets",
+                     f.rank == 4 ? "{B, S} rows with an offset each" : "varlen sequences (cu_seqlens) with an offset each",
+                     f.index_int32 ? "int32" : "int64");
+}
+
+std::vector<TensorForm> tensor_probe_forms() {
+  std::vector<TensorForm> forms = {{PositionForm::int64, 3, false}, {PositionForm::int32, 3, false}};
+  for (uint32_t rank : {3u, 4u})
+    for (bool i32 : {false, true}) forms.push_back({PositionForm::implicit, rank, i32});
+  return forms;
+}
+
+std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, std::string* why) {
+  auto refuse = [&](std::string w) -> std::optional<RopeCase> {
+    if (why) *why = std::move(w);
+    return std::nullopt;
+  };
+  auto fits = [](int64_t x) { return x == int64_t(int32_t(x)); };
+  if (c.tensor) {
+    // Explicit int64 positions to a kernel that takes int32 ones: the same positions as int32.
+    if (f.pos != PositionForm::int32 || c.tensor->pos != PositionForm::int64) return c;
+    for (int64_t m : c.positions)
+      if (!fits(m)) return refuse(fmt::format("position {} does not fit its int32 positions", m));
+    RopeCase r = c;
+    r.tensor->pos = PositionForm::int32;
+    return r;
+  }
+  RopeCase r = c;
+  TensorCall t;
+  const uint64_t T = c.n_tokens();
+  if (f.pos == PositionForm::int32) {
+    for (int64_t m : c.positions)
+      if (!fits(m)) return refuse(fmt::format("position {} does not fit its int32 positions", m));
+    t.pos = PositionForm::int32;
+  } else if (f.pos == PositionForm::implicit) {
+    if (c.n_pos_axes != 1) return refuse("several position axes do not fit its implicit positions (one axis)");
+    t.pos = PositionForm::implicit;
+    t.index_int32 = f.index_int32;
+    // Runs of consecutive positions, each a sequence at its first position.
+    std::vector<uint64_t> starts;
+    for (uint64_t k = 0; k < T; ++k) {
+      int64_t next;
+      if (k == 0 || __builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) || next != c.positions[k])
+        starts.push_back(k);
+    }
+    if (f.rank == 4) {
+      // The longest S dividing T whose rows of S tokens each lie within one run.
+      uint64_t S = T;
+      auto rows_fit = [&](uint64_t s) {
+        for (uint64_t k = 1; k < T; ++k) {
+          int64_t next;
+          if (k % s != 0 && (__builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) || next != c.positions[k]))
+            return false;
+        }
+        return true;
+      };
+      while (S > 1 && (T % S != 0 || !rows_fit(S))) --S;
+      t.rank = 4;
+      t.batch = S ? T / S : 1;
+      for (uint64_t b = 0; b < t.batch; ++b) t.seq_offsets.push_back(T ? c.positions[b * S] : 0);
+    } else {
+      t.cu_seqlens.push_back(0);
+      for (uint64_t k : starts) {
+        if (k) t.cu_seqlens.push_back(int64_t(k));
+        t.seq_offsets.push_back(c.positions[k]);
+      }
+      t.cu_seqlens.push_back(int64_t(T));
+      if (T == 0) t.seq_offsets.push_back(0);
+    }
+    if (f.index_int32)
+      for (const std::vector<int64_t>* v : {&t.seq_offsets, &t.cu_seqlens})
+        for (int64_t x : *v)
+          if (!fits(x))
+            return refuse(fmt::format("offset {} does not fit its int32 offsets", x));
+  }
+  r.tensor = std::move(t);
+  if (std::string w = r.validate(); !w.empty()) return refuse("the tensor form cannot express it: " + w);
+  return r;
 }
 
 std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts) {
@@ -220,6 +315,8 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dt
     if (c.table)
       p.call += fmt::format(", a 2-row {} table of {}{}{}", to_string(c.table->kind), to_string(c.table->dtype),
                             c.tensor ? ", the tensor form" : "", in_place ? ", in place" : "");
+    else if (c.tensor)
+      p.call += fmt::format(", the tensor form{}", in_place ? ", in place" : "");
     v.probes.push_back(p);
     if (!p.outcome.empty()) ended = true;  // a crash or hang: one is enough to know
     if (p.outcome.empty() && p.rc == RC_UNSUPPORTED && version <= kNewestAbiVersion) v.declined |= 1u << version;
@@ -242,6 +339,22 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dt
     if (ended) break;
   }
   if (v.accepted || ended || kNewestAbiVersion < 3 || cases.empty()) return v;
+  // No neutral call taken in the legacy form: the same calls in the tensor form (angles computed by the kernel),
+  // each way of passing positions, out of place then in place.
+  for (const RopeCase& c : cases) {
+    for (const TensorForm& f : tensor_probe_forms())
+      for (bool in_place : {false, true}) {
+        const std::optional<RopeCase> t = in_tensor_form(c, f);
+        if (!t || !probe(*t, 3, in_place)) continue;
+        v.accepted |= 1u << 3;
+        v.tensor_form_only = true;
+        v.tensor_form = f;
+        v.in_place_only = in_place;
+        v.blind = probe(*t, kUndefinedAbiVersion, in_place);
+        return v;
+      }
+    if (ended) return v;
+  }
   // No neutral call taken: a kernel that takes caller-given tables only? The simplest table call of each kind,
   // the table in the call's dtype then f32 (the first asked shape); the form of the call (legacy or tensor, out
   // of place or in place) is the first the kernel takes, found on the first kind it takes.

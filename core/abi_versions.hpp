@@ -19,6 +19,12 @@
 //    call in the legacy form, then the tensor form). RC_OK there, with the undefined version refused, is "speaks
 //    v3, caller-given tables only" (AbiVersions::tables_only): the gate gives it its cases with tables it builds
 //    (gate/gate.cpp, docs/gate.md "Kernels that take tables");
+//  - a kernel that took no neutral probe in the legacy form is asked the same neutral call in the tensor form
+//    (ABI v3, angles computed by the kernel) in each way of passing positions (TensorForm: explicit int64 or
+//    int32, implicit with varlen cu_seqlens or as {B, S} rows), out of place then in place: FlashInfer's
+//    apply_rope_pos_ids and MLX's fast.rope take their arguments only so. RC_OK there, with the undefined version
+//    refused, is "speaks v3, the tensor form only" (AbiVersions::tensor_form_only without tables_only): every case
+//    is sent in the form it took (in_tensor_form), and the table probes are not made;
 //  - a kernel that took no probe at all is called as before (the lowest version that expresses each case),
 //    except that neutral calls go at the lowest version it declined (RC_UNSUPPORTED) when version 1 got only
 //    error codes (AbiVersions::declined): its rows then show what it does with real cases, and the verdict
@@ -27,6 +33,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +45,25 @@ namespace ropecheck {
 inline constexpr uint32_t kNewestAbiVersion = ROPECHECK_ABI_VERSION;
 // A version no header will define: a kernel that accepts it does not look at abi_version.
 inline constexpr uint32_t kUndefinedAbiVersion = 0x7fff;
+
+// How a kernel that takes the tensor form only passes positions: the form its probe took.
+struct TensorForm {
+  PositionForm pos = PositionForm::int64;  // explicit int64 or int32, or implicit
+  uint32_t rank = 3;                       // implicit: 3 (varlen: cu_seqlens and an offset per sequence) or 4
+                                           // ({B, S} rows, an offset per row); explicit: 3
+  bool index_int32 = false;                // implicit: seq_offsets and cu_seqlens of int32
+};
+// "explicit int32 positions", "implicit positions of varlen sequences (cu_seqlens, int64 offsets)", ...
+std::string to_string(const TensorForm& f);
+// The forms the tensor-form probes try, in order.
+std::vector<TensorForm> tensor_probe_forms();
+// The call of `c` (no tensor form) in the tensor form `f`: q of rank 3 (or 4), no k, its positions as `f` passes
+// them -- implicit positions as runs of consecutive positions, each run a sequence (rank 3: cu_seqlens and an
+// offset per sequence; rank 4: equal runs, one row of the batch each). nullopt (and *why) when `f` cannot
+// express the case (several position axes implicitly, a position or offset beyond int32). A case already in the
+// tensor form is returned as it is, except that explicit int64 positions go as int32 to a kernel that takes int32
+// positions.
+std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, std::string* why = nullptr);
 
 // One probe call: the version it carried, the case, and what came back.
 struct AbiProbe {
@@ -68,7 +94,12 @@ struct AbiVersions {
   uint8_t table_dtypes[5] = {};
   bool table_in_call_dtype[5] = {};
   bool tensor_form_only = false;
-  bool in_place_only = false;  // it took table probes in place only
+  // With tables_only false, tensor_form_only: it took no neutral call in the legacy form but took it in the tensor
+  // form of tensor_form (computed angles; accepted then has bit 3 only).
+  TensorForm tensor_form;
+  bool in_place_only = false;  // it took the (table or tensor-form) probes in place only
+  // Speaks v3 only, in a form the neutral v1 call does not take (caller-given tables, or the tensor form).
+  bool v3_form_only() const { return tables_only || tensor_form_only; }
   bool takes_table(TableKind k) const { return table_dtypes[size_t(k)] != 0; }
 
   bool takes(uint32_t v) const { return v >= 1 && v <= 31 && (accepted >> v & 1u); }

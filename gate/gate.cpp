@@ -118,13 +118,14 @@ class Gate {
   // The budget caps the whole run: once reached, no further kernel call starts (a call already running
   // ends within its --call-timeout).
   // Whether the budget's count has reached `limit`. Asked before every call, so the count (three system
-  // calls) is read at most every millisecond of wall time; in between it is estimated from above as the last
+  // calls) is read at most every 10 ms of wall time; in between it is estimated from above as the last
   // reading plus 4 x the wall time since (the gate's thread, the host's and blocked time each advance at
-  // most as fast as the clock; a kernel running more threads gets at most a millisecond of them ahead).
+  // most as fast as the clock; a kernel running more threads gets at most 10 ms of them ahead). Near the
+  // limit the estimate reaches it first, and the count is read before every call.
   bool count_reached(double limit) {
     const Clock::time_point now = Clock::now();
     const double since = std::chrono::duration<double>(now - last_reading_at_).count();
-    if (since < 1e-3 && last_reading_ + 4 * since < limit) return false;
+    if (since < 1e-2 && last_reading_ + 4 * since < limit) return false;
     last_reading_ = budget_used();
     last_reading_at_ = now;
     return last_reading_ >= limit;
@@ -168,7 +169,7 @@ class Gate {
   CallResult property_call(const RopeCase& c, bool in_place) {
     const PropertyCall pc = property_call_form(c, in_place, host_.abi(), opt_.contract, opt_.angle_model);
     std::string why = pc.not_sent;
-    if (why.empty() && pc.table) why = why_not_sent(*pc.table, pc.in_place);
+    if (why.empty() && pc.form) why = why_not_sent(*pc.form, pc.in_place);
     if (!why.empty()) {
       CallResult r;
       r.status = CallStatus::declined;
@@ -176,7 +177,7 @@ class Gate {
       r.not_sent = why;
       return r;
     }
-    return counted_call(pc.sent(c), pc.in_place, pc.table ? &c : nullptr);
+    return counted_call(pc.sent(c), pc.in_place, pc.form ? &c : nullptr);
   }
   // What a property's output is held to: the contract's clauses, with a table's rounding in the cos-sin clause
   // when the gate gives the call a table (property_contract).
@@ -233,6 +234,23 @@ class Gate {
     return rec;
   }
 
+  // The case as the kernel takes it (given; left empty when that is `asked` itself): a kernel that takes tables
+  // only gets it with a table the gate builds (docs/gate.md, "Kernels that take tables"), one that takes the tensor
+  // form only in the form it took. false (why): that form cannot express the case, the call is not made.
+  bool sent_form(const RopeCase& asked, std::optional<RopeCase>& given, std::string& why) {
+    given.reset();
+    if (host_.abi().tables_only && !asked.table) {
+      given = table_call(asked, &why);
+      if (!given) why = "the kernel takes tables only and " + why;
+    } else if (host_.abi().tensor_form_only) {
+      given = in_tensor_form(asked, host_.abi().tensor_form, &why);
+      if (!given) why = "the kernel takes the tensor form only and " + why;
+    } else {
+      return true;
+    }
+    return given.has_value();
+  }
+
   // Call and judge one case, attributing it to a row. Returns the outcome.
   // in_bias: the call's pairs join the radial bias check (docs/gate.md). The repeat row's 300 copies of one
   // case are not independent clusters, and the large row's prefill would outweigh every other row's pairs:
@@ -244,19 +262,10 @@ class Gate {
       ++not_run_[r.name];
       return o;
     }
-    // A kernel that takes tables only gets the case with a table the gate builds (docs/gate.md, "Kernels that
-    // take tables").
     std::optional<RopeCase> given;
-    if (host_.abi().tables_only && !asked.table) {
-      std::string why;
-      given = table_call(asked, &why);
-      if (!given) {
-        ++r.not_sent["the kernel takes tables only and " + why];
-        return o;
-      }
-    } else if (host_.abi().tables_only && host_.abi().tensor_form_only && !asked.tensor) {
-      given = asked;  // a table case of the legacy form, to a kernel that took the tensor form only
-      given->tensor = TensorCall{};
+    if (std::string why; !sent_form(asked, given, why)) {
+      ++r.not_sent[why];
+      return o;
     }
     const RopeCase& c = given ? *given : asked;
     if (const std::string why = why_not_sent(c, in_place); !why.empty()) {
@@ -597,6 +606,11 @@ void Gate::run_properties() {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
       continue;
     }
+    if (std::string_view(p.id) == "int32-positions" && host_.abi().tensor_form_only &&
+        host_.abi().tensor_form.pos == PositionForm::int32) {
+      r.note = "not run: the kernel takes int32 positions only (its int64 calls go as int32: nothing to compare)";
+      continue;
+    }
     // A kernel that takes caller-given tables only gets each call with a table the gate builds (property_call).
     if (p.out_of_place && host_.abi().in_place_only) {
       r.note = "not run: the kernel takes in-place calls only";
@@ -637,8 +651,10 @@ void Gate::run_properties() {
         if (!taken) continue;
       }
       // A kernel that declines a plain v2 call is not asked for the v2 properties' cases (with --supports, the
-      // calls outside it are not made: the probe is not needed).
-      if (p.abi_v2 && !(p.gives_tables && host_.abi().tables_only) &&
+      // calls outside it are not made: the probe is not needed). A property with probes of its own (the v3 call
+      // shapes) was asked its plainest calls above instead: a kernel that takes the tensor form but no attention
+      // factor (FlashInfer's apply_rope_pos_ids) runs them.
+      if (p.abi_v2 && !p.probe && !(p.gives_tables && host_.abi().tables_only) &&
           why_not_sent(props::v2_probe_case(d, l), false).empty()) {
         const uint64_t before = property_handle_.calls(), accepted_before = property_handle_.accepted_calls();
         const bool declined =
@@ -759,8 +775,12 @@ void Gate::run_sequences() {
     const Outcome o = run_case(r, c, false);
     if (r.failed > failed_before && n > 0 && o.v.fault.empty() && r.diagnosis.empty() && !over_budget()) {
       // Does it fail alone? A case that passes in a fresh process failed because of the calls before it.
-      const CallResult alone = call_isolated_like(c);
-      const CaseVerdict va = judge_call(c, false, opt_.angle_model, criteria(c), alone);
+      std::optional<RopeCase> given;
+      std::string why;
+      sent_form(c, given, why);  // (as run_case sent it)
+      const RopeCase& sent = given ? *given : c;
+      const CallResult alone = call_isolated_like(sent);
+      const CaseVerdict va = judge_call(sent, false, opt_.angle_model, criteria(sent), alone);
       if (va.accepted && va.pass)
         r.diagnosis = fmt::format("stale state across calls: {} fails right after {} in the same process and passes "
                                   "in a fresh one (a cache keyed on some of the parameters?)",
@@ -779,8 +799,14 @@ void Gate::run_repeat() {
                                           "and the same as the first (the identity clause: bits or values)",
                                           kRepeats));
   if (accepted_combos_.empty()) return;
-  const RopeCase c =
+  const RopeCase asked =
       repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed, model());
+  std::optional<RopeCase> given;
+  if (std::string why; !sent_form(asked, given, why)) {
+    r.not_sent[why] += kRepeats;
+    return;
+  }
+  const RopeCase& c = given ? *given : asked;
   if (const std::string why = why_not_sent(c, false); !why.empty()) {
     r.not_sent[why] += kRepeats;
     return;
@@ -796,7 +822,7 @@ void Gate::run_repeat() {
       ++not_run_[r.name];
       break;
     }
-    const CallResult res = counted_call(c, false);
+    const CallResult res = counted_call(c, false, given ? &asked : nullptr);
     ++res_.calls;
     const CaseVerdict v = judge_call(c, false, opt_.angle_model, cr, res, &ref);
     if (!v.accepted) {

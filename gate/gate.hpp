@@ -223,13 +223,14 @@ uint64_t case_turn(const RopeCase& c);
 
 // How a property's call of `asked` is made on a kernel whose negotiation found `abi` (the gate and `ropecheck
 // replay` alike): in place when the kernel takes in-place calls only; with a table of kind case_turn(asked) when it
-// takes tables only (table: the case to send; not_sent: why none can be, the call is then not made); else as
-// asked. criteria is what the property's outputs are held to (table_call_contract with a table).
+// takes tables only, in the tensor form it took when it takes that form only (form: the case to send; not_sent: why
+// none can be, the call is then not made); else as asked. criteria is what the property's outputs are held to
+// (table_call_contract with a table).
 struct PropertyCall {
-  std::optional<RopeCase> table;
+  std::optional<RopeCase> form;
   bool in_place = false;
   std::string not_sent;
-  const RopeCase& sent(const RopeCase& asked) const { return table ? *table : asked; }
+  const RopeCase& sent(const RopeCase& asked) const { return form ? *form : asked; }
 };
 PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
                                 AngleModel model);

@@ -466,7 +466,10 @@ std::optional<RopeCase> table_call(const RopeCase& c, const AbiVersions& abi, co
     if (why) *why = "a table cannot express this case (" + w + ")";
     return std::nullopt;
   }
-  if (abi.tensor_form_only && !t->tensor) t->tensor = TensorCall{};
+  if (abi.tensor_form_only) {
+    t = in_tensor_form(*t, abi.tensor_form, &w);
+    if (!t && why) *why = w;
+  }
   return t;
 }
 
@@ -496,10 +499,14 @@ PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiV
                                 AngleModel model) {
   PropertyCall p;
   p.in_place = in_place || abi.in_place_only;  // (its in-place output is what an out-of-place call's would be)
-  if (!abi.tables_only || asked.table) return p;
   std::string why;
-  p.table = table_call(asked, abi, contract, model, case_turn(asked), &why);
-  if (!p.table) p.not_sent = "the kernel takes tables only and " + why;
+  if (abi.tables_only && !asked.table) {
+    p.form = table_call(asked, abi, contract, model, case_turn(asked), &why);
+    if (!p.form) p.not_sent = "the kernel takes tables only and " + why;
+  } else if (abi.tensor_form_only) {
+    p.form = in_tensor_form(asked, abi.tensor_form, &why);
+    if (!p.form) p.not_sent = "the kernel takes the tensor form only and " + why;
+  }
   return p;
 }
 

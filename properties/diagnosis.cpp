@@ -563,6 +563,28 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                  "implicit positions counted from the batch's first token, not each sequence's",
                                  c.layout, [&, moved](size_t t, uint32_t i) { return at(V, moved[t], i); }));
       }
+      // The offsets of the sequences after the first read as the first one's (an offset array taken for a
+      // scalar: MLX's array offsets with batch > 1), or not read at all.
+      if (tc.seq_offsets.size() > 1) {
+        const std::pair<const char*, const char*> offsets[] = {
+            {"first sequence's offset for every sequence", "every sequence at seq_offsets[0]"},
+            {"sequence offsets ignored", "every sequence from position 0"}};
+        for (const auto& [cause, what] : offsets) {
+          const bool first = cause == offsets[0].first;
+          std::vector<int64_t> at_first(c.n_tokens());
+          for (size_t t = 0, b = 0; t < c.n_tokens(); ++t) {
+            if (tc.rank == 4) b = t / (c.n_tokens() / tc.batch);
+            else
+              while (uint64_t(tc.cu_seqlens[b + 1]) <= t) ++b;
+            const int64_t off = tc.seq_offsets[b];
+            at_first[t] = c.positions[t] - off + (first ? tc.seq_offsets[0] : 0);
+          }
+          if (at_first == c.positions) continue;
+          const Rows V = probe_rows(c, at_first, c.inv_freq, model);
+          cands.push_back(rotation(c, cause, what, c.layout,
+                                   [&, at_first](size_t t, uint32_t i) { return at(V, at_first[t], i); }));
+        }
+      }
     }
     // (x0 s - x1 c, x0 c + x1 s) = R(pi/2 - phi) x: a rotation whose cos is sin phi and sin is cos phi.
     cands.push_back(rotation(c, "cos and sin swapped", "(x0 sin - x1 cos, x0 cos + x1 sin)", c.layout,

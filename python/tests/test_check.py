@@ -26,6 +26,15 @@ if torch is not None:  # the examples (examples/python: on PYTHONPATH), run here
     from liger_qk import qk_rope, qk_rope_k_backwards as qk_rope_k_sign_bug
     from meta_complex import CONTRACT as META_CONTRACT, meta_rope, meta_rope_conjugated
 
+
+def flashinfer_style(case):
+    """FlashInfer's apply_rope_pos_ids as it takes its arguments: the tensor form only (q and k of rank 3), int32
+    pos_ids; its angles computed (the example's q/k RoPE)."""
+    if not case.tensor_form or case.pos is None or case.pos.dtype != torch.int32 or case.q.dim() != 3:
+        case.decline()
+    return qk_rope(case)
+
+
 BUILD = os.environ.get("ROPECHECK_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
 
@@ -377,6 +386,17 @@ class TensorForm(unittest.TestCase):
             self.assertEqual(r.row(row).result, "pass", row)
             self.assertGreater(r.row(row).cases, 0, row)
 
+    def test_a_kernel_that_takes_the_tensor_form_only_gets_every_case_in_it(self):
+        # It declines the flat form and int64 positions: the negotiation finds the form it takes, and every row's
+        # cases go in it (int32 positions), the matrix and the random cases included.
+        r = ropecheck.check(flashinfer_style, dtypes="f32", cases=300)
+        self.assertTrue(r.passed, r.summary())
+        self.assertIn("in the tensor form only (explicit int32 positions)", r.verdict)
+        for row in ("matrix f32 interleaved", "matrix f32 half-split", "random", "v3: q and k", "property: norm",
+                    "property: q and k"):
+            self.assertEqual(r.row(row).result, "pass", row)
+            self.assertGreater(r.row(row).cases, 0, row)
+
     def test_k_rotated_backwards_is_named(self):
         r = ropecheck.check(qk_rope_k_sign_bug, dtypes="f32", layouts="interleaved", cases=1000)
         self.assertFalse(r.passed)
@@ -415,6 +435,12 @@ class Cuda(unittest.TestCase):
             self.assertGreater(r.row(row).cases, 0, row)
         bug = ropecheck.check(qk_rope_k_sign_bug, dtypes="f32", layouts="interleaved", device="cuda", cases=300)
         self.assertIn("angle negated", bug.row("v3: q and k").diagnosis)
+
+    def test_a_tensor_form_only_kernel_on_the_gpu(self):
+        r = ropecheck.check(flashinfer_style, dtypes="f32", device="cuda", cases=200)
+        self.assertTrue(r.passed, r.summary())
+        self.assertIn("in the tensor form only (explicit int32 positions)", r.verdict)
+        self.assertGreater(r.row("random").cases, 0)
 
     def test_a_device_side_error_ends_the_run_naming_its_case(self):
         # A sticky CUDA error poisons the process's context for good, so this runs in a child process: the first

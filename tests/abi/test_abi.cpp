@@ -153,6 +153,98 @@ TEST(AbiNegotiation, AKernelThatTakesTablesOnlyIsFoundByTheTableProbes) {
   EXPECT_EQ(none.accepted, 0u);
 }
 
+// A kernel that computes its angles but takes the tensor form only (FlashInfer's apply_rope_pos_ids: int32
+// pos_ids; MLX's fast.rope: implicit positions, an offset per row of a {B, S, H, D} batch) declines every neutral
+// probe in the legacy form; the tensor-form probes find it and the form it passes positions in, and every case then
+// goes at version 3 in that form. The table probes are not made.
+TEST(AbiNegotiation, AKernelThatTakesTheTensorFormOnlyIsFoundByTheTensorProbes) {
+  struct Kernel {
+    const char* what;
+    TensorForm form;
+    bool in_place_only;
+    const char* says;
+  };
+  const Kernel kernels[] = {
+      {"FlashInfer-style: int32 pos_ids", {PositionForm::int32, 3, false}, false, "(explicit int32 positions)"},
+      {"vLLM-style: int64 positions, in place", {PositionForm::int64, 3, false}, true,
+       "(explicit int64 positions, in place)"},
+      {"FlashAttention-style: varlen, int32 offsets", {PositionForm::implicit, 3, true}, false,
+       "(implicit positions, varlen sequences (cu_seqlens) with an offset each, int32 offsets)"},
+      {"MLX-style: {B, S} rows with int32 offsets", {PositionForm::implicit, 4, true}, false,
+       "(implicit positions, {B, S} rows with an offset each, int32 offsets)"}};
+  for (const Kernel& k : kernels) {
+    SCOPED_TRACE(k.what);
+    int calls = 0, table_probes = 0;
+    const AbiVersions v = negotiate_abi(
+        [&](const RopeCase& c, uint32_t version, bool in_place) {
+          ++calls;
+          table_probes += c.table.has_value();
+          AbiProbe p;
+          p.rc = RC_UNSUPPORTED;
+          if (version != 3 || !c.tensor || c.table || in_place != k.in_place_only) return p;
+          const TensorCall& t = *c.tensor;
+          if (t.pos != k.form.pos || (t.pos == PositionForm::implicit && (t.rank != k.form.rank ||
+                                                                           t.index_int32 != k.form.index_int32)))
+            return p;
+          p.rc = RC_OK;
+          return p;
+        },
+        {Dtype::bf16}, {Layout::half_split});
+    EXPECT_FALSE(v.tables_only);
+    EXPECT_TRUE(v.tensor_form_only);
+    EXPECT_EQ(v.accepted, V(3));
+    EXPECT_EQ(v.in_place_only, k.in_place_only);
+    EXPECT_EQ(v.tensor_form.pos, k.form.pos);
+    EXPECT_EQ(table_probes, 0);
+    EXPECT_FALSE(v.blind);
+    EXPECT_EQ(v.version_for(1), 3u);
+    EXPECT_EQ(v.version_for(2), 3u);
+    EXPECT_EQ(v.version_for(3), 3u);
+    EXPECT_EQ(v.refusal(), "");
+    EXPECT_NE(v.summary().find("speaks ABI v3 in the tensor form only " + std::string(k.says)), std::string::npos)
+        << v.summary();
+    EXPECT_LE(calls, 20);
+  }
+}
+
+// How a case goes in each tensor form: implicit positions as runs of consecutive positions (rank 3: each run a
+// varlen sequence; rank 4: the longest equal rows), and what a form cannot express is said, never sent wrong.
+TEST(AbiNegotiation, ACaseGoesInTheTensorFormTheKernelTookOrIsNotSentAndSaysWhy) {
+  RopeCase c = abi_probe_cases({Dtype::f32}, {Layout::interleaved}).front();
+  c.positions = {5, 6, 7, 100, 101, 102};
+  c.input.assign(c.n_bytes(), 0);
+  std::string why;
+  std::optional<RopeCase> t = in_tensor_form(c, {PositionForm::implicit, 3, false}, &why);
+  ASSERT_TRUE(t) << why;
+  EXPECT_EQ(t->tensor->cu_seqlens, (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(t->tensor->seq_offsets, (std::vector<int64_t>{5, 100}));
+  EXPECT_EQ(t->positions, c.positions);
+  t = in_tensor_form(c, {PositionForm::implicit, 4, true}, &why);
+  ASSERT_TRUE(t) << why;
+  EXPECT_EQ(t->tensor->rank, 4u);
+  EXPECT_EQ(t->tensor->batch, 2u);
+  EXPECT_EQ(t->tensor->seq_offsets, (std::vector<int64_t>{5, 100}));
+  EXPECT_TRUE(t->tensor->index_int32);
+  c.positions = {5, 6, 7, 100, 101, 103};  // rows of 3 no longer fit: rows of 1
+  t = in_tensor_form(c, {PositionForm::implicit, 4, false}, &why);
+  ASSERT_TRUE(t) << why;
+  EXPECT_EQ(t->tensor->batch, 6u);
+  EXPECT_EQ(t->tensor->seq_offsets, c.positions);
+  t = in_tensor_form(c, {PositionForm::int32, 3, false}, &why);
+  ASSERT_TRUE(t) << why;
+  EXPECT_EQ(t->tensor->pos, PositionForm::int32);
+  c.positions[2] = int64_t(1) << 40;
+  EXPECT_FALSE(in_tensor_form(c, {PositionForm::int32, 3, false}, &why));
+  EXPECT_EQ(why, "position 1099511627776 does not fit its int32 positions");
+  EXPECT_FALSE(in_tensor_form(c, {PositionForm::implicit, 3, true}, &why));
+  EXPECT_EQ(why, "offset 1099511627776 does not fit its int32 offsets");
+  ASSERT_TRUE(in_tensor_form(c, {PositionForm::implicit, 3, false}, &why)) << why;
+  c.n_pos_axes = 2;
+  c.positions.resize(12, 0);
+  EXPECT_FALSE(in_tensor_form(c, {PositionForm::implicit, 4, false}, &why));
+  EXPECT_EQ(why, "several position axes do not fit its implicit positions (one axis)");
+}
+
 // A probe that crashes is a fault, not a refusal: no one-line "rejected every call" verdict (the rows report the
 // crash and its cause, e.g. impls/hostile/h_close_fds.c's control socket), and the abi line says what happened.
 TEST(AbiNegotiation, AProbeThatCrashesIsNotARefusal) {
@@ -541,6 +633,40 @@ TEST(AbiV3Kernels, PlantedBugsFailUnderTheLoosestContractWithTheirCauseFirst) {
     EXPECT_NE(g.out.find(cause), std::string::npos) << k << ": " << cause << "\n" << g.out;
   }
 }
+
+// Kernels that compute their angles but take the tensor form only (FlashInfer's apply_rope_pos_ids with int32
+// pos_ids and q and k; MLX's fast.rope with implicit positions, an offset per row of the batch): every case goes in
+// the form the kernel took (AbiNegotiation.ACaseGoesInTheTensorFormTheKernelTookOrIsNotSentAndSaysWhy: what a
+// form cannot express is not sent), and they pass.
+TEST(AbiV3Kernels, ComputedAngleKernelsThatTakeTheTensorFormOnlyPass) {
+  const GateRun fi = gate(kernel("current", "table_flashinfer"), kV3Options, "v3_flashinfer");
+  EXPECT_EQ(fi.exit, 0) << fi.out;
+  EXPECT_NE(fi.out.find("speaks ABI v3 in the tensor form only (explicit int32 positions)"), std::string::npos)
+      << fi.out;
+  // Its int64 tensor-form cases go with int32 positions (property: int32 positions then has nothing to compare).
+  for (const char* row : {"matrix bf16 half-split", "matrix f32 interleaved", "sequence", "repeat", "random",
+                          "v3: q and k", "v3: strides", "property: norm", "property: q and k", "property: strides",
+                          "property: input untouched", "property: same call twice"})
+    EXPECT_NE(row_line(fi.out, row).find("| pass |"), std::string::npos) << row << "\n" << fi.out;
+  EXPECT_NE(fi.out.find("note: property: int32 positions: not run: the kernel takes int32 positions only"),
+            std::string::npos)
+      << fi.out;
+  const GateRun mlx = gate(kernel("current", "table_mlx"), kV3Options, "v3_mlx");
+  EXPECT_EQ(mlx.exit, 0) << mlx.out;
+  EXPECT_NE(mlx.out.find("speaks ABI v3 in the tensor form only (implicit positions, {B, S} rows with an offset "
+                         "each, int32 offsets)"),
+            std::string::npos)
+      << mlx.out;
+  for (const char* row : {"matrix f16 interleaved", "matrix f32 half-split", "repeat", "random", "property: norm",
+                          "property: relative"})
+    EXPECT_NE(row_line(mlx.out, row).find("| pass |"), std::string::npos) << row << "\n" << mlx.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TensorFormOnly, AbiV3PlantedBugs,
+    ::testing::Values(V3Bug{"table_flashinfer_k_q_heads", "v3: q and k", "verdict: FAIL (failed: out-of-bounds"},
+                      V3Bug{"table_mlx_first_offset", "matrix f32 half-split", "first sequence's offset for every sequence"}),
+    [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
 
 // A property failure of a kernel that takes tables only replays: `ropecheck replay` gives each of the
 // execution's calls the table the gate gave it (gate::table_call of kind case_turn, in place for an in-place-only

@@ -1,4 +1,4 @@
-/* Kernels written against the ABI v3 header the way three production kernels take their arguments, from each
+/* Kernels written against the ABI v3 header the way five production kernels take their arguments, from each
  * one's documented semantics (../shared/research/kernel-interfaces.md), each also with the bugs users reported
  * in it planted. They know nothing of how they are tested; test_abi gates them (AbiV3Kernels.*).
  *
@@ -11,6 +11,12 @@
  *                   inverse). One tensor: k is declined.
  *   STYLE_BACKWARD  ggml's rope / rope_back: angles from base, inv_freq or position_scale computed in double, the
  *                   legacy form, forward and inverse, the attention factor kept by the inverse.
+ *   STYLE_FLASHINFER FlashInfer's apply_rope_pos_ids: no table (angles from rope_theta and rope_scale, here
+ *                   base and position_scale, computed in double), the tensor form of rank 3 only, q and an
+ *                   optional k with their own head counts and strides, explicit int32 pos_ids of one axis, out of
+ *                   place (q_rope, k_rope) or in place (apply_rope_pos_ids_inplace). Forward only.
+ *   STYLE_MLX       MLX's fast.rope: no table (base, scale), the tensor form of rank 4 ({B, S, H, D}) only, implicit
+ *                   positions: token s of row b at s + offset[b] (int32 offsets), out of place. One tensor.
  *
  *   PLANT_ROW_BY_TOKEN   (vLLM) the cache row of token t is row t, not row positions[t]
  *   PLANT_K_HEAD_STRIDE  (vLLM) k's heads are taken q's head stride apart (Liger #342)
@@ -19,7 +25,9 @@
  *   PLANT_INVERSE_IGNORED (FA) `conjugate` is ignored: the inverse rotates forward (FlashAttention #569)
  *   PLANT_TABLE_OVERREAD (FA) reads one cos and one sin past its row's last pair, unused (the AVX2 tail of a real
  *                        kernel: only a guard page after the table sees it)
- *   PLANT_INV_DROPS_AF   (backward) the inverse drops the attention factor (llama.cpp #3974's family) */
+ *   PLANT_INV_DROPS_AF   (backward) the inverse drops the attention factor (llama.cpp #3974's family)
+ *   PLANT_K_Q_HEADS      (FlashInfer) k rotated for q's head count (Liger #342's family: GQA with Hk < Hq)
+ *   PLANT_FIRST_OFFSET   (MLX) every row of the batch at offset[0] (MLX #3494: offsets with batch > 1) */
 #include <ropecheck/kernel_abi.h>
 
 #include "v1_rope_body.h"
@@ -254,6 +262,85 @@ static int apply(const rc_rope_args* a) {
   }
   return RC_OK;
 }
+#elif defined(STYLE_FLASHINFER) || defined(STYLE_MLX)
+/* cos and sin of token position m for every pair, computed in double. */
+static void computed_row(const rc_rope_args* a, int64_t m, double* cs, double* sn) {
+  for (uint32_t i = 0; i < a->rotary_dim / 2; ++i) {
+    const double ang = (double)m * a->position_scale * pow(a->base, -2.0 * i / a->rotary_dim);
+    cs[i] = cos(ang);
+    sn[i] = sin(ang);
+  }
+}
+
+static int computed_only(const rc_rope_args* a) { /* no table, no rule or inv_freq, forward, one axis */
+  return a->table_kind == RC_TABLE_NONE && a->direction == RC_FORWARD && !a->rotary_offset && a->n_pos_axes <= 1 &&
+         !a->pair_axis && !a->freq_rule && !a->inv_freq && (a->attention_factor == 0.0 || a->attention_factor == 1.0);
+}
+
+#if defined(STYLE_FLASHINFER)
+static int apply(const rc_rope_args* a) {
+  if (a->abi_version < 3 || !a->q.data || !computed_only(a)) return RC_UNSUPPORTED; /* the tensor form only */
+  if (a->q.ndim != 3 || !a->pos.data || a->pos.ndim != 1 || a->pos.dtype.bits != 32 || a->cu_seqlens.data ||
+      a->seq_offsets.data)
+    return RC_UNSUPPORTED;
+  const uint32_t D = a->head_dim, R = a->rotary_dim;
+  if (R / 2 > MAX_PAIRS) return RC_UNSUPPORTED;
+  const size_t es = a->dtype == RC_F32 ? 4 : 2;
+  view_t q, qo, k, ko;
+  make_view(&a->q, &q);
+  make_view(&a->q_out, &qo);
+  int64_t kh = 0;
+  if (a->k.data) {
+    if (a->k.ndim != 3) return RC_UNSUPPORTED;
+    make_view(&a->k, &k);
+    make_view(&a->k_out, &ko);
+    kh = k.heads;
+#ifdef PLANT_K_Q_HEADS
+    kh = q.heads; /* BUG: k rotated for q's head count */
+#endif
+  }
+  const int64_t T = a->q.shape[0];
+  double cs[MAX_PAIRS], sn[MAX_PAIRS];
+  for (int64_t t = 0; t < T; ++t) {
+    computed_row(a, load_int(&a->pos, t), cs, sn);
+    for (int64_t h = 0; h < q.heads; ++h)
+      rotate_head(a->dtype, a->layout, D, R, q.base + at(&q, 3, 1, t, h) * es, qo.base + at(&qo, 3, 1, t, h) * es, cs,
+                  sn);
+    for (int64_t h = 0; h < kh; ++h)
+      rotate_head(a->dtype, a->layout, D, R, k.base + at(&k, 3, 1, t, h) * es, ko.base + at(&ko, 3, 1, t, h) * es, cs,
+                  sn);
+  }
+  return RC_OK;
+}
+#else
+static int apply(const rc_rope_args* a) {
+  if (a->abi_version < 3 || !a->q.data || !computed_only(a) || a->k.data) return RC_UNSUPPORTED;
+  if (a->q.ndim != 4 || a->pos.data || a->cu_seqlens.data || !a->seq_offsets.data || a->seq_offsets.dtype.bits != 32)
+    return RC_UNSUPPORTED;
+  if (base_of(&a->q_out) == base_of(&a->q)) return RC_UNSUPPORTED; /* out of place only */
+  const uint32_t D = a->head_dim, R = a->rotary_dim;
+  if (R / 2 > MAX_PAIRS) return RC_UNSUPPORTED;
+  const size_t es = a->dtype == RC_F32 ? 4 : 2;
+  view_t in, out;
+  make_view(&a->q, &in);
+  make_view(&a->q_out, &out);
+  const int64_t B = a->q.shape[0], S = a->q.shape[1];
+  double cs[MAX_PAIRS], sn[MAX_PAIRS];
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t off = load_int(&a->seq_offsets, b);
+#ifdef PLANT_FIRST_OFFSET
+    off = load_int(&a->seq_offsets, 0); /* BUG: every row at the first row's offset */
+#endif
+    for (int64_t s = 0; s < S; ++s) {
+      computed_row(a, s + off, cs, sn);
+      for (int64_t h = 0; h < in.heads; ++h)
+        rotate_head(a->dtype, a->layout, D, R, in.base + at(&in, 4, S, b * S + s, h) * es,
+                    out.base + at(&out, 4, S, b * S + s, h) * es, cs, sn);
+    }
+  }
+  return RC_OK;
+}
+#endif
 #endif
 
 __attribute__((visibility("default"))) int rc_rope_apply(const rc_rope_args* a) {
