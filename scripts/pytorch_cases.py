@@ -27,6 +27,12 @@ Pipelines (each written the way its source model code computes, step by step, in
                 with position_scale != 1 divides the f32 positions by 1/position_scale as the HF
                 code does. Needs: angles=f32.
 
+Tables (manifest version 5, an export with `--supports table-...`): a case that gives its cos and sin as a table
+is run on the table as given, as the model code would run on a cache it was handed -- hf-eager* on a
+`cos-sin-full` table (HF's own cos/sin layout, [P][R]: cos = table[position_ids].to(dtype), or kept in f32 by
+hf-eager-f32), meta-complex on a `cos-sin-2` table (freqs_cis = complex(cos, sin)) or an `angle` table
+(torch.polar of the given angles); other kinds, the inverse direction and the tensor form are declined.
+
 --device DEV (default cpu) runs every tensor operation of the pipeline on that torch device ("cuda" for a GPU):
 the input is copied there, the positions, frequencies and tables are made there, and the output is copied back
 to the host, bit for bit, before it is written. The pipeline's code is the same on every device; what a device
@@ -83,6 +89,21 @@ def hf_inv_freq(c):
     return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
 
 
+def load_table(dir_, t, name, positions):
+    """Rows `positions` of a case's table file (a v5 entry's `table`), as a float32 tensor [seq, columns]: the
+    values exactly as stored (f16/bf16 widen exactly)."""
+    a = np.load(os.path.join(dir_, t[name]), allow_pickle=False)
+    descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[t["dtype"]]
+    if a.dtype.str != descr or a.shape != (t["rows"], t["columns"]):
+        raise SystemExit(f"{t[name]}: {a.dtype.str} {a.shape}, the table needs {descr} ({t['rows']}, {t['columns']})")
+    v = load_input(os.path.join(dir_, t[name]), t["dtype"]).float()
+    return v[torch.tensor(positions, dtype=torch.int64, device="cpu")]
+
+
+TABLE_KINDS = {"hf-eager": ("cos-sin-full",), "hf-eager-f32": ("cos-sin-full",),
+               "meta-complex": ("cos-sin-2", "angle")}
+
+
 def hf_rotary_embedding(x, position_ids, c, out_dtype):
     """LlamaRotaryEmbedding.forward (attention_scaling = 1): cos, sin [batch, seq, rotary_dim]."""
     inv_freq = hf_inv_freq(c)
@@ -111,17 +132,21 @@ def apply_rotary_pos_emb(q, cos, sin, unsqueeze_dim=1):
     return (q * cos) + (rotate_half(q) * sin)
 
 
-def run_hf(x, c, upcast):
-    """x [tokens, heads, head_dim] -> the same; HF's q is [batch, heads, seq, head_dim]."""
+def run_hf(x, c, upcast, table=None):
+    """x [tokens, heads, head_dim] -> the same; HF's q is [batch, heads, seq, head_dim]. table: the case's
+    cos-sin-full rows (cos, sin) [seq, R] in f32, used instead of LlamaRotaryEmbedding's."""
     rd = c["rotary_dim"]
     q = x.transpose(0, 1)[None]
     position_ids = torch.tensor(c["positions"], dtype=torch.int64)[None]
     q_rot, q_pass = q[..., :rd], q[..., rd:]
+    out_dtype = torch.float32 if upcast else q.dtype
+    if table is not None:
+        cos, sin = (t[None].to(device=q.device, dtype=out_dtype) for t in table)
+    else:
+        cos, sin = hf_rotary_embedding(q_rot, position_ids, c, out_dtype)
     if upcast:
-        cos, sin = hf_rotary_embedding(q_rot, position_ids, c, torch.float32)
         q_embed = apply_rotary_pos_emb(q_rot.float(), cos, sin).to(q.dtype)
     else:
-        cos, sin = hf_rotary_embedding(q_rot, position_ids, c, q.dtype)
         q_embed = apply_rotary_pos_emb(q_rot, cos, sin)
     out = torch.cat((q_embed, q_pass), dim=-1)
     return out[0].transpose(0, 1)
@@ -144,11 +169,19 @@ def precompute_freqs_cis(c):
     return torch.polar(torch.ones_like(freqs), freqs)  # complex64
 
 
-def run_meta(x, c):
+def run_meta(x, c, table=None, kind=None):
+    """table: the case's rows [seq, R/2] in f32 -- (cos, sin) of a cos-sin-2 table, or (angles,) of an angle table
+    (whose pair i is at both of its elements: column 2i) -- used as freqs_cis instead of precompute_freqs_cis's."""
     rd = c["rotary_dim"]
     xq = x[None]  # [batch, seq, heads, head_dim], as Meta's xq
     xq_rot, xq_pass = xq[..., :rd], xq[..., rd:]
-    freqs_cis = precompute_freqs_cis(c)
+    if table is None:
+        freqs_cis = precompute_freqs_cis(c)
+    elif kind == "cos-sin-2":
+        freqs_cis = torch.complex(table[0], table[1]).to(x.device)
+    else:
+        freqs = table[0][:, 0::2].to(x.device)
+        freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
     # .contiguous(): the rotated slice of a partial-rotary head (Meta's heads are fully rotated, and
     # for f32 .float() returns the slice itself); no effect on any value.
     xq_ = torch.view_as_complex(xq_rot.float().contiguous().reshape(*xq_rot.shape[:-1], -1, 2))
@@ -185,8 +218,8 @@ def main():
         torch.set_default_device(device)  # every tensor the pipelines make (positions, frequencies) is made there
     with open(os.path.join(args.dir, "manifest.json")) as f:
         m = json.load(f)
-    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2, 3, 4):
-        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 to 4)")
+    if m.get("format") != "ropecheck-case-set" or m.get("version") not in (1, 2, 3, 4, 5):
+        raise SystemExit(f"{args.dir}/manifest.json: not a ropecheck case-set manifest (version 1 to 5)")
     layout = PIPELINES[args.pipeline]
     n = declined = 0
     for e in m["cases"]:
@@ -199,7 +232,11 @@ def main():
         # these pipelines are the plain HF/Meta modules, so they decline such cases as a v1 kernel does.
         v2 = any(k in c for k in ("rotary_offset", "n_pos_axes", "pair_axis", "attention_factor", "freq_rule")) or \
             min(c["positions"]) < 0
-        if c["layout"] != layout or v2:
+        t = e.get("table")
+        # ABI v3: the tensor form and the inverse are not what these pipelines are; a table of their own kind is.
+        v3 = "tensors" in e or e.get("direction", "forward") != "forward" or \
+            (t is not None and t["table_kind"] not in TABLE_KINDS[args.pipeline])
+        if c["layout"] != layout or v2 or v3:
             if "declined" not in e:
                 raise SystemExit(f"case {e['id']}: layout {c['layout']}{' (ABI v2)' if v2 else ''}; pipeline "
                                  f"{args.pipeline} implements only {layout} v1 cases (export with --layout {layout})")
@@ -214,10 +251,16 @@ def main():
             raise SystemExit(f"case {e['id']}: input shape {tuple(x.shape)}, the case needs {want}")
         if device.type != "cpu":
             x = x.to(device)
+        table = None
+        if t is not None:
+            for name in ("table", "table2"):
+                if name in t and os.path.basename(t[name]) != t[name]:
+                    raise SystemExit(f"case {e['id']}: file names must be plain names in the directory")
+            table = tuple(load_table(args.dir, t, name, c["positions"]) for name in ("table", "table2") if name in t)
         if args.pipeline == "meta-complex":
-            y = run_meta(x, c)
+            y = run_meta(x, c, table, t and t["table_kind"])
         else:
-            y = run_hf(x, c, upcast=args.pipeline == "hf-eager-f32")
+            y = run_hf(x, c, upcast=args.pipeline == "hf-eager-f32", table=table)
         assert tuple(y.shape) == want and y.dtype == TORCH_DTYPE[dtype], (y.shape, y.dtype)
         if e.get("in_place"):
             x.copy_(y)
@@ -228,7 +271,7 @@ def main():
         remove_stale(args.dir, e.get("declined"))
         n += 1
     on = "" if device.type == "cpu" else f" on {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else device})"
-    print(f"pytorch_cases: {args.pipeline} wrote {n} outputs and declined {declined} cases (not {layout}) in "
+    print(f"pytorch_cases: {args.pipeline} wrote {n} outputs and declined {declined} cases (not {layout}, or not its form) in "
           f"{args.dir}{on} (run {m.get('run_id', '-')}, torch {torch.__version__})")
 
 

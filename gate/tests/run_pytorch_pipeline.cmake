@@ -15,7 +15,12 @@ if(DEVICE)
   set(device_args --device ${DEVICE})
 endif()
 file(REMOVE_RECURSE ${DIR})
-execute_process(COMMAND ${ROPECHECK_EXE} cases export --dir ${DIR} --layout ${LAYOUT} --dtype ${DTYPE}
+# SUPPORTS: the export's --supports (a pipeline's v3 tables: manifest version 5).
+set(export_args "")
+if(SUPPORTS)
+  set(export_args --supports ${SUPPORTS})
+endif()
+execute_process(COMMAND ${ROPECHECK_EXE} cases export --dir ${DIR} --layout ${LAYOUT} --dtype ${DTYPE} ${export_args}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cases export failed (${rc})")
