@@ -279,11 +279,6 @@ class Caller:
         if f["dtype"] is None or f["layout"] is None:
             return _abi.RC_UNSUPPORTED, b""
         if tensor_form:
-            if not self.use_torch:
-                # (the tensor form with numpy tensors is not offered yet)
-                why = "tensor form (with numpy tensors)"
-                self.unread[why] = self.unread.get(why, 0) + 1
-                return _abi.RC_UNSUPPORTED, b""
             return self._call_tensor(ch, a, f)
         dname = f["dtype"]
         shape = (a.n_tokens, a.n_heads, a.head_dim)
@@ -378,8 +373,8 @@ class Caller:
 
         def as_tensor(name):
             arr, dn = np_views[name]
-            if arr is None:
-                return None
+            if arr is None or not self.use_torch:
+                return arr  # (numpy: the view itself, bf16 as uint16 bits)
             base, start, shape, strides = spans[id(arr)]
             if self.device == "cpu":
                 return self._tensor_cpu(arr, dn)
@@ -390,7 +385,8 @@ class Caller:
         for name in np_views:
             f[name] = as_tensor(name)
         f["tensor_form"] = True
-        f["x"], f["positions"], f["in_place"] = None, None, f["q_out"].data_ptr() == f["q"].data_ptr()
+        f["x"], f["positions"] = None, None
+        f["in_place"] = np_views["q_out"][0].ctypes.data == np_views["q"][0].ctypes.data
         gate_out = {"q_out": f["q_out"], "k_out": f["k_out"]}  # the gate's output buffers (on the CPU: views)
         inverse_by_autograd = self.backward and f["direction"] == "inverse"
         if inverse_by_autograd:
@@ -422,7 +418,27 @@ class Caller:
                 raise TypeError("autograd gave no gradient for case.q or case.k (is an output detached from it?)")
             return tuple(got)
 
+        def store_numpy(ret):
+            outs = [] if ret is None else [ret] if isinstance(ret, np.ndarray) else list(ret)
+            want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
+            if ret is not None and len(outs) != len(want):
+                raise TypeError(f"the function returned {len(outs)} array(s) for a call with "
+                                f"{'q and k' if len(want) == 2 else 'q only'}: return q's output"
+                                f"{' and k' + chr(39) + 's' if len(want) == 2 else ''} (or None after writing "
+                                f"case.q_out{' and case.k_out' if len(want) == 2 else ''})")
+            for t, (oname, iname) in zip(outs, want):
+                if not isinstance(t, np.ndarray):
+                    raise TypeError(f"the function returned {type(t).__name__} for {oname}, not a numpy array")
+                dst = gate_out[oname]
+                if t.dtype != dst.dtype or t.shape != dst.shape:
+                    raise TypeError(f"the function returned {t.dtype} {t.shape} for {oname}, not {dst.dtype} "
+                                    f"{dst.shape}{' (bf16 as uint16 bits)' if f['dtype'] == 'bf16' else ''}")
+                if t.ctypes.data != dst.ctypes.data or t.strides != dst.strides:
+                    np.copyto(dst, t)
+
         def store(ret):
+            if not self.use_torch:
+                return store_numpy(ret)
             outs = [] if ret is None else [ret] if isinstance(ret, torch.Tensor) else list(ret)
             want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
             if ret is not None and len(outs) != len(want):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import types
 import unittest
+import warnings
 
 import numpy as np
 
@@ -25,6 +26,30 @@ if torch is not None:  # the examples (examples/python: on PYTHONPATH), run here
     from hf_eager import hf_rope, hf_rope_cos_sin_swapped as hf_rope_swapped, rotate_half
     from liger_qk import qk_rope, qk_rope_k_backwards as qk_rope_k_sign_bug
     from meta_complex import CONTRACT as META_CONTRACT, meta_rope, meta_rope_conjugated
+
+
+def numpy_qk_rope(case, k_sign=1.0):
+    """The tensor form with tensors="numpy": q and an optional k (strided views of rank 3 or 4), explicit positions
+    of one axis; angles in float64, f32 only."""
+    if not case.tensor_form or case.dtype != "f32" or case.pos is None:
+        case.decline()
+    R = case.rotary_dim
+    inv = (np.asarray(case.inv_freq, np.float64) if case.inv_freq is not None
+           else case.base ** (-np.arange(0, R, 2, dtype=np.float64) / R))
+    ang = np.asarray(case.pos, np.float64)[..., None] * case.position_scale * inv  # [T, R/2] or [B, S, R/2]
+    c, s = np.cos(ang)[..., None, :], np.sin(ang)[..., None, :]  # over heads
+
+    def rotate(x, sign):
+        y = np.array(x, dtype=np.float64)
+        i, j = (np.s_[..., 0:R:2], np.s_[..., 1:R:2]) if case.layout == "interleaved" else \
+            (np.s_[..., :R // 2], np.s_[..., R // 2:R])
+        a, b = y[i].copy(), y[j].copy()
+        y[i], y[j] = a * c - b * (sign * s), a * (sign * s) + b * c
+        return y.astype(np.float32)
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # (inf and NaN inputs are part of the cases)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (rotate(case.q, 1.0), rotate(case.k, k_sign)) if case.k is not None else rotate(case.q, 1.0)
 
 
 def flashinfer_style(case):
@@ -230,6 +255,20 @@ class NumpyPath(unittest.TestCase):
         r = ropecheck.check(writes_input, tensors="numpy", dtypes="f32", layouts="interleaved", cases=1000)
         self.assertFalse(r.passed)
         self.assertEqual(r.row("property: input untouched").result, "fail")
+
+    def test_the_tensor_form_with_numpy_arrays(self):
+        # Strided numpy views of the gate's buffers (q, k, their outputs, pos); the function returns arrays.
+        r = ropecheck.check(numpy_qk_rope, tensors="numpy", dtypes="f32", require="tensor-form,strides,q-and-k",
+                            cases=300)
+        self.assertTrue(r.passed, r.summary())
+        for row in ("v3: strides", "v3: q and k", "property: strides", "property: q and k"):
+            self.assertEqual(r.row(row).result, "pass", row)
+            self.assertGreater(r.row(row).cases, 0, row)
+        bug = ropecheck.check(lambda case: numpy_qk_rope(case, k_sign=-1.0), tensors="numpy", dtypes="f32",
+                              layouts="interleaved", cases=300)
+        self.assertFalse(bug.passed)
+        self.assertIn("k: ", bug.row("v3: q and k").diagnosis)
+        self.assertIn("angle negated", bug.row("v3: q and k").diagnosis)
 
 
 class BothWays(unittest.TestCase):
