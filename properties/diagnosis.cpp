@@ -1,5 +1,7 @@
 #include "properties/diagnosis.hpp"
 
+#include "reference/frequency_rules.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -10,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace ropecheck {
 
@@ -184,7 +187,9 @@ struct Fit {
 
 // Every finite pair of the candidate's pairing against the candidate, as if it
 // were exact. A pair whose exact angle is 0 and which the kernel copied bit for
-// bit fits every candidate (kernels special-case an angle of 0 whatever their bug).
+// bit fits every candidate (kernels special-case an angle of 0 whatever their bug),
+// unless the pair has a gain (an attention factor != 1): a copy is then no rotation's
+// output, and only a candidate that predicts it fits it.
 // early_exit: stop at the first pair beyond its allowance (bad = 1, residual and
 // worst_ratio partial).
 Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
@@ -207,9 +212,9 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
             !std::isfinite(e0) || !std::isfinite(e1))
           continue;
         ++f.pairs;
-        if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1)) continue;
-        const double phi = k.phi[t * x.np + i];
         const double af = pair_gain(c, t, i);  // norms relative to the asked-for output, as the judge
+        if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1) && af == 1.0) continue;
+        const double phi = k.phi[t * x.np + i];
         const PairError pe = pair_error(c.dtype, af * x0, af * x1, y0, y1, e0, e1, 0, 0, false);
         const double r =
             ratio_of(pe, x.cr.allowance(c, i, pair_hypot(x0, x1) * af, phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1)));
@@ -518,6 +523,26 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                  fmt::format("theta_i = base^(-2i/{}): the {} rule not applied", c.rotary_dim,
                                              to_string(c.freq_rule->type)),
                                  c.layout, [&](size_t t, uint32_t i) { return at(F, c.pair_position(t, i), i); }));
+        // The rule's known mistakes (reference/frequency_rules.hpp, RuleMistake), evaluated exactly.
+        const std::tuple<FrequencyRuleType, RuleMistake, const char*, const char*> mistakes[] = {
+            {FrequencyRuleType::yarn, RuleMistake::yarn_ramp_reversed, "YaRN ramp reversed",
+             "theta0*ramp + theta0/f*(1 - ramp): interpolated where YaRN extrapolates, and back"},
+            {FrequencyRuleType::llama3, RuleMistake::llama3_ratio_inverted, "llama3 smoothing inverted",
+             "smooth = (wavelen/L - low)/(high - low): the ratio L/wavelen inverted"}};
+        for (const auto& [type, mistake, cause, what] : mistakes) {
+          if (c.freq_rule->type != type) continue;
+          std::vector<double> th;
+          try {
+            th = theta_as_double(evaluate_frequency_rule(
+                *c.freq_rule, c.rotary_dim, c.base,
+                c.rule_seq_len ? std::optional<uint64_t>(c.rule_seq_len) : std::nullopt, kDefaultRuleBits, mistake));
+          } catch (const std::exception&) {
+            continue;  // (the mistaken table cannot be evaluated: not this cause)
+          }
+          const Rows M = probe_rows(c, c.positions, th, model);
+          cands.push_back(rotation(c, cause, what, c.layout,
+                                   [&, M](size_t t, uint32_t i) { return at(M, c.pair_position(t, i), i); }));
+        }
       }
     }
     // Positions taken as a narrower type: rounded to f32 (a float position tensor; every position up to 2^24
@@ -607,9 +632,21 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                  return Trig{g.c / af, g.s / af, g.phi};
                                }));
     }
-    if (c.n_pos_axes > 1 && !c.pair_axis.empty())
+    if (c.n_pos_axes > 1 && !c.pair_axis.empty()) {
       cands.push_back(rotation(c, "position axes ignored", "every pair rotated by its token's axis-0 position",
                                c.layout, [&](size_t t, uint32_t i) { return at(A, c.position(t, 0), i); }));
+      // The map read as contiguous sections in axis order (Qwen2-VL's mrope_section: the first n0 pairs on axis
+      // 0, the next n1 on axis 1, ...) where it interleaves the axes (Qwen3-VL's interleaved M-RoPE).
+      std::vector<uint8_t> sections = c.pair_axis;
+      std::sort(sections.begin(), sections.end());
+      if (sections != c.pair_axis)
+        cands.push_back(rotation(c, "axis map read as sections",
+                                 "each axis's pairs taken as one contiguous section in axis order (Qwen2-VL's "
+                                 "mrope_section), not the interleaved map",
+                                 c.layout, [&, sections](size_t t, uint32_t i) {
+                                   return at(A, c.position(t, sections[i]), i);
+                                 }));
+    }
     // Stride hypotheses: the kernel's loop over (token, head) reading and writing other elements than its own.
     // (The |angle| of a written pair's allowance is its rotation's, recorded at the written element's token and
     // the rotation's pair index.)

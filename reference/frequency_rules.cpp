@@ -182,7 +182,8 @@ void validate_frequency_rule(const FrequencyRule& r, uint32_t rotary_dim, double
 }
 
 FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_dim, double base_d,
-                                       std::optional<uint64_t> seq_len, unsigned bits) {
+                                       std::optional<uint64_t> seq_len, unsigned bits,
+                                       RuleMistake mistake) {
   if (bits < 64 || bits > 100000) bad(fmt::format("bits must be in [64, 100000] (got {})", bits));
   validate_frequency_rule(r, rotary_dim, base_d);
   // Boost 1.74 keeps mpfr_float's default precision in one process-wide static (and its own expression
@@ -259,7 +260,8 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
         if (ramp < 0) ramp = 0;
         if (ramp > 1) ramp = 1;
         const MpFloat& th0 = theta0[i];
-        t.theta.push_back(th0 * (1 - ramp) + th0 / f * ramp);
+        t.theta.push_back(mistake == RuleMistake::yarn_ramp_reversed ? MpFloat(th0 * ramp + th0 / f * (1 - ramp))
+                                                                     : MpFloat(th0 * (1 - ramp) + th0 / f * ramp));
       }
       // Attention factor (HF): attention_factor if given; else, if mscale and mscale_all_dim are both
       // non-zero, get_mscale(f, mscale) / get_mscale(f, mscale_all_dim); else get_mscale(f).
@@ -312,7 +314,9 @@ FrequencyTable evaluate_frequency_rule(const FrequencyRule& r, uint32_t rotary_d
         } else {
           if (high == low)  // the band is the single wavelength L/low; unreachable for real inputs
             throw std::runtime_error(fmt::format("llama3: pair {} sits exactly on the band edge", i));
-          const MpFloat smooth = (L / wavelen - low) / (high - low);
+          const MpFloat smooth = mistake == RuleMistake::llama3_ratio_inverted
+                                     ? MpFloat((wavelen / L - low) / (high - low))
+                                     : MpFloat((L / wavelen - low) / (high - low));
           t.theta.push_back((1 - smooth) * th0 / f + smooth * th0);
         }
       }

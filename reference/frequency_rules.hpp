@@ -52,9 +52,17 @@ constexpr unsigned kDefaultRuleBits = 256;
 // `bits` is the MPFR precision (>= 64; the values carry at least that many bits). Calls are serialized:
 // Boost 1.74 keeps mpfr_float's default precision in a process-wide static, which this function sets
 // for its duration. Throws std::invalid_argument naming the bad field.
+// A known way to get a rule wrong, evaluated as exactly as the rule itself: the diagnosis asks whether a kernel's
+// outputs fit it (properties/diagnosis.cpp). The reference always evaluates `none`.
+enum class RuleMistake : uint8_t {
+  none,
+  yarn_ramp_reversed,     // YaRN: theta0*ramp + theta0/f*(1 - ramp): interpolated where it should extrapolate
+  llama3_ratio_inverted,  // llama3: smooth = (wavelen/L - low)/(high - low), the ratio L/wavelen inverted
+};
+
 FrequencyTable evaluate_frequency_rule(const FrequencyRule& rule, uint32_t rotary_dim, double base,
                                        std::optional<uint64_t> seq_len = std::nullopt,
-                                       unsigned bits = kDefaultRuleBits);
+                                       unsigned bits = kDefaultRuleBits, RuleMistake mistake = RuleMistake::none);
 
 // The table correctly rounded (to nearest, ties to even) from the MPFR values to double / to float.
 std::vector<double> theta_as_double(const FrequencyTable& t);

@@ -261,6 +261,36 @@ TEST(FrequencyRulesGolden, ResearchNoteValuesAt17Digits) {
 
 // ---- properties --------------------------------------------------------------------------------------
 
+// The rules' known mistakes (RuleMistake, for the diagnosis) differ from the rule only where the mistake acts: the
+// YaRN blend everywhere but at ramp 1/2 (reversed: theta0*ramp + theta0/f*(1-ramp)), llama3 only inside the
+// smoothing band (pairs kept or divided by f stay); the reference's own table is the one evaluated without one.
+TEST(FrequencyRulesProperties, EachKnownMistakeChangesOnlyWhatItMisreads) {
+  for (const char* name : {"yarn/qwen2.5-f4", "llama3/llama-3.1-8b"}) {
+    SCOPED_TRACE(name);
+    const Case& c = cases().at(name);
+    const bool yarn = c.rule.type == FrequencyRuleType::yarn;
+    const RuleMistake mk = yarn ? RuleMistake::yarn_ramp_reversed : RuleMistake::llama3_ratio_inverted;
+    const FrequencyTable right = evaluate_frequency_rule(c.rule, c.R, c.base, c.seq_len);
+    const FrequencyTable wrong = evaluate_frequency_rule(c.rule, c.R, c.base, c.seq_len, kDefaultRuleBits, mk);
+    const FrequencyTable plain = evaluate_frequency_rule(make(FrequencyRuleType::default_), c.R, c.base);
+    const MpFloat f(*c.rule.factor);
+    size_t changed = 0;
+    for (size_t i = 0; i < right.theta.size(); ++i) {
+      if (right.theta[i] == wrong.theta[i]) continue;
+      ++changed;
+      if (yarn) {  // reversed blend: right + wrong = theta0 (1 + 1/f)
+        EXPECT_TRUE(agrees(right.theta[i] + wrong.theta[i], plain.theta[i] * (1 + 1 / f), 60)) << i;
+      } else {  // inside the band only: neither kept (theta0) nor divided (theta0/f) by the rule
+        EXPECT_NE(right.theta[i], plain.theta[i]) << i;
+        EXPECT_NE(right.theta[i], plain.theta[i] / f) << i;
+      }
+    }
+    EXPECT_GT(changed, 0u);
+    if (!yarn) EXPECT_LT(changed, right.theta.size());  // (YaRN's reversed blend moves every pair off ramp 1/2)
+    EXPECT_EQ(right.attention_factor, wrong.attention_factor);
+  }
+}
+
 TEST(FrequencyRulesProperties, LinearIsDefaultDividedByFactor) {
   for (double s : {0.5, 2.0, 8.0, 3.7}) {
     const auto lin = evaluate_frequency_rule(make(FrequencyRuleType::linear, s), 128, 1e6);

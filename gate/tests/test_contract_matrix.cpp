@@ -78,12 +78,12 @@ const std::map<std::string, Expect>& expectations() {
       {"mut_position_int32", {{}, "positions truncated to 32 bits", {}}},
       // v2 mutants (mutant_common.h, MK_V2): correct on v1 calls, caught by the gate's v2 cases -- the variant
       // property rows (properties/suite_variants.cpp; measured: failed under every contract at --property-cases 1
-      // and the default seed). The diagnosis does not name these causes yet ("unexplained"): no cause checked.
-      {"mut_attn_factor_twice", {{}, "", {}}},
-      {"mut_attn_factor_never", {{}, "", {}}},
-      {"mut_mrope_section_map", {{}, "", {}}},
-      {"mut_yarn_ramp_reversed", {{}, "", {}}},
-      {"mut_llama3_wavelength", {{}, "", {}}},
+      // and the default seed), each named (the rules' mistakes: reference/frequency_rules.hpp, RuleMistake).
+      {"mut_attn_factor_twice", {{}, "attention factor applied twice", {}}},
+      {"mut_attn_factor_never", {{}, "attention factor not applied", {}}},
+      {"mut_mrope_section_map", {{}, "axis map read as sections", {}}},
+      {"mut_yarn_ramp_reversed", {{}, "YaRN ramp reversed", {}}},
+      {"mut_llama3_wavelength", {{}, "llama3 smoothing inverted", {}}},
       // Every rule accepted and not applied (rope_scaling dropped): named.
       {"mut_rule_ignored", {{}, "frequency rule ignored", {}}},
       // Correct kernels: pass wherever their behaviour is allowed.
