@@ -418,14 +418,20 @@ class Caller:
                 raise TypeError("autograd gave no gradient for case.q or case.k (is an output detached from it?)")
             return tuple(got)
 
-        def store_numpy(ret):
-            outs = [] if ret is None else [ret] if isinstance(ret, np.ndarray) else list(ret)
-            want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
+        want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
+
+        def outputs(ret, kind, noun):
+            """What the function returned, as one output per tensor of the call (none: it wrote them)."""
+            outs = [] if ret is None else [ret] if isinstance(ret, kind) else list(ret)
             if ret is not None and len(outs) != len(want):
-                raise TypeError(f"the function returned {len(outs)} array(s) for a call with "
+                raise TypeError(f"the function returned {len(outs)} {noun}(s) for a call with "
                                 f"{'q and k' if len(want) == 2 else 'q only'}: return q's output"
                                 f"{' and k' + chr(39) + 's' if len(want) == 2 else ''} (or None after writing "
                                 f"case.q_out{' and case.k_out' if len(want) == 2 else ''})")
+            return outs
+
+        def store_numpy(ret):
+            outs = outputs(ret, np.ndarray, "array")
             for t, (oname, iname) in zip(outs, want):
                 if not isinstance(t, np.ndarray):
                     raise TypeError(f"the function returned {type(t).__name__} for {oname}, not a numpy array")
@@ -439,13 +445,7 @@ class Caller:
         def store(ret):
             if not self.use_torch:
                 return store_numpy(ret)
-            outs = [] if ret is None else [ret] if isinstance(ret, torch.Tensor) else list(ret)
-            want = [("q_out", "q")] + ([("k_out", "k")] if f["k"] is not None else [])
-            if ret is not None and len(outs) != len(want):
-                raise TypeError(f"the function returned {len(outs)} tensor(s) for a call with "
-                                f"{'q and k' if len(want) == 2 else 'q only'}: return q's output"
-                                f"{' and k' + chr(39) + 's' if len(want) == 2 else ''} (or None after writing "
-                                f"case.q_out{' and case.k_out' if len(want) == 2 else ''})")
+            outs = outputs(ret, torch.Tensor, "tensor")
             if self.cuda:
                 torch.cuda.synchronize()
             if self.device != "cpu":  # what the call did on the device comes back, whole spans (gaps included)
