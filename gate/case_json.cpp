@@ -3,6 +3,7 @@
 #include "gate/npy.hpp"
 #include "properties/predicates.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -63,9 +64,10 @@ bool need_bool_at(const json& j, const std::string& path, const char* key) {
 
 // Elements of a dtype as their bit patterns (input_bits, tensor.k_input_bits): exact, NaN payloads included.
 json bits_to_json(Dtype d, const Bytes& b) {
-  json bits = json::array();
-  for (size_t k = 0; k < b.size() / dtype_size(d); ++k) bits.push_back(load_bits(d, b.data(), k));
-  return bits;
+  json::array_t bits;
+  bits.reserve(b.size() / dtype_size(d));
+  for (size_t k = 0; k < b.size() / dtype_size(d); ++k) bits.emplace_back(load_bits(d, b.data(), k));
+  return json(std::move(bits));
 }
 
 // Reads `n` bit patterns of dtype d from field `name` into out; `of` says whose count n is in the message.
@@ -452,7 +454,10 @@ void case_params_from_json(const json& j, RopeCase& c) {
   c.input.clear();
 }
 
-json record_to_json(const CaseRecord& r) {
+namespace {
+
+// Every field of a record but its input_bits.
+json record_fields(const CaseRecord& r) {
   json j;
   j["format"] = "ropecheck-case";
   // 4: the case uses an ABI v3 field (direction, table, tensor form), which a reader of version 3 would drop
@@ -482,10 +487,42 @@ json record_to_json(const CaseRecord& r) {
   j["bound"] = double_to_text(r.bound);
   j["bound_decimal"] = r.bound;
   j["case"] = case_params_to_json(r.c);  // (a tensor-form case's k input: its "tensor.k_input_bits")
-  json bits = json::array();
-  for (size_t k = 0; k < r.c.n_elements(); ++k) bits.push_back(load_bits(r.c.dtype, r.c.input.data(), k));
-  j["input_bits"] = bits;
   return j;
+}
+
+}  // namespace
+
+json record_to_json(const CaseRecord& r) {
+  json j = record_fields(r);
+  j["input_bits"] = bits_to_json(r.c.dtype, r.c.input);
+  return j;
+}
+
+std::string record_text(const CaseRecord& r) {
+  // record_to_json(r).dump(1), with input_bits (up to ~2M elements: the large row's cases) written here rather
+  // than built as a JSON value per element: an empty array in its place, then its elements put in as dump(1)
+  // writes them, one per line at indent 2 and the closing bracket at indent 1 (test
+  // CaseJson.RecordTextIsTheRecordsJson). The key is found as the top level writes it, on a line of its own;
+  // a string holding those characters has its newline and quotes escaped.
+  json j = record_fields(r);
+  j["input_bits"] = json::array();
+  std::string text = j.dump(1);
+  const std::string key = "\n \"input_bits\": []";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) fail("internal: input_bits not found in the record's JSON");
+  const size_t n = r.c.input.size() / dtype_size(r.c.dtype);
+  if (n == 0) return text;
+  std::string bits = "[\n";
+  bits.reserve(n * 9 + 8);
+  char num[16];
+  for (size_t k = 0; k < n; ++k) {
+    bits += "  ";
+    const auto res = std::to_chars(num, num + sizeof num, load_bits(r.c.dtype, r.c.input.data(), k));
+    bits.append(num, res.ptr);
+    bits += k + 1 < n ? ",\n" : "\n ]";
+  }
+  text.replace(at + key.size() - 2, 2, bits);
+  return text;
 }
 
 CaseRecord record_from_json(const json& j) {
@@ -567,7 +604,7 @@ CaseRecord record_from_json(const json& j) {
 void write_record(const std::string& path, const CaseRecord& r) {
   std::ofstream f(path);
   if (!f) fail("cannot write " + path);
-  f << record_to_json(r).dump(1) << "\n";
+  f << record_text(r) << "\n";
   if (!f) fail("cannot write " + path);
 }
 

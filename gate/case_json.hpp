@@ -45,6 +45,7 @@ nlohmann::json case_params_to_json(const RopeCase& c);
 void case_params_from_json(const nlohmann::json& j, RopeCase& c);
 
 nlohmann::json record_to_json(const CaseRecord& r);
+std::string record_text(const CaseRecord& r);  // record_to_json(r).dump(1), what write_record writes
 CaseRecord record_from_json(const nlohmann::json& j);  // throws std::runtime_error
 
 // A replay file is at most this large (the gate writes well under 1 MiB): a larger one is refused before it is

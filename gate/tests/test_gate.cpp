@@ -633,6 +633,41 @@ TEST(CaseJson, RoundTripsExactlyAndRejectsMalformed) {
   EXPECT_THROW(gate::record_from_json(j), std::runtime_error);
 }
 
+// What write_record writes (record_text: input_bits put in without a JSON value per element) is the record's
+// JSON as dump(1) writes it, byte for byte: each dtype, no element, a message quoting the key, v3 and tensor cases.
+TEST(CaseJson, RecordTextIsTheRecordsJson) {
+  std::vector<gate::CaseRecord> records;
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    gate::CaseRecord r;
+    r.c = small_case(d, Layout::half_split, 20, 8);
+    r.bound = 1.5;
+    r.check = "accuracy";
+    r.failure = "quoted:\n \"input_bits\": []\n";  // the key's text in a string: escaped there
+    records.push_back(r);
+  }
+  gate::CaseRecord none;
+  none.c = small_case();
+  none.c.positions.clear();
+  none.c.input.clear();
+  ASSERT_EQ(none.c.n_elements(), 0u);
+  records.push_back(none);
+  gate::CaseRecord prop = records[0];
+  prop.property = "accuracy";
+  prop.property_seed = 3;
+  prop.property_cases = 2;
+  prop.property_max_position = 1 << 24;
+  records.push_back(prop);
+  std::mt19937_64 rng(7);
+  for (int n = 0; n < 6; ++n) {
+    gate::CaseRecord r;
+    r.c = n % 2 ? ropecheck::testing::random_v3_case(rng, n == 3) : ropecheck::testing::random_tensor_case(rng, n == 2);
+    r.bound = 2;
+    records.push_back(r);
+  }
+  for (size_t k = 0; k < records.size(); ++k)
+    EXPECT_EQ(gate::record_text(records[k]), gate::record_to_json(records[k]).dump(1)) << k;
+}
+
 // A property's failing execution may come after declined ones: its index lies below cases x (1 + the driver's
 // discard ratio), not below cases. Files written before the ratio was recorded (no max_discard_ratio) read with
 // the ratio their driver had, 10, and replay the same execution.
