@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -102,6 +103,8 @@ void install_fault_report() {
   _exit(3);
 }
 
+}  // namespace
+
 struct HostSetup {
   KernelSource src;
   HostOptions opt;
@@ -111,6 +114,8 @@ struct HostSetup {
   pid_t gate;
   int sock;
 };
+
+namespace {
 
 [[noreturn]] void host_main(const HostSetup& s) {
   // A session and process group of its own: the gate kills the group, and no signal meant for the gate's
@@ -217,6 +222,74 @@ struct HostSetup {
     r.rc = fn(reinterpret_cast<const rc_rope_args*>(s.arena + cmd.args_off));
     r.fp_after = read_fp_control().bits;
     if (send(kHostFd, &r, sizeof r, MSG_NOSIGNAL) != ssize_t(sizeof r)) _exit(kLostSocket);
+  }
+}
+
+// ---- the zygote: restarts that do not fork the gate ---------------------------------------------------------
+// A host that crashed is replaced by a new one. Forked from the gate, each replacement copies the gate's page
+// tables and makes every page of the gate's heap copy-on-write for the gate's next write: after many crashes
+// (a property shrinking a crash: a restart per candidate), most of a run went into page faults. So the first
+// restart forks a zygote -- a copy of the gate that does nothing else, its memory fixed from then on -- and
+// every later host is cloned from it (clone3 with CLONE_PARENT: still the gate's child, so the gate waits
+// for it, counts its CPU and is the parent its death signal follows, as for a forked host), with the host's
+// socket passed in. The clone does what glibc's fork does for a single-threaded idle process (CLONE_CHILD_SETTID
+// and CLONE_CHILD_CLEARTID at the thread's tid address, read by PR_GET_TID_ADDRESS); where any of it is
+// unavailable the zygote answers an error and the gate forks the host itself, as before.
+
+// clone3's arguments (linux/sched.h, version 0).
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+};
+
+[[noreturn]] void zygote_main(HostSetup s, int sock) {
+  setsid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != s.gate) _exit(4);
+  if (sock != kHostFd && dup2(sock, kHostFd) < 0) _exit(5);
+  fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
+  close_range(kHostFd + 1, ~0u, 0);  // (the gate's sockets, pidfds, files: no copy of them stays open here)
+  void* tid_address = nullptr;
+  long why = 0;
+#ifdef SYS_clone3
+  if (prctl(PR_GET_TID_ADDRESS, &tid_address) != 0 || !tid_address) why = errno ? errno : EINVAL;
+#else
+  why = ENOSYS;
+#endif
+  for (;;) {
+    char byte;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    iovec iov{&byte, 1};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = recvmsg(kHostFd, &m, MSG_CMSG_CLOEXEC);
+    if (n == 0) _exit(0);  // the gate is done with this zygote
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      _exit(6);
+    }
+    const cmsghdr* c = CMSG_FIRSTHDR(&m);
+    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) _exit(7);
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    long pid = -why;
+#ifdef SYS_clone3
+    if (!why) {
+      CloneArgs a{};
+      a.flags = CLONE_PARENT | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
+      a.child_tid = reinterpret_cast<uint64_t>(tid_address);
+      pid = syscall(SYS_clone3, &a, sizeof a);
+      if (pid == 0) {
+        s.sock = fd;
+        host_main(s);
+      }
+      if (pid < 0) pid = -errno;
+    }
+#endif
+    close(fd);
+    if (send(kHostFd, &pid, sizeof pid, MSG_NOSIGNAL) != ssize_t(sizeof pid)) _exit(8);
   }
 }
 
@@ -488,6 +561,7 @@ KernelHost::KernelHost(KernelSource src, HostOptions opt) : src_(std::move(src))
 
 KernelHost::~KernelHost() {
   stop();
+  stop_zygote();
   if (arena_) munmap(arena_, arena_bytes_);
   if (arena_fd_ >= 0) close(arena_fd_);
   std::error_code ec;
@@ -521,12 +595,15 @@ void KernelHost::stop() {
 double KernelHost::live_cpu_seconds() const {
   // Attached: the serving process's CPU since this host first opened a channel (it serves every host of the run).
   if (src_.host_fd >= 0) return have_cpu_clock_ && attached_cpu0_ >= 0 ? cpu_clock_seconds(cpu_clock_) - attached_cpu0_ : 0.0;
-  return pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0;
+  // (and the zygote's, while it lives: the clones' share of their cost; reaped, it is in RUSAGE_CHILDREN)
+  return (pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0) +
+         (zygote_pid_ > 0 && have_zygote_clock_ ? cpu_clock_seconds(zygote_clock_) : 0.0);
 }
 
 void KernelHost::ensure_arena(size_t bytes) {
   if (arena_ && arena_bytes_ >= bytes) return;
   stop();  // the host maps the arena by inheritance: a new arena needs a new host
+  stop_zygote();  // (and a zygote that maps it)
   if (arena_) munmap(arena_, arena_bytes_);
   size_t want = size_t(64) << 20;
   while (want < bytes) want *= 2;
@@ -678,7 +755,8 @@ void KernelHost::start() {
               static_cast<unsigned char*>(arena_), arena_bytes_, getpid(), sv[1]};
   std::fflush(stdout);
   std::fflush(stderr);
-  const pid_t pid = fork();
+  pid_t pid = starts_ > 0 ? spawn_from_zygote(s) : -1;  // a restart: cloned from the zygote where it can be
+  if (pid < 0) pid = fork();
   if (pid < 0) {
     close(sv[0]);
     close(sv[1]);
@@ -731,6 +809,68 @@ void KernelHost::start() {
   }
   stop();
   throw LoadError(why);
+}
+
+pid_t KernelHost::spawn_from_zygote(const HostSetup& s) {
+  if (zygote_failed_) return -1;
+  if (zygote_pid_ < 0) {
+    int zv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, zv) != 0) return -1;
+    const pid_t z = fork();
+    if (z < 0) {
+      close(zv[0]);
+      close(zv[1]);
+      return -1;
+    }
+    if (z == 0) {
+      HostSetup zs = s;
+      zs.sock = -1;
+      zygote_main(zs, zv[1]);
+    }
+    close(zv[1]);
+    zygote_pid_ = z;
+    zygote_sock_ = zv[0];
+    have_zygote_clock_ = clock_getcpuclockid(z, &zygote_clock_) == 0;
+  }
+  // The host's end of its socket to the zygote, which clones the host and answers its pid (or -errno).
+  char byte = 0;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&byte, 1};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &s.sock, sizeof(int));
+  long pid = -1;
+  bool answered = sendmsg(zygote_sock_, &m, MSG_NOSIGNAL) == 1;
+  if (answered) {
+    pollfd f{zygote_sock_, POLLIN, 0};
+    answered = poll(&f, 1, int(std::max(1.0, opt_.load_timeout_seconds) * 1000)) == 1 &&
+               recv(zygote_sock_, &pid, sizeof pid, 0) == ssize_t(sizeof pid);
+  }
+  if (answered && pid > 0) return pid_t(pid);
+  // No clone here (an old kernel, no PR_GET_TID_ADDRESS), or the zygote is gone: the gate forks its hosts.
+  stop_zygote();
+  zygote_failed_ = answered;  // (a zygote that died, e.g. killed by a signal meant for its group, is made again)
+  return -1;
+}
+
+void KernelHost::stop_zygote() {
+  if (zygote_sock_ >= 0) close(zygote_sock_);
+  zygote_sock_ = -1;
+  if (zygote_pid_ > 0) {
+    kill(zygote_pid_, SIGKILL);
+    int st;
+    while (waitpid(zygote_pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  zygote_pid_ = -1;
+  have_zygote_clock_ = false;
 }
 
 const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,

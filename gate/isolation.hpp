@@ -107,6 +107,8 @@ struct LoadError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct HostSetup;  // what a host process starts from (isolation.cpp)
+
 class KernelHost {
  public:
   KernelHost(KernelSource src, HostOptions opt);
@@ -156,6 +158,10 @@ class KernelHost {
  private:
   void stop();
   void ensure_arena(size_t bytes);
+  // A restart's host, cloned by the zygote (made at the first restart; isolation.cpp, "the zygote"): its pid,
+  // or -1 where it cannot be (the caller forks).
+  pid_t spawn_from_zygote(const HostSetup& s);
+  void stop_zygote();
 
   KernelSource src_;
   HostOptions opt_;
@@ -175,6 +181,11 @@ class KernelHost {
   clockid_t cpu_clock_ = 0;       // the host process's CPU clock
   bool have_cpu_clock_ = false;
   uint64_t seq_ = 0, starts_ = 0;
+  pid_t zygote_pid_ = -1;
+  int zygote_sock_ = -1;
+  clockid_t zygote_clock_ = 0;
+  bool have_zygote_clock_ = false;
+  bool zygote_failed_ = false;    // the zygote could not clone here: hosts are forked by the gate
   std::string load_fp_change_;
   std::string seccomp_error_;
   bool protection_checked_ = true;  // process_vm_readv can see the host's guard pages

@@ -22,6 +22,7 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -229,6 +230,62 @@ TEST(KernelHost, StateLastsAcrossCallsAndACrashStartsAFreshProcess) {
   EXPECT_EQ(first_element(r), 1.0f);  // a new process
   EXPECT_EQ(host.starts(), 2u);
   EXPECT_NE(host.sandbox_summary().find("seccomp filter in force"), std::string::npos) << host.sandbox_summary();
+}
+
+namespace {
+
+// The processes whose parent is this one (from /proc/<pid>/stat).
+std::set<pid_t> own_children() {
+  std::set<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == getpid()) out.insert(pid_t(std::stoi(name)));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Hosts after the first are cloned by the zygote (isolation.cpp, "the zygote"), made at the first restart: each
+// is still this process's child (its crash is seen as the signal that ended it, its state fresh, its sandbox in
+// force), and when the KernelHost ends, neither the host nor the zygote is left behind.
+TEST(KernelHost, RestartedHostsAreFreshChildrenAndNothingIsLeftBehind) {
+  const std::set<pid_t> before = own_children();
+  {
+    gate::KernelHost host(gate::KernelSource{"", counting_kernel}, gate::HostOptions{});
+    const RopeCase c = small_case();
+    RopeCase crash = c;
+    crash.n_heads = 3;
+    crash.input.assign(crash.n_bytes(), 0);
+    for (int k = 0; k < 4; ++k) {
+      const gate::CallResult a = host.call(c, false, 10);
+      ASSERT_EQ(a.status, gate::CallStatus::ok) << gate::describe(a);
+      EXPECT_EQ(first_element(a), 1.0f) << k;  // a fresh process each time: the counter starts again
+      const gate::CallResult b = host.call(crash, false, 10);
+      ASSERT_EQ(b.status, gate::CallStatus::crashed);
+#ifndef __SANITIZE_ADDRESS__  // (under ASan the kernel's fault is ASan's report and exit 1)
+      EXPECT_EQ(b.signal, SIGSEGV) << gate::describe(b);  // reaped by this process: its own signal
+#endif
+    }
+    EXPECT_EQ(host.call(c, false, 10).status, gate::CallStatus::ok);
+    EXPECT_EQ(host.starts(), 5u);
+    EXPECT_NE(host.sandbox_summary().find("seccomp filter in force"), std::string::npos) << host.sandbox_summary();
+    std::set<pid_t> during = own_children();
+    for (pid_t p : before) during.erase(p);
+    EXPECT_GE(during.size(), 1u);  // the host, and the zygote where clone3 can clone
+    EXPECT_LE(during.size(), 2u);
+  }
+  EXPECT_EQ(own_children(), before);
 }
 
 // Every buffer sits flush against its guard page before it in some calls and after it in others: a read of
