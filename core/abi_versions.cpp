@@ -209,22 +209,17 @@ std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, s
     if (c.n_pos_axes != 1) return refuse("several position axes do not fit its implicit positions (one axis)");
     t.pos = PositionForm::implicit;
     t.index_int32 = f.index_int32;
-    // Runs of consecutive positions, each a sequence at its first position.
-    std::vector<uint64_t> starts;
-    for (uint64_t k = 0; k < T; ++k) {
+    // Token k (> 0) continues the run of consecutive positions token k - 1 is in.
+    auto continues = [&](uint64_t k) {
       int64_t next;
-      if (k == 0 || __builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) || next != c.positions[k])
-        starts.push_back(k);
-    }
+      return !__builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) && next == c.positions[k];
+    };
     if (f.rank == 4) {
       // The longest S dividing T whose rows of S tokens each lie within one run.
       uint64_t S = T;
       auto rows_fit = [&](uint64_t s) {
-        for (uint64_t k = 1; k < T; ++k) {
-          int64_t next;
-          if (k % s != 0 && (__builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) || next != c.positions[k]))
-            return false;
-        }
+        for (uint64_t k = 1; k < T; ++k)
+          if (k % s != 0 && !continues(k)) return false;
         return true;
       };
       while (S > 1 && (T % S != 0 || !rows_fit(S))) --S;
@@ -232,8 +227,10 @@ std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, s
       t.batch = S ? T / S : 1;
       for (uint64_t b = 0; b < t.batch; ++b) t.seq_offsets.push_back(T ? c.positions[b * S] : 0);
     } else {
+      // Each run a sequence at its first position.
       t.cu_seqlens.push_back(0);
-      for (uint64_t k : starts) {
+      for (uint64_t k = 0; k < T; ++k) {
+        if (k > 0 && continues(k)) continue;
         if (k) t.cu_seqlens.push_back(int64_t(k));
         t.seq_offsets.push_back(c.positions[k]);
       }

@@ -234,21 +234,11 @@ class Gate {
     return rec;
   }
 
-  // The case as the kernel takes it (given; left empty when that is `asked` itself): a kernel that takes tables
-  // only gets it with a table the gate builds (docs/gate.md, "Kernels that take tables"), one that takes the tensor
-  // form only in the form it took. false (why): that form cannot express the case, the call is not made.
+  // The case as the kernel takes it (gate.hpp, sent_form; docs/gate.md, "Kernels that take tables"), the table
+  // kinds it took in turn.
   bool sent_form(const RopeCase& asked, std::optional<RopeCase>& given, std::string& why) {
-    given.reset();
-    if (host_.abi().tables_only && !asked.table) {
-      given = table_call(asked, &why);
-      if (!given) why = "the kernel takes tables only and " + why;
-    } else if (host_.abi().tensor_form_only) {
-      given = in_tensor_form(asked, host_.abi().tensor_form, &why);
-      if (!given) why = "the kernel takes the tensor form only and " + why;
-    } else {
-      return true;
-    }
-    return given.has_value();
+    return gate::sent_form(asked, host_.abi(), opt_.contract, opt_.angle_model, [this] { return table_turn_++; },
+                           given, why);
   }
 
   // Call and judge one case, attributing it to a row. Returns the outcome.
@@ -296,10 +286,6 @@ class Gate {
     return o;
   }
 
-  // The case as a kernel that takes tables only is called (gate.hpp, table_call), the table kinds it took in turn.
-  std::optional<RopeCase> table_call(const RopeCase& c, std::string* why) {
-    return gate::table_call(c, host_.abi(), opt_.contract, opt_.angle_model, table_turn_++, why);
-  }
 
   // The probes found no ABI version the kernel speaks, and no call made since returned RC_OK.
   bool rejected_everything() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -217,6 +218,11 @@ std::optional<RopeCase> table_call(const RopeCase& c, const AbiVersions& abi, co
 // The contract a call converted by table_call is judged under when it is judged as the case asked (the property
 // rows): its cos-sin clause the coarsest of the contract's and the tables' dtypes (the table rounds cos and sin).
 Contract table_call_contract(const AbiVersions& abi, Dtype d, const Contract& contract);
+// The case as the kernel takes it (form; left empty when that is `asked` itself): with a table of kind number
+// turn() (table_call) when it takes tables only and `asked` has none, in the tensor form it took when it takes that
+// form only. false (not_sent: why) when that form cannot express the case: the call is not made.
+bool sent_form(const RopeCase& asked, const AbiVersions& abi, const Contract& contract, AngleModel model,
+               const std::function<uint64_t()>& turn, std::optional<RopeCase>& form, std::string& not_sent);
 // A turn for table_call that is a function of the case (its dtype, shape, positions and input): a property's
 // replayed execution gets the kinds its gate run gave it.
 uint64_t case_turn(const RopeCase& c);

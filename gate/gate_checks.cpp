@@ -495,18 +495,27 @@ uint64_t case_turn(const RopeCase& c) {
   return h;
 }
 
+bool sent_form(const RopeCase& asked, const AbiVersions& abi, const Contract& contract, AngleModel model,
+               const std::function<uint64_t()>& turn, std::optional<RopeCase>& form, std::string& not_sent) {
+  form.reset();
+  std::string why;
+  if (abi.tables_only && !asked.table) {
+    form = table_call(asked, abi, contract, model, turn(), &why);
+    if (!form) not_sent = "the kernel takes tables only and " + why;
+  } else if (abi.tensor_form_only) {
+    form = in_tensor_form(asked, abi.tensor_form, &why);
+    if (!form) not_sent = "the kernel takes the tensor form only and " + why;
+  } else {
+    return true;
+  }
+  return form.has_value();
+}
+
 PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
                                 AngleModel model) {
   PropertyCall p;
   p.in_place = in_place || abi.in_place_only;  // (its in-place output is what an out-of-place call's would be)
-  std::string why;
-  if (abi.tables_only && !asked.table) {
-    p.form = table_call(asked, abi, contract, model, case_turn(asked), &why);
-    if (!p.form) p.not_sent = "the kernel takes tables only and " + why;
-  } else if (abi.tensor_form_only) {
-    p.form = in_tensor_form(asked, abi.tensor_form, &why);
-    if (!p.form) p.not_sent = "the kernel takes the tensor form only and " + why;
-  }
+  sent_form(asked, abi, contract, model, [&] { return case_turn(asked); }, p.form, p.not_sent);
   return p;
 }
 
