@@ -610,7 +610,8 @@ void Gate::run_properties() {
         combos.push_back({d, l});
     }
     for (const auto& [d, l] : combos) {
-      if (aborted_ || over_budget()) {
+      if (aborted_) continue;  // (two hangs: the row says "not run: the kernel hung twice", not the budget)
+      if (over_budget()) {
         ++not_run_[r.name];
         continue;
       }
@@ -673,7 +674,7 @@ void Gate::run_properties() {
       r.declined += o.discarded - std::min(o.discarded, unsent);
       res_.accepted += property_handle_.accepted_calls() - accepted_before;
       if (o.passed || o.failed) r.ran = true;
-      if (o.stopped) ++not_run_[r.name];
+      if (o.stopped && !aborted_) ++not_run_[r.name];  // (stopped by the budget, not by a second hang)
       if (!o.failed) continue;
       const auto& calls = property_handle_.failing_calls();
       const RopeCase first = calls.empty() ? RopeCase{} : calls.front().c;

@@ -1158,6 +1158,20 @@ TEST(GateCli, PropertyRowsShrinkDiagnoseAndReplay) {
   EXPECT_EQ(run_cli("replay " + replay + " --impl scalar", d + "/r3.log"), 0) << slurp(d + "/r3.log");
 }
 
+// After a kernel's second hang no further call is made: the rows left say so, and the verdict names the hang
+// alone -- not the budget, which nothing reached (it was: "the budget (3600 s) cut: property: ... not made").
+TEST(GateCli, AKernelThatHungTwiceIsNotSaidToBeCutByTheBudget) {
+  const std::string d = tmpdir("hang-twice");
+  EXPECT_EQ(run_cli("gate --kernel " + mutant("mut_hang") + " --cases 10 --property-cases 1 --budget-seconds 3600 "
+                    "--call-timeout 3 --quiet --report-dir " + d + "/report",
+                    d + "/out.log"),
+            1);
+  const std::string out = slurp(d + "/out.log");
+  EXPECT_NE(out.find("\nverdict: FAIL (failed: hang)\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("budget"), std::string::npos) << out;
+  EXPECT_NE(out.find("not run: the kernel hung twice"), std::string::npos) << out;
+}
+
 TEST(GateCli, BuiltinScalarPasses) {
   const std::string d = tmpdir("scalar");
   EXPECT_EQ(run_cli("gate --impl scalar --cases 100 --budget-seconds 20 --quiet --report-dir " + d, d + "/out.log"), 0)
