@@ -320,9 +320,6 @@ TEST(KernelHost, BuffersTouchAGuardPageAtEitherEnd) {
   }
 }
 
-// A guard page the kernel made writable in one call is reported and PROT_NONE again at the next call of the
-// same shape (the host skips re-protecting only the guard pages the gate read back intact): the next call's
-// write one element past its output faults.
 // ---- attached: a process that serves the calls itself (KernelSource::host_fd: the Python package) ---------
 namespace {
 
@@ -342,6 +339,27 @@ namespace {
     std::vector<pollfd> polls{{control, POLLIN, 0}};
     for (const Chan& c : chans) polls.push_back({c.fd, POLLIN, 0});
     if (poll(polls.data(), polls.size(), -1) < 0) _exit(10);
+    // The channels first, last to first (an ended one is erased): a host that ended unmaps its arena before a
+    // new one, which may be mapped where it was, is opened (its message and the old channel's end can come
+    // together: the gate closes one host's channel, then maps the next host's arena and opens its channel).
+    for (size_t k = polls.size() - 1; k >= 1; --k) {
+      if (!polls[k].revents) continue;
+      Chan& ch = chans[k - 1];
+      gate::Command cmd;
+      if (recv(ch.fd, &cmd, sizeof cmd, 0) != ssize_t(sizeof cmd)) {  // the channel closed: unmap its arena
+        close(ch.fd);
+        munmap(ch.base, ch.bytes);
+        chans.erase(chans.begin() + long(k - 1));
+        continue;
+      }
+      if (++calls == die_after) _exit(9);
+      gate::Reply r;
+      r.kind = gate::kDone;
+      r.seq = cmd.seq;
+      r.rc = fn(reinterpret_cast<const rc_rope_args*>(static_cast<unsigned char*>(ch.base) + cmd.args_off));
+      if (r.rc != RC_OK && r.rc != RC_UNSUPPORTED && said) std::strcpy(r.text, said);
+      (void)!send(ch.fd, &r, sizeof r, MSG_NOSIGNAL);
+    }
     if (polls[0].revents) {
       gate::OpenChannel m;
       iovec iov{&m, sizeof m};
@@ -363,25 +381,6 @@ namespace {
       std::strcpy(r.text, "a test's serving process");
       (void)!send(fds[0], &r, sizeof r, MSG_NOSIGNAL);
       chans.push_back({fds[0], want, m.arena_bytes});
-      continue;
-    }
-    for (size_t k = 1; k < polls.size(); ++k) {
-      if (!polls[k].revents) continue;
-      Chan& ch = chans[k - 1];
-      gate::Command cmd;
-      if (recv(ch.fd, &cmd, sizeof cmd, 0) != ssize_t(sizeof cmd)) {  // the channel closed: unmap its arena
-        close(ch.fd);
-        munmap(ch.base, ch.bytes);
-        chans.erase(chans.begin() + long(k - 1));
-        break;
-      }
-      if (++calls == die_after) _exit(9);
-      gate::Reply r;
-      r.kind = gate::kDone;
-      r.seq = cmd.seq;
-      r.rc = fn(reinterpret_cast<const rc_rope_args*>(static_cast<unsigned char*>(ch.base) + cmd.args_off));
-      if (r.rc != RC_OK && r.rc != RC_UNSUPPORTED && said) std::strcpy(r.text, said);
-      (void)!send(ch.fd, &r, sizeof r, MSG_NOSIGNAL);
     }
   }
 }
@@ -473,6 +472,9 @@ TEST(KernelHostAttached, AnErrorCarriesItsTextAndTheServersEndEndsTheChannel) {
   }
 }
 
+// A guard page the kernel made writable in one call is reported and PROT_NONE again at the next call of the
+// same shape (the host skips re-protecting only the guard pages the gate read back intact): the next call's
+// write one element past its output faults.
 TEST(KernelHost, AGuardPageAKernelUnprotectedIsProtectedAgainNextCall) {
   static int calls = 0;
   calls = 0;
