@@ -154,9 +154,17 @@ namespace {
 #ifndef ROPECHECK_ASAN
   {
     // The address space the gate's own mappings (inherited) and the arena take, plus 8 GiB for the kernel.
-    std::ifstream statm("/proc/self/statm");
+    // (read with open/read: the first std::ifstream of a new process builds its locale, a tenth of a restart)
     uint64_t pages = 0;
-    statm >> pages;
+    if (const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC); fd >= 0) {
+      char buf[64];
+      const ssize_t n = read(fd, buf, sizeof buf - 1);
+      close(fd);
+      if (n > 0) {
+        buf[n] = 0;
+        pages = std::strtoull(buf, nullptr, 10);
+      }
+    }
     lim.rlim_cur = lim.rlim_max = rlim_t(pages * page_size() + (uint64_t(8) << 30));
     setrlimit(RLIMIT_AS, &lim);
   }
@@ -242,12 +250,21 @@ struct CloneArgs {
 };
 
 [[noreturn]] void zygote_main(HostSetup s, int sock) {
-  setsid();
+  setsid();  // (as a host: no signal meant for the gate's group reaches it; it dies with the gate)
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != s.gate) _exit(4);
+  for (int sig = 1; sig < NSIG; ++sig)  // (none of the gate's handlers runs here)
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
   if (sock != kHostFd && dup2(sock, kHostFd) < 0) _exit(5);
   fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
-  close_range(kHostFd + 1, ~0u, 0);  // (the gate's sockets, pidfds, files: no copy of them stays open here)
+  // No copy of the gate's descriptors stays open here: its sockets, pidfds and files, nor its stdin, stdout and
+  // stderr (a caller reading the gate's output to its end is not kept waiting by the zygote).
+  if (const int null = open("/dev/null", O_RDWR); null >= 0)
+    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+  close_range(kHostFd + 1, ~0u, 0);
   void* tid_address = nullptr;
   long why = 0;
 #ifdef SYS_clone3

@@ -258,7 +258,7 @@ std::set<pid_t> own_children() {
 
 // Hosts after the first are cloned by the zygote (isolation.cpp, "the zygote"), made at the first restart: each
 // is still this process's child (its crash is seen as the signal that ended it, its state fresh, its sandbox in
-// force), and when the KernelHost ends, neither the host nor the zygote is left behind.
+// force), neither holds this process's output, and when the KernelHost ends, neither is left behind.
 TEST(KernelHost, RestartedHostsAreFreshChildrenAndNothingIsLeftBehind) {
   const std::set<pid_t> before = own_children();
   {
@@ -284,6 +284,14 @@ TEST(KernelHost, RestartedHostsAreFreshChildrenAndNothingIsLeftBehind) {
     for (pid_t p : before) during.erase(p);
     EXPECT_GE(during.size(), 1u);  // the host, and the zygote where clone3 can clone
     EXPECT_LE(during.size(), 2u);
+    // Neither holds this process's stdout or stderr (a caller reading them to their end is not kept waiting).
+    std::error_code ec;
+    for (int fd : {1, 2}) {
+      const fs::path mine = fs::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+      if (ec || mine == "/dev/null") continue;
+      for (pid_t p : during)
+        EXPECT_NE(fs::read_symlink("/proc/" + std::to_string(p) + "/fd/" + std::to_string(fd), ec), mine) << p;
+    }
   }
   EXPECT_EQ(own_children(), before);
 }
