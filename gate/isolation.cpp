@@ -25,6 +25,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <sstream>
 
@@ -311,6 +312,24 @@ struct CloneArgs {
 }
 
 // ---- the gate's side ------------------------------------------------------
+
+// One message of n bytes with the descriptors (SCM_RIGHTS): true when it went whole.
+bool send_with_fds(int sock, const void* data, size_t n, std::initializer_list<int> fds) {
+  iovec iov{const_cast<void*>(data), n};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  if (fds.size() > 2) return false;
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(cm), fds.begin(), fds.size() * sizeof(int));
+  return sendmsg(sock, &msg, MSG_NOSIGNAL) == ssize_t(n);
+}
 
 int open_pidfd(pid_t pid) {
 #ifdef SYS_pidfd_open
@@ -705,20 +724,7 @@ void KernelHost::start_attached() {
   OpenChannel m;
   m.arena_base = reinterpret_cast<uint64_t>(arena_);
   m.arena_bytes = arena_bytes_;
-  iovec iov{&m, sizeof m};
-  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
-  const int fds[2] = {sv[1], arena_fd_};
-  std::memcpy(CMSG_DATA(cm), fds, sizeof fds);
-  const bool sent = sendmsg(src_.host_fd, &msg, MSG_NOSIGNAL) == ssize_t(sizeof m);
+  const bool sent = send_with_fds(src_.host_fd, &m, sizeof m, {sv[1], arena_fd_});
   close(sv[1]);
   if (!sent) {
     close(sv[0]);
@@ -850,21 +856,9 @@ pid_t KernelHost::spawn_from_zygote(const HostSetup& s) {
     have_zygote_clock_ = clock_getcpuclockid(z, &zygote_clock_) == 0;
   }
   // The host's end of its socket to the zygote, which clones the host and answers its pid (or -errno).
-  char byte = 0;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&byte, 1};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &s.sock, sizeof(int));
+  const char byte = 0;
   long pid = -1;
-  bool answered = sendmsg(zygote_sock_, &m, MSG_NOSIGNAL) == 1;
+  bool answered = send_with_fds(zygote_sock_, &byte, 1, {s.sock});
   if (answered) {
     pollfd f{zygote_sock_, POLLIN, 0};
     answered = poll(&f, 1, int(std::max(1.0, opt_.load_timeout_seconds) * 1000)) == 1 &&
