@@ -286,7 +286,6 @@ class Gate {
     return o;
   }
 
-
   // The probes found no ABI version the kernel speaks, and no call made since returned RC_OK.
   bool rejected_everything() const {
     return !aborted_ && ok_calls_ == 0 && !host_.abi().refusal().empty();

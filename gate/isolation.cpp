@@ -118,23 +118,27 @@ struct HostSetup {
 
 namespace {
 
-[[noreturn]] void host_main(const HostSetup& s) {
-  // A session and process group of its own: the gate kills the group, and no signal meant for the gate's
-  // group (a terminal's ^C aside) reaches it. Dies with the gate.
+// What a host and the zygote do first in their new process: a session and process group of its own (the gate
+// kills a host's group, and no signal meant for the gate's group -- a terminal's ^C aside -- reaches it), death
+// with the gate, every signal disposition and the mask reset (none of the gate's handlers runs here), and `sock`
+// as descriptor 3 (kHostFd).
+void leave_the_gate(pid_t gate, int sock) {
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != s.gate) _exit(4);
+  if (getppid() != gate) _exit(4);
   for (int sig = 1; sig < NSIG; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
+  if (sock != kHostFd && dup2(sock, kHostFd) < 0) _exit(5);
+  fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
+}
+
+[[noreturn]] void host_main(const HostSetup& s) {
+  leave_the_gate(s.gate, s.sock);
   // Fixed descriptors: the socket as 3, stdin from /dev/null, stdout/stderr to the capture files; nothing
   // else of the gate's stays open.
-  if (s.sock != kHostFd) {
-    if (dup2(s.sock, kHostFd) < 0) _exit(5);
-  }
-  fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
   const int in = open("/dev/null", O_RDONLY);
   const int out = open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   const int err = open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -251,16 +255,7 @@ struct CloneArgs {
 };
 
 [[noreturn]] void zygote_main(HostSetup s, int sock) {
-  setsid();  // (as a host: no signal meant for the gate's group reaches it; it dies with the gate)
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != s.gate) _exit(4);
-  for (int sig = 1; sig < NSIG; ++sig)  // (none of the gate's handlers runs here)
-    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
-  if (sock != kHostFd && dup2(sock, kHostFd) < 0) _exit(5);
-  fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
+  leave_the_gate(s.gate, sock);
   // No copy of the gate's descriptors stays open here: its sockets, pidfds and files, nor its stdin, stdout and
   // stderr (a caller reading the gate's output to its end is not kept waiting by the zygote).
   if (const int null = open("/dev/null", O_RDWR); null >= 0)
