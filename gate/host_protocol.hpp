@@ -36,6 +36,12 @@ constexpr uint64_t kGuardsIntact = 1;
 
 enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3, kFault = 4 };
 
+// Reply::watch. The host's mapping watch is in force (gate/sandbox.hpp: every system call that can change a
+// page's protection is trapped unless the host makes it); and, in a kDone, one of them met the arena since
+// the host's previous reply, or the host could not protect a guard page: the gate then reads every guard page
+// from outside, as it does after every call where the watch is not in force.
+constexpr uint32_t kWatchInForce = 1, kWatchTouched = 2;
+
 // Attached (KernelSource::host_fd): the gate opens each channel with one message on host_fd carrying two
 // descriptors (SCM_RIGHTS): the channel's end of a new socket pair, then the arena's memfd. The serving process
 // maps the arena (at an address of its own: it translates the pointers in the args, which are the gate's, by
@@ -56,7 +62,7 @@ struct Reply {
   uint32_t kind = 0;
   uint64_t seq = 0;
   int32_t rc = 0;
-  uint32_t pad = 0;
+  uint32_t watch = 0;  // kReady, kDone: kWatchInForce, kWatchTouched (0 from a serving process)
   uint64_t fp_before = 0, fp_after = 0;
   // kFault (sent from the host's SIGSEGV/SIGBUS handler as it dies): the faulting address, si_code, and whether
   // the access was a write (1), a read (0), or not known (2).

@@ -177,10 +177,16 @@ void leave_the_gate(pid_t gate, int sock) {
   const FpControl pristine = read_fp_control();
   Reply ready;
   ready.kind = kReady;
-  if (s.opt.seccomp)
+  bool watch = false;  // the mapping watch: in force only with the filter (and not under ASan, whose runtime maps)
+  if (s.opt.seccomp) {
     copy_text(ready.text, install_seccomp_filter());
-  else
+#ifndef ROPECHECK_ASAN
+    watch = !ready.text[0] && install_mapping_watch(reinterpret_cast<uintptr_t>(s.arena), s.arena_bytes).empty();
+#endif
+  } else {
     copy_text(ready.text, "seccomp filter disabled");
+  }
+  ready.watch = watch ? kWatchInForce : 0;
   rc_rope_apply_fn fn = s.src.fn;
   if (!s.src.library.empty()) {
     const OpenedKernel k = open_kernel_library(s.src.library);  // constructors run here
@@ -205,12 +211,17 @@ void leave_the_gate(pid_t gate, int sock) {
     // the same pages, the same protection, half the system calls.
     const uint64_t* now_b = cmd.guard_off;
     const uint64_t* now_e = cmd.guard_off + cmd.n_guards;
+    // (the host's own calls pass the watch)
+    auto protect = [&](unsigned char* p, size_t n, int prot) {
+      return watch ? int(watched_syscall(SYS_mprotect, long(p), long(n), prot)) : mprotect(p, n, prot);
+    };
     auto protect_runs = [&](const std::vector<uint64_t>& pages, int prot) {  // pages ascending
       for (size_t k = 0; k < pages.size();) {
         size_t n = 1;
         while (k + n < pages.size() && pages[k + n] == pages[k] + n * pg) ++n;
-        if (mprotect(s.arena + pages[k], n * pg, prot) != 0)  // (a page the kernel unmapped): one at a time
-          for (size_t j = 0; j < n; ++j) mprotect(s.arena + pages[k + j], pg, prot);
+        if (protect(s.arena + pages[k], n * pg, prot) != 0)  // (a page the kernel unmapped): one at a time
+          for (size_t j = 0; j < n; ++j)
+            if (protect(s.arena + pages[k + j], pg, prot) != 0 && prot == PROT_NONE) note_mapping_watch_touch();
         k += n;
       }
     };
@@ -234,6 +245,7 @@ void leave_the_gate(pid_t gate, int sock) {
     r.fp_before = pristine.bits;
     r.rc = fn(reinterpret_cast<const rc_rope_args*>(s.arena + cmd.args_off));
     r.fp_after = read_fp_control().bits;
+    if (watch) r.watch = kWatchInForce | (take_mapping_watch_touch() ? kWatchTouched : 0);
     if (send(kHostFd, &r, sizeof r, MSG_NOSIGNAL) != ssize_t(sizeof r)) _exit(kLostSocket);
   }
 }
@@ -1076,8 +1088,11 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   // The guard pages must still be PROT_NONE in the host (read from outside: a PROT_NONE page gives EFAULT).
   // Only a live host can be asked.
   const bool attached = src_.host_fd >= 0;  // (no guard pages are armed in the serving process)
-  guards_intact_ = w == 1 && protection_checked_ && !attached;
-  if (w == 1 && protection_checked_ && !attached) {
+  // Where the host's mapping watch is in force, only after a call it saw touch the arena (host_protocol.hpp).
+  const bool watched = w == 1 && !attached && (rep.watch & kWatchInForce) && !(rep.watch & kWatchTouched);
+  guards_intact_ = w == 1 && !attached && (watched || protection_checked_);
+  if (w == 1 && protection_checked_ && !attached && !watched) {
+    ++guard_reads_;
     for (const Region& g : regions)
       for (size_t off : {g.guard_lo, g.guard_hi}) {
         unsigned char b;

@@ -145,6 +145,9 @@ class KernelHost {
   // One line: the host's isolation as it ran ("seccomp filter in force", or why not).
   std::string sandbox_summary() const;
   uint64_t starts() const { return starts_; }
+  // Calls after which the guard pages were read from the host's memory from outside (process_vm_readv): every
+  // call where the host's mapping watch is not in force, else those after which it saw the arena touched.
+  uint64_t guard_reads() const { return guard_reads_; }
   // CPU seconds the live host process (all its threads) has used so far; 0 when none is running. Hosts that
   // ended were reaped by this process: getrusage(RUSAGE_CHILDREN) counts them.
   double live_cpu_seconds() const;
@@ -189,7 +192,8 @@ class KernelHost {
   std::string load_fp_change_;
   std::string seccomp_error_;
   bool protection_checked_ = true;  // process_vm_readv can see the host's guard pages
-  bool guards_intact_ = false;      // the last call's guard pages were each read back PROT_NONE
+  bool guards_intact_ = false;      // the last call's guard pages are each PROT_NONE (read back, or watched)
+  uint64_t guard_reads_ = 0;
   AbiVersions abi_;                 // probed: negotiate() or set_abi()
   bool features_declared_ = false;
 };

@@ -2,9 +2,21 @@
 
 #include <fcntl.h>
 #include <fenv.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
 
 #include <cerrno>
 #include <cstring>
@@ -117,6 +129,202 @@ std::string install_seccomp_filter() {
   seccomp_release(ctx);
   if (err) return fmt::format("seccomp filter not installed: {}", std::strerror(-err));
   return "";
+}
+
+// ---- the mapping watch ----------------------------------------------------
+// The gate must know that every guard page is still PROT_NONE after a call. Asking the host's memory from
+// outside (process_vm_readv, one page at a time) cost two system calls' time per guard page and call, a tenth
+// of a default gate. A page's protection changes only through a handful of system calls; with seccomp in force
+// the host traps those the kernel makes (SECCOMP_RET_TRAP, unless made from watched_syscall's one
+// instruction), makes each exactly as asked from its SIGSYS handler, and tells the gate when one touched the
+// arena: only then does the gate read the guard pages from outside.
+
+#if defined(__x86_64__)
+extern "C" {
+long rc_watched_syscall_entry(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
+extern const char rc_watched_syscall_return[];
+}
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".hidden rc_watched_syscall_entry\n"
+    ".hidden rc_watched_syscall_return\n"
+    ".globl rc_watched_syscall_entry\n"
+    ".globl rc_watched_syscall_return\n"
+    ".type rc_watched_syscall_entry, @function\n"
+    "rc_watched_syscall_entry:\n"
+    "  movq %rdi, %rax\n"
+    "  movq %rsi, %rdi\n"
+    "  movq %rdx, %rsi\n"
+    "  movq %rcx, %rdx\n"
+    "  movq %r8, %r10\n"
+    "  movq %r9, %r8\n"
+    "  movq 8(%rsp), %r9\n"
+    "  syscall\n"
+    "rc_watched_syscall_return:\n"
+    "  ret\n"
+    ".size rc_watched_syscall_entry, .-rc_watched_syscall_entry\n");
+
+long watched_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5) {
+  return rc_watched_syscall_entry(nr, a0, a1, a2, a3, a4, a5);
+}
+#else
+long watched_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5) {
+  const long r = syscall(nr, a0, a1, a2, a3, a4, a5);
+  return r == -1 ? -errno : r;
+}
+#endif
+
+namespace {
+std::atomic<uint32_t> g_touched{0};
+uintptr_t g_watch_lo = 0, g_watch_hi = 0;
+
+#if defined(__x86_64__)
+// Whether [a, a + len) (len rounded up to pages) meets the watched range; an overflowing range does.
+bool meets_watched(uint64_t a, uint64_t len) {
+  const uint64_t pg = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t end = a + ((len + pg - 1) & ~(pg - 1));
+  if (end < a) return true;
+  return a < g_watch_hi && end > g_watch_lo;
+}
+
+void on_sigsys(int, siginfo_t* si, void* vctx) {
+  const int saved = errno;
+  if (si->si_code != 1 /* SYS_SECCOMP */) {  // a SIGSYS someone sent: its default action, as without the watch
+    struct { void* handler; unsigned long flags; void* restorer; uint64_t mask; } dfl{};  // SIG_DFL
+    watched_syscall(SYS_rt_sigaction, SIGSYS, reinterpret_cast<long>(&dfl), 0, sizeof(uint64_t));
+    watched_syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGSYS);
+    errno = saved;
+    return;
+  }
+  greg_t* g = static_cast<ucontext_t*>(vctx)->uc_mcontext.gregs;
+  const long nr = si->si_syscall;
+  const uint64_t a0 = uint64_t(g[REG_RDI]), a1 = uint64_t(g[REG_RSI]), a2 = uint64_t(g[REG_RDX]),
+                 a3 = uint64_t(g[REG_R10]), a4 = uint64_t(g[REG_R8]), a5 = uint64_t(g[REG_R9]);
+  bool touch = true;  // shmat with SHM_REMAP (its size is the segment's), x32 calls: assumed to
+  switch (nr) {
+    case SYS_mprotect:
+    case SYS_pkey_mprotect:
+    case SYS_munmap:
+    case SYS_mmap:
+    case SYS_remap_file_pages: touch = meets_watched(a0, a1); break;
+    case SYS_mremap: touch = meets_watched(a0, a1) || ((a3 & MREMAP_FIXED) && meets_watched(a4, a2)); break;
+    default: break;
+  }
+  if (touch) g_touched.store(1, std::memory_order_relaxed);
+  g[REG_RAX] = greg_t(watched_syscall(nr, long(a0), long(a1), long(a2), long(a3), long(a4), long(a5)));
+  errno = saved;
+}
+
+// A classic BPF program, its jumps by label.
+struct Bpf {
+  struct Ins {
+    sock_filter f;
+    int jt = -1, jf = -1;  // labels, or -1: the next instruction
+  };
+  std::vector<Ins> ins;
+  std::vector<int> at;  // label -> index
+  int label() {
+    at.push_back(-1);
+    return int(at.size()) - 1;
+  }
+  void bind(int l) { at[size_t(l)] = int(ins.size()); }
+  void ld(uint32_t off) { ins.push_back({BPF_STMT(BPF_LD | BPF_W | BPF_ABS, off)}); }
+  void jeq(uint32_t k, int jt, int jf) { ins.push_back({BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, 0, 0), jt, jf}); }
+  void jset(uint32_t k, int jt, int jf) { ins.push_back({BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, k, 0, 0), jt, jf}); }
+  void ret(uint32_t k) { ins.push_back({BPF_STMT(BPF_RET | BPF_K, k)}); }
+  std::vector<sock_filter> code() const {
+    std::vector<sock_filter> out;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      sock_filter f = ins[i].f;
+      if (ins[i].jt >= 0) f.jt = uint8_t(at[size_t(ins[i].jt)] - int(i) - 1);
+      if (ins[i].jf >= 0) f.jf = uint8_t(at[size_t(ins[i].jf)] - int(i) - 1);
+      out.push_back(f);
+    }
+    return out;
+  }
+};
+#endif
+}  // namespace
+
+bool take_mapping_watch_touch() { return g_touched.exchange(0, std::memory_order_relaxed) != 0; }
+void note_mapping_watch_touch() { g_touched.store(1, std::memory_order_relaxed); }
+
+std::string install_mapping_watch(uintptr_t lo, size_t bytes) {
+#if defined(__x86_64__)
+  g_watch_lo = lo;
+  g_watch_hi = lo + bytes;
+  const uint64_t ip = reinterpret_cast<uint64_t>(rc_watched_syscall_return);
+  auto arg = [](int i, bool high) { return uint32_t(offsetof(seccomp_data, args) + 8 * i + (high ? 4 : 0)); };
+  Bpf b;
+  const int check_ip = b.label(), mmap_l = b.label(), shmat_l = b.label(), sigaction_l = b.label(),
+            trap = b.label(), allow = b.label(), eperm = b.label(), act_hi = b.label(), ip_hi = b.label(),
+            own_sigaction = b.label(), own_hi = b.label();
+  b.ld(offsetof(seccomp_data, arch));
+  b.jeq(AUDIT_ARCH_X86_64, -1, allow);  // (the first filter kills other architectures' calls)
+  b.ld(offsetof(seccomp_data, nr));
+  b.jset(0x40000000u, check_ip, -1);  // x32
+  for (long nr : {SYS_mprotect, SYS_pkey_mprotect, SYS_munmap, SYS_mremap, SYS_remap_file_pages})
+    b.jeq(uint32_t(nr), check_ip, -1);
+  b.jeq(SYS_mmap, mmap_l, -1);
+  b.jeq(SYS_shmat, shmat_l, -1);
+  b.jeq(SYS_rt_sigaction, sigaction_l, -1);
+  b.ret(SECCOMP_RET_ALLOW);
+  b.bind(mmap_l);
+  b.ld(arg(3, false));
+  b.jset(MAP_FIXED, check_ip, allow);
+  b.bind(shmat_l);
+  b.ld(arg(2, false));
+  b.jset(SHM_REMAP, check_ip, allow);
+  b.bind(sigaction_l);  // rt_sigaction(SIGSYS, act != NULL, ...): not allowed
+  b.ld(arg(0, false));
+  b.jeq(SIGSYS, -1, allow);
+  b.ld(arg(1, false));
+  b.jeq(0, act_hi, own_sigaction);
+  b.bind(act_hi);
+  b.ld(arg(1, true));
+  b.jeq(0, allow, own_sigaction);
+  b.bind(own_sigaction);  // (the handler's own, restoring the default action: allowed)
+  b.ld(offsetof(seccomp_data, instruction_pointer));
+  b.jeq(uint32_t(ip), own_hi, eperm);
+  b.bind(own_hi);
+  b.ld(offsetof(seccomp_data, instruction_pointer) + 4);
+  b.jeq(uint32_t(ip >> 32), allow, eperm);
+  b.bind(check_ip);
+  b.ld(offsetof(seccomp_data, instruction_pointer));
+  b.jeq(uint32_t(ip), ip_hi, trap);
+  b.bind(ip_hi);
+  b.ld(offsetof(seccomp_data, instruction_pointer) + 4);
+  b.jeq(uint32_t(ip >> 32), allow, trap);
+  b.bind(trap);
+  b.ret(SECCOMP_RET_TRAP);
+  b.bind(allow);
+  b.ret(SECCOMP_RET_ALLOW);
+  b.bind(eperm);
+  b.ret(SECCOMP_RET_ERRNO | EPERM);
+  std::vector<sock_filter> code = b.code();
+  sock_fprog prog{static_cast<unsigned short>(code.size()), code.data()};
+
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigsys;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSYS, &sa, nullptr) != 0) return fmt::format("SIGSYS handler not installed: {}", std::strerror(errno));
+  sigset_t sys;
+  sigemptyset(&sys);
+  sigaddset(&sys, SIGSYS);
+  sigprocmask(SIG_UNBLOCK, &sys, nullptr);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+    const int e = errno;
+    signal(SIGSYS, SIG_DFL);
+    return fmt::format("mapping watch not installed: {}", std::strerror(e));
+  }
+  return "";
+#else
+  (void)lo;
+  (void)bytes;
+  return "the mapping watch is written for x86-64 only";
+#endif
 }
 
 }  // namespace ropecheck::gate

@@ -6,6 +6,7 @@
 // not prevent.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -33,6 +34,20 @@ std::string describe_fp_change(FpControl before, FpControl after);
 // change the mode or owner of files. clone3 and openat2 fail with ENOSYS (their
 // flags live in memory a filter cannot read; glibc falls back to clone/openat).
 std::string install_seccomp_filter();
+
+// The mapping watch (docs/gate.md, "Guard pages"): with the filter above in force, a second filter traps
+// (SIGSYS) every system call that can change the protection of memory a process has mapped -- mprotect,
+// pkey_mprotect, munmap, mremap, remap_file_pages, mmap with MAP_FIXED, shmat with SHM_REMAP -- unless it is
+// made through watched_syscall; the handler notes whether the call touched [lo, lo + bytes) and makes it,
+// unchanged, through watched_syscall (the caller sees the same result). rt_sigaction may not replace the
+// SIGSYS handler (EPERM). Returns empty when the watch is in force, else why not (nothing is installed then).
+std::string install_mapping_watch(uintptr_t lo, size_t bytes);
+// Whether a watched call touched the range since the last time this was asked (and forget it).
+bool take_mapping_watch_touch();
+// Note a change of the range that the watch did not see (the host's own protection of a page failed).
+void note_mapping_watch_touch();
+// A system call made from the one place the watch lets through; -errno on failure.
+long watched_syscall(long nr, long a0 = 0, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0);
 
 // What a SIGSYS death means, for verdicts.
 inline constexpr const char* kForbiddenSyscallText =

@@ -516,6 +516,84 @@ TEST(KernelHost, AGuardPageAKernelUnprotectedIsProtectedAgainNextCall) {
   EXPECT_GT(pairs, 0);
 }
 
+// The mapping watch (gate/sandbox.hpp): with the seccomp filter in force, the gate reads the guard pages from
+// outside only after a call in which the kernel made a system call that changes protection within the arena;
+// the kernel's own mapping calls elsewhere are made exactly as asked (their results and errno unchanged); it
+// cannot take the SIGSYS handler; a SIGSYS it raises itself still ends it.
+TEST(KernelHost, TheMappingWatchReadsGuardPagesOnlyAfterACallThatTouchedTheArena) {
+  const RopeCase c = small_case();
+  const gate::HostOptions opt{};
+  {  // mapping calls outside the arena, as an allocator makes them: results as without the watch
+    const rc_rope_apply_fn fn = [](const rc_rope_args* a) {
+      const size_t pg = size_t(sysconf(_SC_PAGESIZE));
+      void* p = mmap(nullptr, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return 11;
+      static_cast<unsigned char*>(p)[0] = 1;
+      auto* r = static_cast<unsigned char*>(mremap(p, 4 * pg, 8 * pg, MREMAP_MAYMOVE));
+      if (r == MAP_FAILED || r[0] != 1) return 12;
+      if (mprotect(r, pg, PROT_READ) != 0) return 13;
+      errno = 0;
+      if (mprotect(r + 1, pg, PROT_READ) != -1 || errno != EINVAL) return 14;
+      if (mmap(r + 2 * pg, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != r + 2 * pg)
+        return 15;
+      if (munmap(r, 8 * pg) != 0) return 16;
+      struct sigaction sa {};
+      sa.sa_handler = SIG_IGN;
+      errno = 0;
+      if (sigaction(SIGSYS, &sa, nullptr) != -1 || errno != EPERM) return 17;  // the watch's handler stays
+      if (sigaction(SIGSYS, nullptr, &sa) != 0) return 18;                    // (asking is fine)
+      return ropecheck_scalar_rope(a);
+    };
+    gate::KernelHost host(gate::KernelSource{"", fn}, opt);
+    host.set_abi(AbiVersions{});
+    for (int k = 0; k < 6; ++k) {
+      const gate::CallResult r = host.call_at(c, k % 2 == 1, 10, 1);
+      ASSERT_EQ(r.status, gate::CallStatus::ok) << gate::describe(r);
+      EXPECT_TRUE(r.memory.empty());
+    }
+    ASSERT_NE(host.sandbox_summary().find("seccomp filter in force"), std::string::npos) << host.sandbox_summary();
+    EXPECT_EQ(host.guard_reads(), 0u);  // nothing touched the arena: no call's guard pages were read
+  }
+  {  // a call that re-protects a guard page (no change, but a call on the arena): read after that call only
+    static int calls = 0;
+    calls = 0;
+    const rc_rope_apply_fn fn = [](const rc_rope_args* a) {
+      if (calls++ == 2) {
+        const uintptr_t pg = uintptr_t(sysconf(_SC_PAGESIZE));
+        mprotect(reinterpret_cast<void*>(uintptr_t(a) / pg * pg - pg), pg, PROT_NONE);  // the args' guard page
+      }
+      return ropecheck_scalar_rope(a);
+    };
+    gate::KernelHost host(gate::KernelSource{"", fn}, opt);
+    host.set_abi(AbiVersions{});
+    for (int k = 0; k < 5; ++k) {
+      const gate::CallResult r = host.call_at(c, false, 10, 1);
+      ASSERT_EQ(r.status, gate::CallStatus::ok) << gate::describe(r);
+      EXPECT_TRUE(r.memory.empty()) << k;  // still PROT_NONE: nothing to report
+      EXPECT_EQ(host.guard_reads(), k >= 2 ? 1u : 0u) << k;
+    }
+  }
+  {  // a SIGSYS the kernel raises ends it, as without the watch
+    const rc_rope_apply_fn fn = [](const rc_rope_args*) {
+      raise(SIGSYS);
+      return RC_OK;
+    };
+    gate::KernelHost host(gate::KernelSource{"", fn}, opt);
+    host.set_abi(AbiVersions{});
+    const gate::CallResult r = host.call_at(c, false, 10, 1);
+    EXPECT_EQ(r.status, gate::CallStatus::crashed);
+    EXPECT_EQ(r.signal, SIGSYS) << gate::describe(r);
+  }
+  {  // without the filter, every call's guard pages are read
+    gate::HostOptions off;
+    off.seccomp = false;
+    gate::KernelHost host(gate::KernelSource{"", &ropecheck_scalar_rope}, off);
+    host.set_abi(AbiVersions{});
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(host.call_at(c, false, 10, 1).status, gate::CallStatus::ok);
+    EXPECT_EQ(host.guard_reads(), 3u);
+  }
+}
+
 TEST(KernelHost, WritesToArgumentsAndDeclinedCallsThatWriteAreFindings) {
   const RopeCase c = small_case();
   struct Kase {
