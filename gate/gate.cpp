@@ -1063,15 +1063,29 @@ GateResult Gate::run() {
   // What the budget cut: calls of the systematic rows (a FAIL: a gate that did not run its systematic part
   // has not checked the kernel), then the random phase, shrinking and diagnosis (said, not failed).
   bool systematic_cut = false;
+  std::vector<std::string> cut_rows;  // (the verdict line names them briefly: brief_cuts)
+  uint64_t cut_calls = 0;
   for (auto& r : res_.rows)
     if (auto it = not_run_.find(r.name); it != not_run_.end() && r.name != "random") {
       systematic_cut = true;
+      cut_rows.push_back(r.name);
+      cut_calls += it->second;
       res_.budget_cuts.push_back(fmt::format("{}: {} call(s) not made", r.name, it->second));
       r.note = r.ran ? fmt::format("{} call(s) not made: the budget was reached", it->second)
                      : "not run: the budget was reached";
     }
   if (budget_reached_ && accepted_combos_.empty() && !aborted_) systematic_cut = true;
   for (const auto& c : budget_cuts_) res_.budget_cuts.push_back(c);
+  // The verdict line: up to three cut rows in full; more as their count, the first and the last, and where
+  // each is said (its row's note; the JSON verdict's budget_cuts lists every one). Then the rest of what was cut.
+  std::string cuts_brief;
+  if (cut_rows.size() <= 3) {
+    cuts_brief = fmt::format("{}", fmt::join(res_.budget_cuts, "; "));
+  } else {
+    cuts_brief = fmt::format("{} rows, {} call(s) not made: {} .. {}, each row's note says how many", cut_rows.size(),
+                             cut_calls, cut_rows.front(), cut_rows.back());
+    for (const auto& c : budget_cuts_) cuts_brief += "; " + c;
+  }
   if (aborted_)
     for (auto& r : res_.rows)
       if (!r.ran && r.note.empty()) r.note = "not run: the kernel hung twice";
@@ -1083,14 +1097,13 @@ GateResult Gate::run() {
   if (res_.pass) {
     res_.verdict_reason = "every check passed under the contract";
     if (!res_.budget_cuts.empty())
-      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds,
-                                         fmt::join(res_.budget_cuts, "; "));
+      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds, cuts_brief);
   } else if (systematic_cut && std::none_of(res_.rows.begin(), res_.rows.end(),
                                             [](const CheckRow& r) { return r.failed_check; })) {
     res_.verdict_reason = fmt::format("the budget ({:g} s) was reached before the systematic checks finished "
                                       "(not run: {}); a gate that did not run them is not a pass: raise "
                                       "--budget-seconds",
-                                      opt_.budget_seconds, fmt::join(res_.budget_cuts, "; "));
+                                      opt_.budget_seconds, cuts_brief);
   } else if (rejected_everything()) {
     // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall.
     res_.verdict_reason = host_.abi().refusal();
@@ -1127,8 +1140,7 @@ GateResult Gate::run() {
     res_.verdict_reason = "failed: ";
     for (size_t k = 0; k < causes.size(); ++k) res_.verdict_reason += (k ? "; " : "") + causes[k];
     if (!res_.budget_cuts.empty())
-      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds,
-                                         fmt::join(res_.budget_cuts, "; "));
+      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds, cuts_brief);
   }
   return std::move(res_);  // the Gate ends here: its error statistics (megabytes of values) are moved out
 }

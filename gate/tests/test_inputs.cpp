@@ -205,6 +205,14 @@ TEST(GateBudget, BudgetReachedInTheSystematicPartIsNotAPass) {
   EXPECT_NE(out.find("call(s) not made"), std::string::npos) << out;
   EXPECT_NE(out.find("the budget (0.05 s)"), std::string::npos) << out;
   EXPECT_LT(children_cpu_seconds() - cpu0, 3) << out;
+  // The verdict line stays short however many rows were cut: their count, the first and the last (each row's
+  // note has its own), not one entry per row.
+  const size_t v = out.find("\nverdict: ");
+  ASSERT_NE(v, std::string::npos) << out;
+  const std::string line = out.substr(v + 1, out.find('\n', v + 1) - v - 1);
+  EXPECT_TRUE(std::regex_search(line, std::regex(R"(not run: [0-9]+ rows, [0-9]+ call\(s\) not made: .+ \.\. .+, each row's note says how many)")))
+      << line;
+  EXPECT_LT(line.size(), 400u) << line;
 }
 
 TEST(CaseSetInputs, FifoOutputIsRefusedWithoutHanging) {
