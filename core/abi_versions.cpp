@@ -101,7 +101,10 @@ std::string AbiVersions::summary() const {
     for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
       if (takes_table(k)) kinds += (kinds.empty() ? "" : ", ") + std::string(to_string(k));
     s += fmt::format(" with caller-given tables only ({}{}{}): every case is sent with a table the gate builds", kinds,
-                     tensor_form_only ? ", in the tensor form" : "", in_place_only ? ", in place" : "");
+                     !tensor_form_only                          ? ""
+                     : tensor_form.pos == PositionForm::int64 ? ", in the tensor form"
+                                                                : ", in the tensor form with " + to_string(tensor_form),
+                     in_place_only ? ", in place" : "");
     if (blind) s += fmt::format("; it accepts abi_version {} too (it does not check the version): calls are not "
                                 "sent unless its features are declared",
                                 kUndefinedAbiVersion);
@@ -183,65 +186,96 @@ std::vector<TensorForm> tensor_probe_forms() {
   return forms;
 }
 
+namespace {
+// The implicit positions of `c`'s tokens in t (rank 3: each run of consecutive positions a sequence, with
+// cu_seqlens; rank 4: rows of S tokens, S the longest that divides the tokens and keeps each row in one run,
+// or `fixed_s` when the call's q already has its rows), with int32 or int64 offsets. Empty: done; else why not.
+std::string implicit_positions(const RopeCase& c, uint32_t rank, uint64_t fixed_s, bool index_int32, TensorCall& t) {
+  auto fits = [](int64_t x) { return x == int64_t(int32_t(x)); };
+  if (c.n_pos_axes != 1) return "several position axes do not fit its implicit positions (one axis)";
+  const uint64_t T = c.n_tokens();
+  t.pos = PositionForm::implicit;
+  t.axes_first = false;
+  t.index_int32 = index_int32;
+  t.seq_offsets.clear();
+  t.cu_seqlens.clear();
+  // Token k (> 0) continues the run of consecutive positions token k - 1 is in.
+  auto continues = [&](uint64_t k) {
+    int64_t next;
+    return !__builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) && next == c.positions[k];
+  };
+  if (rank == 4) {
+    auto rows_fit = [&](uint64_t s) {
+      for (uint64_t k = 1; k < T; ++k)
+        if (k % s != 0 && !continues(k)) return false;
+      return true;
+    };
+    uint64_t S = T;
+    if (fixed_s) {
+      S = fixed_s;
+      if (T % S != 0 || !rows_fit(S)) return "its rows' positions are not consecutive (implicit positions: offset + s)";
+    } else {
+      while (S > 1 && (T % S != 0 || !rows_fit(S))) --S;
+    }
+    t.rank = 4;
+    t.batch = S ? T / S : 1;
+    for (uint64_t b = 0; b < t.batch; ++b) t.seq_offsets.push_back(T ? c.positions[b * S] : 0);
+  } else {
+    t.cu_seqlens.push_back(0);
+    for (uint64_t k = 0; k < T; ++k) {
+      if (k > 0 && continues(k)) continue;
+      if (k) t.cu_seqlens.push_back(int64_t(k));
+      t.seq_offsets.push_back(c.positions[k]);
+    }
+    t.cu_seqlens.push_back(int64_t(T));
+    if (T == 0) t.seq_offsets.push_back(0);
+  }
+  if (index_int32)
+    for (const std::vector<int64_t>* v : {&t.seq_offsets, &t.cu_seqlens})
+      for (int64_t x : *v)
+        if (!fits(x)) return fmt::format("offset {} does not fit its int32 offsets", x);
+  return "";
+}
+}  // namespace
+
 std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, std::string* why) {
   auto refuse = [&](std::string w) -> std::optional<RopeCase> {
     if (why) *why = std::move(w);
     return std::nullopt;
   };
   auto fits = [](int64_t x) { return x == int64_t(int32_t(x)); };
+  RopeCase r = c;
   if (c.tensor) {
-    // Explicit int64 positions to a kernel that takes int32 ones: the same positions as int32.
-    if (f.pos != PositionForm::int32 || c.tensor->pos != PositionForm::int64) return c;
-    for (int64_t m : c.positions)
-      if (!fits(m)) return refuse(fmt::format("position {} does not fit its int32 positions", m));
-    RopeCase r = c;
-    r.tensor->pos = PositionForm::int32;
+    TensorCall& t = *r.tensor;
+    if (f.pos == PositionForm::int32 && t.pos == PositionForm::int64) {
+      // Explicit int64 positions to a kernel that takes int32 ones: the same positions as int32.
+      for (int64_t m : c.positions)
+        if (!fits(m)) return refuse(fmt::format("position {} does not fit its int32 positions", m));
+      t.pos = PositionForm::int32;
+    } else if (f.pos == PositionForm::implicit && t.pos != PositionForm::implicit) {
+      // Explicit positions to a kernel that takes implicit ones only: the same positions as sequences (rank 3)
+      // or rows with an offset each (rank 4, the call's rows), where they are consecutive.
+      const uint64_t S = t.rank == 4 && t.batch ? c.n_tokens() / t.batch : 0;
+      if (std::string w = implicit_positions(c, t.rank, S, f.index_int32, t); !w.empty()) return refuse(w);
+    } else if (f.pos == PositionForm::implicit && f.index_int32 && !t.index_int32) {
+      // int64 offsets and cu_seqlens to a kernel that takes int32 ones: the same values as int32.
+      for (const std::vector<int64_t>* v : {&t.seq_offsets, &t.cu_seqlens})
+        for (int64_t x : *v)
+          if (!fits(x)) return refuse(fmt::format("offset {} does not fit its int32 offsets", x));
+      t.index_int32 = true;
+    } else {
+      return c;
+    }
+    if (std::string w = r.validate(); !w.empty()) return refuse("the tensor form cannot express it: " + w);
     return r;
   }
-  RopeCase r = c;
   TensorCall t;
-  const uint64_t T = c.n_tokens();
   if (f.pos == PositionForm::int32) {
     for (int64_t m : c.positions)
       if (!fits(m)) return refuse(fmt::format("position {} does not fit its int32 positions", m));
     t.pos = PositionForm::int32;
   } else if (f.pos == PositionForm::implicit) {
-    if (c.n_pos_axes != 1) return refuse("several position axes do not fit its implicit positions (one axis)");
-    t.pos = PositionForm::implicit;
-    t.index_int32 = f.index_int32;
-    // Token k (> 0) continues the run of consecutive positions token k - 1 is in.
-    auto continues = [&](uint64_t k) {
-      int64_t next;
-      return !__builtin_add_overflow(c.positions[k - 1], int64_t(1), &next) && next == c.positions[k];
-    };
-    if (f.rank == 4) {
-      // The longest S dividing T whose rows of S tokens each lie within one run.
-      uint64_t S = T;
-      auto rows_fit = [&](uint64_t s) {
-        for (uint64_t k = 1; k < T; ++k)
-          if (k % s != 0 && !continues(k)) return false;
-        return true;
-      };
-      while (S > 1 && (T % S != 0 || !rows_fit(S))) --S;
-      t.rank = 4;
-      t.batch = S ? T / S : 1;
-      for (uint64_t b = 0; b < t.batch; ++b) t.seq_offsets.push_back(T ? c.positions[b * S] : 0);
-    } else {
-      // Each run a sequence at its first position.
-      t.cu_seqlens.push_back(0);
-      for (uint64_t k = 0; k < T; ++k) {
-        if (k > 0 && continues(k)) continue;
-        if (k) t.cu_seqlens.push_back(int64_t(k));
-        t.seq_offsets.push_back(c.positions[k]);
-      }
-      t.cu_seqlens.push_back(int64_t(T));
-      if (T == 0) t.seq_offsets.push_back(0);
-    }
-    if (f.index_int32)
-      for (const std::vector<int64_t>* v : {&t.seq_offsets, &t.cu_seqlens})
-        for (int64_t x : *v)
-          if (!fits(x))
-            return refuse(fmt::format("offset {} does not fit its int32 offsets", x));
+    if (std::string w = implicit_positions(c, f.rank, 0, f.index_int32, t); !w.empty()) return refuse(w);
   }
   r.tensor = std::move(t);
   if (std::string w = r.validate(); !w.empty()) return refuse("the tensor form cannot express it: " + w);
@@ -353,34 +387,44 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dt
     if (ended) return v;
   }
   // No neutral call taken: a kernel that takes caller-given tables only? The simplest table call of each kind,
-  // the table in the call's dtype then f32 (the first asked shape); the form of the call (legacy or tensor, out
-  // of place or in place) is the first the kernel takes, found on the first kind it takes.
+  // the table in the call's dtype then f32 (the first asked shape); the form of the call (legacy, or the tensor
+  // form in each way of passing positions; out of place or in place) is the first the kernel takes, found on the
+  // first kind it takes. (FlashAttention's apply_rotary takes no positions: implicit ones, int32 offsets.)
   std::vector<Dtype> order;  // the asked dtypes, f32 last
   for (Dtype x : dtypes)
     if (x != Dtype::f32) order.push_back(x);
   if (std::find(dtypes.begin(), dtypes.end(), Dtype::f32) != dtypes.end()) order.push_back(Dtype::f32);
   const Layout l = cases.front().layout;
-  std::optional<RopeCase> took;
-  bool took_in_place = false;
   struct Form {
-    bool tensor, in_place;
+    std::optional<TensorForm> tensor;
+    bool in_place;
+    bool operator==(const Form& o) const {
+      return in_place == o.in_place && tensor.has_value() == o.tensor.has_value() &&
+             (!tensor || (tensor->pos == o.tensor->pos && tensor->rank == o.tensor->rank &&
+                          tensor->index_int32 == o.tensor->index_int32));
+    }
   };
-  const Form forms[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+  std::vector<Form> forms = {{std::nullopt, false}, {std::nullopt, true}};
+  for (const TensorForm& f : tensor_probe_forms())
+    for (bool in_place : {false, true}) forms.push_back({f, in_place});
+  std::optional<RopeCase> took;
+  std::optional<Form> took_form;
   for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
     for (const Form& f : forms) {
-      if (took && (f.tensor != bool(took->tensor) || f.in_place != took_in_place)) continue;  // the form is known
+      if (took_form && !(f == *took_form)) continue;  // the form is known
       bool kind_taken = false;
       for (Dtype d : order) {
         for (Dtype td : {d, Dtype::f32}) {
           if ((k == TableKind::angle || d == Dtype::f32) && td != d) continue;  // one table dtype to try
-          const RopeCase c = abi_table_probe_case(d, l, k, td, f.tensor);
-          if (!probe(c, 3, f.in_place)) continue;
+          std::optional<RopeCase> c = abi_table_probe_case(d, l, k, td, false);
+          if (f.tensor) c = in_tensor_form(*c, *f.tensor);
+          if (!c || !probe(*c, 3, f.in_place)) continue;
           kind_taken = true;
           v.table_dtypes[size_t(k)] |= uint8_t(1u << unsigned(td));
           if (td == d && d != Dtype::f32) v.table_in_call_dtype[size_t(k)] = true;
           if (!took) {
             took = c;
-            took_in_place = f.in_place;
+            took_form = f;
           }
         }
         if (kind_taken) break;  // the first call dtype it takes tells
@@ -389,9 +433,10 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dt
   if (!took) return v;
   v.accepted |= 1u << 3;
   v.tables_only = true;
-  v.tensor_form_only = took->tensor.has_value();
-  v.in_place_only = took_in_place;
-  v.blind = probe(*took, kUndefinedAbiVersion, took_in_place);
+  v.tensor_form_only = took_form->tensor.has_value();
+  if (took_form->tensor) v.tensor_form = *took_form->tensor;
+  v.in_place_only = took_form->in_place;
+  v.blind = probe(*took, kUndefinedAbiVersion, took_form->in_place);
   return v;
 }
 

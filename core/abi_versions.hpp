@@ -61,8 +61,10 @@ std::vector<TensorForm> tensor_probe_forms();
 // them -- implicit positions as runs of consecutive positions, each run a sequence (rank 3: cu_seqlens and an
 // offset per sequence; rank 4: equal runs, one row of the batch each). nullopt (and *why) when `f` cannot
 // express the case (several position axes implicitly, a position or offset beyond int32). A case already in the
-// tensor form is returned as it is, except that explicit int64 positions go as int32 to a kernel that takes int32
-// positions.
+// tensor form keeps its tensors; its positions go as `f` passes them: explicit int64 ones as int32 to a kernel
+// that takes int32 positions, explicit ones as implicit (q's rank kept: rank 3 as sequences, rank 4 as its rows
+// when each row's positions are consecutive) to one that takes implicit positions only, and int64 offsets and
+// cu_seqlens as int32 to one that takes int32 offsets. Otherwise it is returned as it is.
 std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, std::string* why = nullptr);
 
 // One probe call: the version it carried, the case, and what came back.

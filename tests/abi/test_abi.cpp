@@ -663,10 +663,27 @@ TEST(AbiV3Kernels, ComputedAngleKernelsThatTakeTheTensorFormOnlyPass) {
     EXPECT_NE(row_line(mlx.out, row).find("| pass |"), std::string::npos) << row << "\n" << mlx.out;
 }
 
+// A kernel that takes caller-given tables and implicit positions only, as FlashAttention's apply_rotary_emb is
+// called (no positions tensor: int32 cu_seqlens and seqlen_offsets): the table probes ask each way of passing
+// positions, and every case goes with a table in the form it took.
+TEST(AbiV3Kernels, ATablesOnlyKernelWithImplicitPositionsOnlyPasses) {
+  const GateRun g = gate(kernel("current", "table_fa_implicit"), kV3Options, "v3_fa_implicit");
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("with caller-given tables only (cos-sin-2, in the tensor form with implicit positions, varlen "
+                       "sequences (cu_seqlens) with an offset each, int32 offsets)"),
+            std::string::npos)
+      << g.out;
+  for (const char* row : {"matrix f16 interleaved", "matrix f32 half-split", "v3: inverse", "v3: sequences", "repeat",
+                          "random", "property: norm", "property: relative", "property: inverse",
+                          "property: sequences"})
+    EXPECT_NE(row_line(g.out, row).find("| pass |"), std::string::npos) << row << "\n" << g.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     TensorFormOnly, AbiV3PlantedBugs,
     ::testing::Values(V3Bug{"table_flashinfer_k_q_heads", "v3: q and k", "verdict: FAIL (failed: out-of-bounds"},
-                      V3Bug{"table_mlx_first_offset", "matrix f32 half-split", "first sequence's offset for every sequence"}),
+                      V3Bug{"table_mlx_first_offset", "matrix f32 half-split", "first sequence's offset for every sequence"},
+                      V3Bug{"table_fa_implicit_varlen_offset", "v3: sequences", "sequence start not subtracted"}),
     [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
 
 // A property failure of a kernel that takes tables only replays: `ropecheck replay` gives each of the

@@ -8,7 +8,8 @@
  *   STYLE_FA        FlashAttention's apply_rotary: cos and sin [P][R/2] (COS_SIN_2, f32 or the activations'
  *                   dtype), the tensor form of rank 3 or 4, any strides, out of place or in place, explicit
  *                   int32/int64 positions or implicit ones (seq_offsets, varlen cu_seqlens), `conjugate` (the
- *                   inverse). One tensor: k is declined.
+ *                   inverse). One tensor: k is declined. With FA_IMPLICIT_ONLY, as apply_rotary_emb is called:
+ *                   no positions tensor, only implicit ones (int32 cu_seqlens and seqlen_offsets).
  *   STYLE_BACKWARD  ggml's rope / rope_back: angles from base, inv_freq or position_scale computed in double, the
  *                   legacy form, forward and inverse, the attention factor kept by the inverse.
  *   STYLE_FLASHINFER FlashInfer's apply_rope_pos_ids: no table (angles from rope_theta and rope_scale, here
@@ -186,6 +187,11 @@ static int apply(const rc_rope_args* a) {
   if (rank != 3 && rank != 4) return RC_UNSUPPORTED;
   if (a->pos.data && a->pos.ndim != rank - 2) return RC_UNSUPPORTED; /* one axis, not axes-first */
   if (a->pos.data && (a->pos.ndim == 2 && a->pos.strides)) return RC_UNSUPPORTED;
+#ifdef FA_IMPLICIT_ONLY
+  if (a->pos.data || (a->cu_seqlens.data && a->cu_seqlens.dtype.bits != 32) ||
+      (a->seq_offsets.data && a->seq_offsets.dtype.bits != 32))
+    return RC_UNSUPPORTED;
+#endif
   const size_t es = a->dtype == RC_F32 ? 4 : 2;
   view_t in, out;
   make_view(&a->q, &in);
