@@ -177,22 +177,26 @@ void leave_the_gate(pid_t gate, int sock) {
   const FpControl pristine = read_fp_control();
   Reply ready;
   ready.kind = kReady;
-  bool watch = false;  // the mapping watch: in force only with the filter (and not under ASan, whose runtime maps)
-  if (s.opt.seccomp) {
+  if (s.opt.seccomp)
     copy_text(ready.text, install_seccomp_filter());
-#ifndef ROPECHECK_ASAN
-    watch = !ready.text[0] && install_mapping_watch(reinterpret_cast<uintptr_t>(s.arena), s.arena_bytes).empty();
-#endif
-  } else {
+  else
     copy_text(ready.text, "seccomp filter disabled");
-  }
-  ready.watch = watch ? kWatchInForce : 0;
   rc_rope_apply_fn fn = s.src.fn;
   if (!s.src.library.empty()) {
     const OpenedKernel k = open_kernel_library(s.src.library);  // constructors run here
     if (!k.fn) host_fail(kHostFd, k.error);
     fn = k.fn;
   }
+  // The mapping watch: in force only with the filter (and not under ASan, whose runtime maps as it likes); from
+  // here on, so that the loader's and the constructors' mapping calls are not each trapped (a restart's cost).
+  // What they did to the arena the first call's reply says (a touch noted now): its guard pages are read.
+  bool watch = false;
+#ifndef ROPECHECK_ASAN
+  watch = s.opt.seccomp && !ready.text[0] &&
+          install_mapping_watch(reinterpret_cast<uintptr_t>(s.arena), s.arena_bytes).empty();
+  if (watch) note_mapping_watch_touch();
+#endif
+  ready.watch = watch ? kWatchInForce : 0;
   ready.fp_before = pristine.bits;
   ready.fp_after = read_fp_control().bits;
   install_fault_report();  // (after the library's constructors: a fault there is a load failure, said as before)
@@ -812,6 +816,7 @@ void KernelHost::start() {
   if (w == 1 && r.kind == kReady) {
     host_sched_ns_ = sched_ns(schedstat_fd_);
     seccomp_error_ = r.text;
+    mapping_watch_ = (r.watch & kWatchInForce) != 0;
     const FpControl before{r.fp_before}, after{r.fp_after};
     if (!(before == after) && load_fp_change_.empty())
       load_fp_change_ = "loading " + what + " changed the FP environment: " + describe_fp_change(before, after);

@@ -148,6 +148,8 @@ class KernelHost {
   // Calls after which the guard pages were read from the host's memory from outside (process_vm_readv): every
   // call where the host's mapping watch is not in force, else those after which it saw the arena touched.
   uint64_t guard_reads() const { return guard_reads_; }
+  // Whether the live (or last) host process said its mapping watch was in force (gate/sandbox.hpp).
+  bool mapping_watch() const { return mapping_watch_; }
   // CPU seconds the live host process (all its threads) has used so far; 0 when none is running. Hosts that
   // ended were reaped by this process: getrusage(RUSAGE_CHILDREN) counts them.
   double live_cpu_seconds() const;
@@ -194,6 +196,7 @@ class KernelHost {
   bool protection_checked_ = true;  // process_vm_readv can see the host's guard pages
   bool guards_intact_ = false;      // the last call's guard pages are each PROT_NONE (read back, or watched)
   uint64_t guard_reads_ = 0;
+  bool mapping_watch_ = false;
   AbiVersions abi_;                 // probed: negotiate() or set_abi()
   bool features_declared_ = false;
 };
