@@ -260,6 +260,29 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
     return result
 
 
+def planned_rows(*, contract=None, dtypes=None, layouts=None, preset=None, hf_config=None, seq_len=None,
+                 max_position=None, supports=None, require=None, gate_args=None, **_other):
+    """The names of the rows a `check` with these options reports, known before it runs: the rows the gate has
+    with the same options on the built-in scalar kernel, which takes every case (one random case and one execution
+    per property, no shrinking: a second or so). A kernel whose run lacks one of them (it declined a whole
+    dtype, say) has that row missing from its verdict; options that only change how cases are called (device,
+    tensors, seed, cases, ...) do not change the rows."""
+    d = tempfile.mkdtemp(prefix="ropecheck-plan-")
+    try:
+        verdict = os.path.join(d, "verdict.json")
+        command = [find_binary(), "gate", "--impl", "scalar", "--quiet", "--report-dir", os.path.join(d, "report"),
+                   "--verdict-json", verdict, "--shrink-tries", "0"]
+        command += _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, None, 1, 1,
+                              supports, require, 600, 600, gate_args)
+        p = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if not os.path.exists(verdict):
+            raise RuntimeError(f"ropecheck gate exited {p.returncode} listing its rows: {p.stderr.strip()}")
+        with open(verdict) as f:
+            return [r["name"] for r in json.load(f)["rows"]]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def gate(**options):
     """Mark a pytest test function as a kernel to gate (the pytest plugin, ropecheck.pytest_plugin): each row of
     its verdict becomes a test item. The options are check's (backward=True: check_backward's)."""

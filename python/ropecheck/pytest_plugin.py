@@ -13,10 +13,14 @@ In a test module:
         return hf_rope(case)
 
 collects test_hf_rope[matrix bf16 half-split], test_hf_rope[property: composition], ... one per row of the gate's
-verdict: a failing row fails with its cause, smallest case and replay call; a row that did not run is skipped
-with its reason. The gate runs once per decorated function, when pytest collects it (so `--collect-only` runs
-it too). Options: --ropecheck-seed, --ropecheck-cases, --ropecheck-property-cases, --ropecheck-report-dir.
-JUnit XML comes from pytest's own --junitxml.
+verdict, and test_hf_rope[verdict]. The rows are known before the run (ropecheck.planned_rows: the same options'
+rows on the built-in kernel, which takes every case), so collecting (`--collect-only`, `-k`) does not run the
+gate; it runs once per decorated function, when the first of its items runs. A failing row fails with its
+cause, smallest case and replay call; a row that did not run is skipped with its reason, and so is a planned
+row the kernel's run does not have; the verdict item fails when the gate failed and no row shows why (a
+coverage requirement not met, every call declined), with the verdict's summary. Options: --ropecheck-seed,
+--ropecheck-cases, --ropecheck-property-cases, --ropecheck-report-dir. JUnit XML comes from pytest's own
+--junitxml.
 """
 import os
 
@@ -51,9 +55,29 @@ def pytest_pycollect_makeitem(collector, name, obj):
         opts["report_dir"] = os.path.join(root, name)
     opts.setdefault("name", name)
     backward = opts.pop("backward", False)
-    result = (ropecheck.check_backward if backward else ropecheck.check)(obj, **opts)
-    return [GateRow.from_parent(collector, name=f"{name}[{row.name}]", row=row, result=result)
-            for row in result.rows]
+    planned = ropecheck.planned_rows(**opts)
+    run = GateRun(obj, opts, backward)
+    items = [GateRow.from_parent(collector, name=f"{name}[{row}]", row_name=row, run=run) for row in planned]
+    items.append(GateVerdict.from_parent(collector, name=f"{name}[verdict]", run=run, planned=set(planned)))
+    return items
+
+
+class GateRun:
+    """One gate run of a decorated function, made when the first of its items runs (an error then is each item's)."""
+
+    def __init__(self, fn, opts, backward):
+        self.fn, self.opts, self.backward = fn, opts, backward
+        self._result = self._error = None
+
+    def result(self):
+        if self._result is None and self._error is None:
+            try:
+                self._result = (ropecheck.check_backward if self.backward else ropecheck.check)(self.fn, **self.opts)
+            except Exception as e:  # (KeyboardInterrupt and SystemExit end the session, as anywhere in pytest)
+                self._error = e
+        if self._error is not None:
+            raise self._error
+        return self._result
 
 
 class RowFailed(Exception):
@@ -61,11 +85,15 @@ class RowFailed(Exception):
 
 
 class GateRow(pytest.Item):
-    def __init__(self, *, row, result, **kw):
+    def __init__(self, *, row_name, run, **kw):
         super().__init__(**kw)
-        self.row, self.result = row, result
+        self.row_name, self.run, self.row = row_name, run, None
 
     def runtest(self):
+        result = self.run.result()
+        self.row = next((r for r in result.rows if r.name == self.row_name), None)
+        if self.row is None:
+            pytest.skip(f"not in this run's verdict ({result.reason})"[:300])
         if self.row.result == "not run":
             pytest.skip(self.row.note or "not run")
         if self.row.result == "fail":
@@ -80,8 +108,33 @@ class GateRow(pytest.Item):
             lines.append(f"smallest failing case: {r.smallest_case}")
         if r.replay_file:
             lines.append(f"replay: ropecheck.replay(fn, {r.replay_file!r})")
-        lines.append(f"contract: {self.result.contract}")
+        lines.append(f"contract: {self.run.result().contract}")
         return "\n".join(lines)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+class VerdictFailed(Exception):
+    pass
+
+
+class GateVerdict(pytest.Item):
+    """The verdict as a whole: fails when the gate failed and none of the planned rows shows why."""
+
+    def __init__(self, *, run, planned, **kw):
+        super().__init__(**kw)
+        self.run, self.planned = run, planned
+
+    def runtest(self):
+        result = self.run.result()
+        if not result.passed and not any(r.result == "fail" and r.name in self.planned for r in result.rows):
+            raise VerdictFailed()
+
+    def repr_failure(self, excinfo):
+        if not isinstance(excinfo.value, VerdictFailed):
+            return super().repr_failure(excinfo)
+        return self.run.result().summary()
 
     def reportinfo(self):
         return self.path, None, self.name

@@ -22,8 +22,24 @@ TESTS = textwrap.dedent('''
     def test_sign_bug(case):
         return numpy_rope_sign_bug(case)
 
+    @ropecheck.gate(**OPTS)
+    def test_declines_everything(case):
+        case.decline()
+
     def test_plain():  # an ordinary test beside them is collected as usual
         assert True
+''')
+
+# Collecting does not run the gate: a function that notes each call it gets.
+COLLECT_ONLY = textwrap.dedent('''
+    import os
+    import ropecheck
+    from test_check import numpy_rope
+
+    @ropecheck.gate(tensors="numpy", dtypes="f32", layouts="interleaved", cases=20)
+    def test_noted(case):
+        open(os.environ["RC_CALLS_FILE"], "a").write("call\\n")
+        return numpy_rope(case)
 ''')
 
 
@@ -45,7 +61,16 @@ class PytestPlugin(unittest.TestCase):
         correct = [n for n in names if n.startswith("test_correct[")]
         bug = [n for n in names if n.startswith("test_sign_bug[")]
         self.assertGreater(len(correct), 20)
-        self.assertEqual(len(correct), len(bug))  # one item per row, the same rows
+        self.assertEqual(len(correct), len(bug))  # one item per row, the same rows (known before the run)
+        self.assertIn("test_correct[verdict]", names)
+        self.assertIsNone(names["test_correct[verdict]"].find("failure"), out)
+        # The sign bug's failure is its rows': the verdict item does not repeat it.
+        self.assertIsNone(names["test_sign_bug[verdict]"].find("failure"), out)
+        # A kernel that declines everything: its rows are skipped, and the verdict item fails with the summary.
+        self.assertIsNotNone(names["test_declines_everything[matrix f32 interleaved]"].find("skipped"), out)
+        declined = names["test_declines_everything[verdict]"].find("failure")
+        self.assertIsNotNone(declined, out)
+        self.assertIn("ropecheck: FAIL", declined.text or declined.get("message", ""))
         self.assertTrue(all(names[n].find("failure") is None for n in correct), out)
         failed = names["test_sign_bug[matrix f32 interleaved]"].find("failure")
         self.assertIsNotNone(failed, out)
@@ -56,6 +81,30 @@ class PytestPlugin(unittest.TestCase):
         # A row that did not run is a skip with its reason.
         skipped = names["test_correct[v2: rotary offset]"].find("skipped")
         self.assertIsNotNone(skipped, out)
+
+
+    def test_collecting_does_not_run_the_gate(self):
+        d = tempfile.mkdtemp(prefix="rc-pytest-collect-")
+        with open(os.path.join(d, "conftest.py"), "w") as f:
+            f.write(CONFTEST)
+        with open(os.path.join(d, "test_noted.py"), "w") as f:
+            f.write(COLLECT_ONLY)
+        calls = os.path.join(d, "calls.txt")
+        env = dict(os.environ, RC_CALLS_FILE=calls)
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", d],
+                           capture_output=True, text=True, cwd=d, env=env)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("test_noted[matrix f32 interleaved]", out)
+        self.assertIn("test_noted[verdict]", out)
+        self.assertFalse(os.path.exists(calls), out)  # the function was never called
+        # Selecting one row runs the gate once, for that item.
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "random", d],
+                           capture_output=True, text=True, cwd=d, env=env)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("1 passed", out)
+        self.assertTrue(os.path.exists(calls), out)
 
 
 if __name__ == "__main__":
