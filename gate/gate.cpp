@@ -198,11 +198,9 @@ class Gate {
   // The case alone in a fresh host process (the row's own host keeps its state).
   CallResult call_isolated_like(const RopeCase& c, bool in_place = false) {
     try {
-      KernelHost fresh(KernelSource{impl_.library, impl_.fn, impl_.host_fd}, host_options(opt_));
-      fresh.set_abi(host_.abi(), host_.features_declared());
-      CallResult r = fresh.call(c, in_place, opt_.call_timeout_seconds);
+      CallResult r = host_.call_alone(c, in_place, opt_.call_timeout_seconds);
       meter_.add(r);
-      return r;  // (its CPU: RUSAGE_CHILDREN once `fresh` has reaped it)
+      return r;  // (its CPU: RUSAGE_CHILDREN once it is reaped)
     } catch (const LoadError& e) {
       CallResult r;
       r.status = CallStatus::crashed;

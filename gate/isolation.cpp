@@ -114,6 +114,9 @@ struct HostSetup {
   size_t arena_bytes;
   pid_t gate;
   int sock;
+  // A host for one call alone (KernelHost::call_alone): its working directory and capture files, used instead.
+  std::string alone_cwd, alone_out_path, alone_err_path;
+  bool alone = false;
 };
 
 namespace {
@@ -135,8 +138,13 @@ void leave_the_gate(pid_t gate, int sock) {
   fcntl(kHostFd, F_SETFD, FD_CLOEXEC);
 }
 
-[[noreturn]] void host_main(const HostSetup& s) {
+[[noreturn]] void host_main(HostSetup s) {
   leave_the_gate(s.gate, s.sock);
+  if (s.alone) {
+    s.cwd = s.alone_cwd;
+    s.out_path = s.alone_out_path;
+    s.err_path = s.alone_err_path;
+  }
   // Fixed descriptors: the socket as 3, stdin from /dev/null, stdout/stderr to the capture files; nothing
   // else of the gate's stays open.
   const int in = open("/dev/null", O_RDONLY);
@@ -312,6 +320,7 @@ struct CloneArgs {
       pid = syscall(SYS_clone3, &a, sizeof a);
       if (pid == 0) {
         s.sock = fd;
+        s.alone = byte == 1;  // (the byte: 1 for a host of call_alone)
         host_main(s);
       }
       if (pid < 0) pid = -errno;
@@ -650,6 +659,17 @@ double KernelHost::live_cpu_seconds() const {
 void KernelHost::ensure_arena(size_t bytes) {
   if (arena_ && arena_bytes_ >= bytes) return;
   stop();  // the host maps the arena by inheritance: a new arena needs a new host
+  if (alone_ && parked_.pid > 0) {  // (and the parked host too: it restarts at its next call)
+    std::swap(pid_, parked_.pid);
+    std::swap(sock_, parked_.sock);
+    std::swap(pidfd_, parked_.pidfd);
+    std::swap(schedstat_fd_, parked_.schedstat_fd);
+    stop();
+    std::swap(pid_, parked_.pid);
+    std::swap(sock_, parked_.sock);
+    std::swap(pidfd_, parked_.pidfd);
+    std::swap(schedstat_fd_, parked_.schedstat_fd);
+  }
   stop_zygote();  // (and a zygote that maps it)
   if (arena_) munmap(arena_, arena_bytes_);
   size_t want = size_t(64) << 20;
@@ -785,8 +805,16 @@ void KernelHost::start() {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     throw std::runtime_error("socketpair failed: " + std::string(std::strerror(errno)));
+  // A host for one call alone (call_alone) gets a working directory and capture files of its own, new each time.
+  const std::string alone_dir = private_dir_ + "/alone";
+  if (alone_) {
+    std::error_code ec;
+    fs::remove_all(alone_dir, ec);
+    fs::create_directories(alone_dir + "/cwd", ec);
+  }
   HostSetup s{src_, opt_, private_dir_ + "/cwd", private_dir_ + "/kernel-stdout.txt", private_dir_ + "/kernel-stderr.txt",
-              static_cast<unsigned char*>(arena_), arena_bytes_, getpid(), sv[1]};
+              static_cast<unsigned char*>(arena_), arena_bytes_, getpid(), sv[1], alone_dir + "/cwd",
+              alone_dir + "/kernel-stdout.txt", alone_dir + "/kernel-stderr.txt", alone_};
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = starts_ > 0 ? spawn_from_zygote(s) : -1;  // a restart: cloned from the zygote where it can be
@@ -868,7 +896,7 @@ pid_t KernelHost::spawn_from_zygote(const HostSetup& s) {
     have_zygote_clock_ = clock_getcpuclockid(z, &zygote_clock_) == 0;
   }
   // The host's end of its socket to the zygote, which clones the host and answers its pid (or -errno).
-  const char byte = 0;
+  const char byte = s.alone ? 1 : 0;
   long pid = -1;
   bool answered = send_with_fds(zygote_sock_, &byte, 1, {s.sock});
   if (answered) {
@@ -894,6 +922,49 @@ void KernelHost::stop_zygote() {
   }
   zygote_pid_ = -1;
   have_zygote_clock_ = false;
+}
+
+// The call in a host process of its own, cloned from the zygote like a restart's, sharing the arena (calls
+// never overlap): the running host is parked meanwhile -- its process, socket and counters kept as they were --
+// and is the one the next call() goes to, with its state. (Before, a KernelHost of its own did this: a fork of
+// the whole gate, whose heap then took a copy-on-write fault per page it wrote: most of a failing row's
+// diagnosis.) Attached (host_fd): a channel of its own to the serving process, as any new KernelHost.
+CallResult KernelHost::call_alone(const RopeCase& c, bool in_place, double timeout_seconds) {
+  if (src_.host_fd >= 0 || starts_ == 0) {
+    KernelHost fresh(src_, opt_);
+    fresh.set_abi(abi_, features_declared_);
+    return fresh.call(c, in_place, timeout_seconds);
+  }
+  parked_ = Parked{pid_, sock_, pidfd_, schedstat_fd_, host_sched_ns_, cpu_clock_, have_cpu_clock_, seq_, starts_,
+                   guards_intact_, mapping_watch_, seccomp_error_};
+  pid_ = sock_ = pidfd_ = schedstat_fd_ = -1;
+  have_cpu_clock_ = false;
+  guards_intact_ = false;
+  alone_ = true;
+  struct Unpark {
+    KernelHost& h;
+    ~Unpark() {
+      h.stop();
+      h.alone_ = false;
+      const Parked& p = h.parked_;
+      h.pid_ = p.pid;
+      h.sock_ = p.sock;
+      h.pidfd_ = p.pidfd;
+      h.schedstat_fd_ = p.schedstat_fd;
+      h.host_sched_ns_ = p.host_sched_ns;
+      h.cpu_clock_ = p.cpu_clock;
+      h.have_cpu_clock_ = p.have_cpu_clock && p.pid > 0;
+      h.seq_ = p.seq;
+      h.starts_ = p.starts;
+      // (the other host's calls re-protected the pages it used as guards in its own address space only; this
+      // host makes every guard page of its next call PROT_NONE again)
+      h.guards_intact_ = false;
+      h.mapping_watch_ = p.mapping_watch;
+      h.seccomp_error_ = p.seccomp_error;
+      h.parked_ = Parked{};
+    }
+  } unpark{*this};
+  return call(c, in_place, timeout_seconds);
 }
 
 const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,

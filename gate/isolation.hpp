@@ -122,6 +122,9 @@ class KernelHost {
   // negotiates (negotiate()) unless set_abi() said. A case no version it speaks expresses is not sent
   // (CallResult::not_sent). Throws LoadError when a restart after a crash fails to load.
   CallResult call(const RopeCase& c, bool in_place, double timeout_seconds);
+  // The call alone in a new host process (nothing of the earlier calls' state), as call() judges it; the running
+  // host, if any, keeps its state and makes the next call().
+  CallResult call_alone(const RopeCase& c, bool in_place, double timeout_seconds);
   // The same at an explicit abi_version (>= c.min_abi_version(); the probes use it).
   CallResult call_at(const RopeCase& c, bool in_place, double timeout_seconds, uint32_t abi_version);
 
@@ -197,6 +200,18 @@ class KernelHost {
   bool guards_intact_ = false;      // the last call's guard pages are each PROT_NONE (read back, or watched)
   uint64_t guard_reads_ = 0;
   bool mapping_watch_ = false;
+  // call_alone: its host is the one running; the host it parked, restored after it.
+  bool alone_ = false;
+  struct Parked {
+    pid_t pid = -1;
+    int sock = -1, pidfd = -1, schedstat_fd = -1;
+    uint64_t host_sched_ns = 0;
+    clockid_t cpu_clock = 0;
+    bool have_cpu_clock = false;
+    uint64_t seq = 0, starts = 0;
+    bool guards_intact = false, mapping_watch = false;
+    std::string seccomp_error;
+  } parked_;
   AbiVersions abi_;                 // probed: negotiate() or set_abi()
   bool features_declared_ = false;
 };

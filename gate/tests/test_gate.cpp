@@ -206,6 +206,14 @@ int counting_kernel(const rc_rope_args* a) {
   return RC_OK;
 }
 
+// Prints each call's number.
+int printing_kernel(const rc_rope_args* a) {
+  static int calls = 0;
+  std::printf("call %d\n", ++calls);
+  std::fflush(stdout);
+  return counting_kernel(a);
+}
+
 float first_element(const gate::CallResult& r) {
   float v;
   std::memcpy(&v, r.out.data(), 4);
@@ -255,6 +263,49 @@ std::set<pid_t> own_children() {
 }
 
 }  // namespace
+
+// call_alone: the case in a host of its own (the diagnosis's "fails alone?"), which sees none of the running host's
+// state and leaves it as it was: the next call goes on counting, in the same process. Alone after a crash (no host
+// running), and with a case that crashes alone: the next call starts a host as after any crash.
+TEST(KernelHost, ACallAloneSeesNoStateAndLeavesTheRunningHostsState) {
+  const std::set<pid_t> before = own_children();
+  {
+    gate::KernelHost host(gate::KernelSource{"", counting_kernel}, gate::HostOptions{});
+    const RopeCase c = small_case();
+    for (int k = 1; k <= 3; ++k) ASSERT_EQ(first_element(host.call(c, false, 10)), float(k));
+    for (int k = 0; k < 2; ++k) {
+      const gate::CallResult alone = host.call_alone(c, false, 10);
+      ASSERT_EQ(alone.status, gate::CallStatus::ok) << gate::describe(alone);
+      EXPECT_EQ(first_element(alone), 1.0f);  // a process of its own: its first call
+    }
+    gate::CallResult r = host.call(c, false, 10);
+    EXPECT_EQ(first_element(r), 4.0f);  // the running host, its state kept
+    EXPECT_EQ(r.host_start, 1u);
+    EXPECT_EQ(host.starts(), 1u);
+    RopeCase crash = c;
+    crash.n_heads = 3;
+    crash.input.assign(crash.n_bytes(), 0);
+    EXPECT_EQ(host.call_alone(crash, false, 10).status, gate::CallStatus::crashed);
+    r = host.call(c, false, 10);
+    EXPECT_EQ(first_element(r), 5.0f);  // (a crash alone leaves the running host be)
+    EXPECT_EQ(host.call(crash, false, 10).status, gate::CallStatus::crashed);
+    EXPECT_EQ(first_element(host.call_alone(c, false, 10)), 1.0f);  // none running
+    r = host.call(c, false, 10);
+    EXPECT_EQ(first_element(r), 1.0f);  // a new host, as after any crash
+    EXPECT_EQ(r.host_start, 2u);
+    EXPECT_EQ(own_children().size(), before.size() + 2);  // the host and the zygote: no host made alone is left
+  }
+  EXPECT_EQ(own_children(), before);
+  // What a host alone prints is not the running host's captured output (it was a KernelHost of its own before).
+  gate::KernelHost printing(gate::KernelSource{"", printing_kernel}, gate::HostOptions{});
+  const RopeCase c = small_case();
+  ASSERT_EQ(printing.call(c, false, 10).status, gate::CallStatus::ok);
+  ASSERT_EQ(printing.call_alone(c, false, 10).status, gate::CallStatus::ok);
+  ASSERT_EQ(printing.call(c, false, 10).status, gate::CallStatus::ok);
+  const std::string out = printing.captured_output();
+  EXPECT_NE(out.find("\n  kernel stdout | call 1\n  kernel stdout | call 2\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("call 1"), out.rfind("call 1")) << out;  // (once: the running host's first call)
+}
 
 // Hosts after the first are cloned by the zygote (isolation.cpp, "the zygote"), made at the first restart: each
 // is still this process's child (its crash is seen as the signal that ended it, its state fresh, its sandbox in
