@@ -372,6 +372,7 @@ class Gate {
   uint64_t table_turn_ = 0;  // table_call: whose turn among the table kinds the kernel takes
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
   KernelHost host_;
+  std::map<std::string, std::string> shrunk_faults_;  // a fault's description -> the property row that shrank it
   HostHandle property_handle_;  // the kernel host as the property engine's kernel
 };
 
@@ -656,7 +657,18 @@ void Gate::run_properties() {
       // A row's first failure is shrunk; another dtype x layout that fails too is counted, not shrunk again.
       props::DriverOptions dl = drv;
       dl.shrink = !r.failed_check && opt_.shrink_tries > 0;
+      // A fault is shrunk once: a failure that is a fault an earlier row shrank (the same description) is kept
+      // as found (shrinking a crash restarts the host per candidate: a crashing kernel's whole budget).
+      std::string fault_text, shrunk_in;
+      dl.shrink_this = [&] {
+        fault_text = property_handle_.failing_fault_text();
+        const auto it = fault_text.empty() ? shrunk_faults_.end() : shrunk_faults_.find(fault_text);
+        if (it == shrunk_faults_.end()) return true;
+        shrunk_in = it->second;
+        return false;
+      };
       const props::PropertyOutcome o = props::run_property(p, property_handle_, d, l, scope, dl);
+      if (o.failed && dl.shrink && !o.shrink_skipped && !fault_text.empty()) shrunk_faults_.emplace(fault_text, r.name);
       res_.calls += property_handle_.calls() - calls_before;
       if (property_handle_.hung() && ++hangs_ >= 2) aborted_ = true;
       r.cases += o.passed + (o.failed ? 1 : 0);
@@ -693,6 +705,9 @@ void Gate::run_properties() {
       else if (o.shrink_capped && r.note.empty())
         r.note = fmt::format("{} {}: shrinking stopped after {} candidates ({} step(s) taken)", to_string(d),
                              to_string(l), o.shrinks_tried, o.shrink_path.size());
+      else if (o.shrink_skipped && r.note.empty())
+        r.note = fmt::format("{} {}: not shrunk: the same fault was shrunk in '{}'", to_string(d), to_string(l),
+                             shrunk_in);
     }
     if (!r.ran && r.note.empty() && !aborted_ && (r.declined > 0 || r.not_sent.empty() || budget_reached_))
       r.note = budget_reached_ ? "not run: the budget was reached"
@@ -753,11 +768,16 @@ void Gate::run_sequences() {
   if (opt_.model)
     r.note = "the model fixes base, rotary_dim, head_dim, scale and table: only the dtype x layout changes run";
   const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, opt_.max_position, opt_.seed, model());
+  // Failing cases rerun alone that failed there too: after two, the row's failures are the kernel's own (each
+  // rerun is a fresh host; a kernel wrong everywhere would start one per case), diagnosed as any row's.
+  constexpr int kFailedAloneEnough = 2;
+  int failed_alone = 0;
   for (size_t n = 0; n < cases.size(); ++n) {
     const RopeCase& c = cases[n];
     const uint64_t failed_before = r.failed;
     const Outcome o = run_case(r, c, false);
-    if (r.failed > failed_before && n > 0 && o.v.fault.empty() && r.diagnosis.empty() && !over_budget()) {
+    if (r.failed > failed_before && n > 0 && o.v.fault.empty() && r.diagnosis.empty() &&
+        failed_alone < kFailedAloneEnough && !over_budget()) {
       // Does it fail alone? A case that passes in a fresh process failed because of the calls before it.
       std::optional<RopeCase> given;
       std::string why;
@@ -769,6 +789,8 @@ void Gate::run_sequences() {
         r.diagnosis = fmt::format("stale state across calls: {} fails right after {} in the same process and passes "
                                   "in a fresh one (a cache keyed on some of the parameters?)",
                                   c.summary(), cases[n - 1].summary());
+      else
+        ++failed_alone;
     }
   }
   if (!r.ran && !aborted_ && r.not_sent.empty())

@@ -19,9 +19,11 @@ void HostHandle::end_execution(const rc::detail::CaseResult& result) {
   if (result.type != rc::detail::CaseResult::Type::Failure) return;
   failing_ = current_;
   failing_fault_.clear();
+  failing_fault_text_.clear();
   for (const HandleCall& c : failing_)
     if (!c.fault.empty()) {
       failing_fault_ = c.fault;
+      failing_fault_text_ = c.fault_text;
       break;
     }
 }
@@ -48,7 +50,7 @@ props::RunResult HostHandle::run(const RopeCase& c, const props::RunRequest& r) 
   }
   ++calls_;
   const CaseVerdict v = check_call(c, r.in_place, call);
-  HandleCall hc{c, r.in_place, v.fault};
+  HandleCall hc{c, r.in_place, v.fault, v.fault.empty() ? "" : v.message.substr(0, v.message.find('\n'))};
   current_.push_back(hc);
   if (call.status == CallStatus::hung) hung_ = true;
   if (!v.accepted) {

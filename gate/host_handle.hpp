@@ -19,6 +19,7 @@ struct HandleCall {
   RopeCase c;
   bool in_place = false;
   std::string fault;  // the call's fault ("crash", "out-of-bounds write", ...), empty when it returned cleanly
+  std::string fault_text;  // and what it was (the first line of its message: "the kernel crashed with ...")
 };
 
 class HostHandle : public props::KernelHandle {
@@ -50,6 +51,8 @@ class HostHandle : public props::KernelHandle {
   // first faulting call's, empty when the property's predicate failed).
   const std::vector<HandleCall>& failing_calls() const { return failing_; }
   const std::string& failing_fault() const { return failing_fault_; }
+  // The first faulting call's fault_text of the last failing execution (empty: none faulted).
+  const std::string& failing_fault_text() const { return failing_fault_text_; }
   bool hung() const { return hung_; }
 
  private:
@@ -65,7 +68,7 @@ class HostHandle : public props::KernelHandle {
   bool hung_ = false;
   uint64_t calls_ = 0, accepted_ = 0, not_sent_ = 0;
   std::vector<HandleCall> current_, failing_;
-  std::string failing_fault_;
+  std::string failing_fault_, failing_fault_text_;
 };
 
 }  // namespace ropecheck::gate

@@ -321,6 +321,10 @@ PropertyOutcome run_property(const PropertyDef& p, KernelHandle& k, Dtype d, Lay
     out.index = i;
     out.message = desc.result.description;
     if (!o.shrink) return out;
+    if (o.shrink_this && !o.shrink_this()) {
+      out.shrink_skipped = true;
+      return out;
+    }
     // RapidCheck's shrinking: take the first smaller candidate that still fails, until none does.
     for (bool progressed = true; progressed;) {
       progressed = false;

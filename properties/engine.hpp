@@ -148,6 +148,9 @@ struct DriverOptions {
   bool shrink = true;
   uint64_t max_shrink_tries = 400;    // candidates tried while shrinking, at most
   std::function<bool()> stop;         // true: make no further execution (budget, hangs)
+  // Asked once a failing execution is found (shrink set): false leaves it as found (PropertyOutcome::
+  // shrink_skipped). The gate: a fault another row has shrunk already.
+  std::function<bool()> shrink_this;
 };
 
 struct PropertyOutcome {
@@ -159,6 +162,7 @@ struct PropertyOutcome {
   uint64_t shrinks_tried = 0;
   bool shrink_cut = false;            // DriverOptions::stop ended shrinking before the failure was fully shrunk
   bool shrink_capped = false;         // max_shrink_tries ended it
+  bool shrink_skipped = false;        // DriverOptions::shrink_this said no
   bool stopped = false;               // DriverOptions::stop ended the run early
   // "property P, DTYPE LAYOUT, seed S, case I, shrink a.b.c"
   std::string reproduce(const PropertyDef& p, Dtype d, Layout l, uint64_t seed) const;

@@ -1316,6 +1316,34 @@ TEST(GateCli, PropertyRowsShrinkDiagnoseAndReplay) {
   EXPECT_EQ(run_cli("replay " + replay + " --impl scalar", d + "/r3.log"), 0) << slurp(d + "/r3.log");
 }
 
+// A fault is shrunk once: a kernel that crashes on every call fails each property row on the same crash; the first
+// row shrinks it, every later one keeps its failing execution as found and names the row that shrank it (each
+// candidate of a crash is a host restart: shrinking it in every row took a default gate's whole budget).
+TEST(GateCli, AFaultIsShrunkOnceAndLaterRowsSayWhere) {
+  const std::string d = tmpdir("fault-shrunk-once");
+  EXPECT_EQ(run_cli("gate --kernel " + mutant("mut_crash") + " --dtype f32 --layout interleaved --cases 10 "
+                    "--property-cases 3 --budget-seconds 3600 --call-timeout 120 --quiet --report-dir " + d + "/report",
+                    d + "/out.log"),
+            1);
+  const std::string out = slurp(d + "/out.log");
+  EXPECT_NE(out.find("\nverdict: FAIL (failed: crash)\n"), std::string::npos) << out;
+  size_t shrunk = 0, kept = 0, notes = 0;
+  for (const auto& e : fs::directory_iterator(d + "/report")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("property-", 0) != 0 || name.find(".smallest.json") == std::string::npos) continue;
+    const gate::CaseRecord rec = gate::read_record(e.path().string());
+    ASSERT_NE(rec.failure.find("the kernel crashed with signal 11"), std::string::npos) << name << ": " << rec.failure;
+    (rec.property_shrink.empty() ? kept : shrunk) += 1;
+  }
+  for (size_t at = 0; (at = out.find(": f32 interleaved: not shrunk: the same fault was shrunk in 'property: position "
+                                     "0'\n", at)) != std::string::npos;
+       ++at)
+    ++notes;
+  EXPECT_EQ(shrunk, 1u) << out;  // property: position 0, the first row
+  EXPECT_GE(kept, 5u) << out;
+  EXPECT_EQ(notes, kept) << out;
+}
+
 // After a kernel's second hang no further call is made: the rows left say so, and the verdict names the hang
 // alone -- not the budget, which nothing reached (it was: "the budget (3600 s) cut: property: ... not made").
 TEST(GateCli, AKernelThatHungTwiceIsNotSaidToBeCutByTheBudget) {
