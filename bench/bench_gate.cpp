@@ -50,6 +50,7 @@ std::string counter_name(const std::string& part) {
 void BM_ScalarDefaultGate(benchmark::State& st) {
   const Implementation& k = *find_implementation("scalar");
   const gate::GateOptions opt = default_scalar_options();
+  gate::keep_large_buffers_in_heap();  // as the CLI runs
   std::map<std::string, double> sums;
   double calls = 0;
   for (auto _ : st) {

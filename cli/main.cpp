@@ -1,7 +1,5 @@
 // ropecheck command line: ask the reference, sweep the built-in kernels.
 #include <CLI/CLI.hpp>
-#include <malloc.h>
-
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -10,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
 #include "core/rope_case.hpp"
+#include "gate/gate.hpp"
 #include "reference/reference.hpp"
 
 using namespace ropecheck;
@@ -170,11 +169,7 @@ const ropecheck::cli::Registration reg_reference{{"reference", add_reference, ru
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Buffers of megabytes are made and freed case after case (the large row's cases, their exact outputs, the
-  // kernel's): kept in the heap once made rather than mapped and unmapped each time, a page fault per page per
-  // case (measured: 8% of a short gate's CPU, most of it system time).
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  ropecheck::gate::keep_large_buffers_in_heap();
   CLI::App app{"ropecheck: proves RoPE kernels right or wrong against an exact reference"};
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, const ropecheck::cli::Command*>> subs;

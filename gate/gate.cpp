@@ -1,5 +1,7 @@
 #include "gate/gate.hpp"
 
+#include <malloc.h>
+
 #include <csignal>
 #include <sys/resource.h>
 #include <time.h>
@@ -1168,5 +1170,10 @@ GateResult Gate::run() {
 }  // namespace
 
 GateResult run_gate(const Implementation& impl, const GateOptions& opt) { return Gate(impl, opt).run(); }
+
+void keep_large_buffers_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
 
 }  // namespace ropecheck::gate

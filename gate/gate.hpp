@@ -160,6 +160,12 @@ struct GateResult {
 // Throws LoadError when the kernel library cannot be loaded (the CLI's exit 2).
 GateResult run_gate(const Implementation& impl, const GateOptions& opt);
 
+// For a process that runs gates (the CLI; the gate's benchmark, to count what the CLI costs): buffers of
+// megabytes, made and freed case after case (the large row's cases, their exact outputs, the kernel's), stay in
+// the heap once made rather than being mapped and unmapped each time, a page fault per page per case (measured:
+// 8% of a short gate's CPU, most of it system time). Process-wide (mallopt): not for a library's host process.
+void keep_large_buffers_in_heap();
+
 // The radial bias check of one dtype from the judged pairs' radial components
 // (BiasSums): |mean radial| <= 5 SE + 1/8 u + the contract's systematic share,
 // SE the cluster-robust standard error (docs/gate.md derives it).
