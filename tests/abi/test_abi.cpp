@@ -581,6 +581,8 @@ struct V3Bug {
   const char* row;              // a row that fails
   const char* cause;            // what the verdict names
   const char* also = nullptr;   // and what else it says (the same gate run: one test, not two)
+  const char* row2 = nullptr;   // a second row that fails (a property row), naming cause2
+  const char* cause2 = nullptr;
 };
 
 class AbiV3PlantedBugs : public ::testing::TestWithParam<V3Bug> {};
@@ -593,27 +595,31 @@ TEST_P(AbiV3PlantedBugs, FailWithTheirCauseNamed) {
   EXPECT_NE(row_line(g.out, b.row).find("| FAIL"), std::string::npos) << b.row << "\n" << g.out;
   EXPECT_NE(g.out.find(b.cause), std::string::npos) << b.cause << "\n" << g.out;
   if (b.also) EXPECT_NE(g.out.find(b.also), std::string::npos) << b.also << "\n" << g.out;
+  if (b.row2) {
+    EXPECT_NE(row_line(g.out, b.row2).find("| FAIL"), std::string::npos) << b.row2 << "\n" << g.out;
+    EXPECT_NE(g.out.find(b.cause2), std::string::npos) << b.cause2 << "\n" << g.out;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Abi, AbiV3PlantedBugs,
     ::testing::Values(
-        V3Bug{"table_vllm_row_by_token", "matrix f32 interleaved", "verdict: FAIL (failed: table row indexed by token"},
+        // Each kernel gated once: a row of its call shape, and (row2) a property row -- the property rows of a
+        // kernel that takes tables only (tables the gate builds) fail too, each diagnosed as its call alone shows.
+        V3Bug{"table_vllm_row_by_token", "matrix f32 interleaved", "verdict: FAIL (failed: table row indexed by token",
+              nullptr, "property: accuracy", "table row indexed by token"},
         V3Bug{"table_vllm_k_head_stride", "v3: q and k",
-              "out-of-bounds write: memory: 56 byte(s) between the elements of in-place k (its strides' gaps) were written"},
-        V3Bug{"table_fa_varlen_offset", "v3: sequences", "verdict: FAIL (failed: sequence start not subtracted"},
-        V3Bug{"table_fa_inverse_ignored", "v3: inverse", "verdict: FAIL (failed: inverse computed as forward)"},
+              "out-of-bounds write: memory: 56 byte(s) between the elements of in-place k (its strides' gaps) were written",
+              nullptr, "property: strides", "out-of-bounds write: strides: memory: "},
+        V3Bug{"table_fa_varlen_offset", "v3: sequences", "verdict: FAIL (failed: sequence start not subtracted",
+              nullptr, "property: sequences", "sequence start not subtracted"},
+        V3Bug{"table_fa_inverse_ignored", "v3: inverse", "verdict: FAIL (failed: inverse computed as forward)",
+              nullptr, "property: inverse", "inverse computed as forward"},
         // (the crash says where: the host's fault handler reports the address)
         V3Bug{"table_fa_table_overread", "matrix f32 interleaved", "verdict: FAIL (failed: crash)",
               "Segmentation fault): a read of the guard page after the table buffer, 0 byte(s) past its end"},
-        V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)"},
-        V3Bug{"table_backward_drops_af", "property: inverse", "attention factor not applied"},
-        // The property rows of a kernel that takes tables only (tables the gate builds): the planted bugs fail
-        // them too, each diagnosed as its call alone shows it.
-        V3Bug{"table_vllm_row_by_token", "property: accuracy", "table row indexed by token"},
-        V3Bug{"table_vllm_k_head_stride", "property: strides", "out-of-bounds write: strides: memory: "},
-        V3Bug{"table_fa_varlen_offset", "property: sequences", "sequence start not subtracted"},
-        V3Bug{"table_fa_inverse_ignored", "property: inverse", "inverse computed as forward"}),
+        V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)",
+              nullptr, "property: inverse", "attention factor not applied"}),
     [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
 
 // Issue 21, scope 6: each planted bug is caught with its cause named first under the loosest contract too
