@@ -233,6 +233,15 @@ struct Bpf {
   void jeq(uint32_t k, int jt, int jf) { ins.push_back({BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, 0, 0), jt, jf}); }
   void jset(uint32_t k, int jt, int jf) { ins.push_back({BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, k, 0, 0), jt, jf}); }
   void ret(uint32_t k) { ins.push_back({BPF_STMT(BPF_RET | BPF_K, k)}); }
+  // To `yes` when the system call instruction is at `ip` (both halves of the 64-bit instruction pointer), else `no`.
+  void from_ip(uint64_t ip, int yes, int no) {
+    const int high = label();
+    ld(offsetof(seccomp_data, instruction_pointer));
+    jeq(uint32_t(ip), high, no);
+    bind(high);
+    ld(offsetof(seccomp_data, instruction_pointer) + 4);
+    jeq(uint32_t(ip >> 32), yes, no);
+  }
   std::vector<sock_filter> code() const {
     std::vector<sock_filter> out;
     for (size_t i = 0; i < ins.size(); ++i) {
@@ -258,8 +267,7 @@ std::string install_mapping_watch(uintptr_t lo, size_t bytes) {
   auto arg = [](int i, bool high) { return uint32_t(offsetof(seccomp_data, args) + 8 * i + (high ? 4 : 0)); };
   Bpf b;
   const int check_ip = b.label(), mmap_l = b.label(), shmat_l = b.label(), sigaction_l = b.label(),
-            trap = b.label(), allow = b.label(), eperm = b.label(), act_hi = b.label(), ip_hi = b.label(),
-            own_sigaction = b.label(), own_hi = b.label();
+            trap = b.label(), allow = b.label(), eperm = b.label(), act_hi = b.label(), own_sigaction = b.label();
   b.ld(offsetof(seccomp_data, arch));
   b.jeq(AUDIT_ARCH_X86_64, -1, allow);  // (the first filter kills other architectures' calls)
   b.ld(offsetof(seccomp_data, nr));
@@ -285,17 +293,9 @@ std::string install_mapping_watch(uintptr_t lo, size_t bytes) {
   b.ld(arg(1, true));
   b.jeq(0, allow, own_sigaction);
   b.bind(own_sigaction);  // (the handler's own, restoring the default action: allowed)
-  b.ld(offsetof(seccomp_data, instruction_pointer));
-  b.jeq(uint32_t(ip), own_hi, eperm);
-  b.bind(own_hi);
-  b.ld(offsetof(seccomp_data, instruction_pointer) + 4);
-  b.jeq(uint32_t(ip >> 32), allow, eperm);
+  b.from_ip(ip, allow, eperm);
   b.bind(check_ip);
-  b.ld(offsetof(seccomp_data, instruction_pointer));
-  b.jeq(uint32_t(ip), ip_hi, trap);
-  b.bind(ip_hi);
-  b.ld(offsetof(seccomp_data, instruction_pointer) + 4);
-  b.jeq(uint32_t(ip >> 32), allow, trap);
+  b.from_ip(ip, allow, trap);
   b.bind(trap);
   b.ret(SECCOMP_RET_TRAP);
   b.bind(allow);
