@@ -660,15 +660,9 @@ void KernelHost::ensure_arena(size_t bytes) {
   if (arena_ && arena_bytes_ >= bytes) return;
   stop();  // the host maps the arena by inheritance: a new arena needs a new host
   if (alone_ && parked_.pid > 0) {  // (and the parked host too: it restarts at its next call)
-    std::swap(pid_, parked_.pid);
-    std::swap(sock_, parked_.sock);
-    std::swap(pidfd_, parked_.pidfd);
-    std::swap(schedstat_fd_, parked_.schedstat_fd);
+    swap_parked();
     stop();
-    std::swap(pid_, parked_.pid);
-    std::swap(sock_, parked_.sock);
-    std::swap(pidfd_, parked_.pidfd);
-    std::swap(schedstat_fd_, parked_.schedstat_fd);
+    swap_parked();
   }
   stop_zygote();  // (and a zygote that maps it)
   if (arena_) munmap(arena_, arena_bytes_);
@@ -935,36 +929,37 @@ CallResult KernelHost::call_alone(const RopeCase& c, bool in_place, double timeo
     fresh.set_abi(abi_, features_declared_);
     return fresh.call(c, in_place, timeout_seconds);
   }
-  parked_ = Parked{pid_, sock_, pidfd_, schedstat_fd_, host_sched_ns_, cpu_clock_, have_cpu_clock_, seq_, starts_,
-                   guards_intact_, mapping_watch_, seccomp_error_};
-  pid_ = sock_ = pidfd_ = schedstat_fd_ = -1;
-  have_cpu_clock_ = false;
-  guards_intact_ = false;
+  parked_ = Parked{};
+  swap_parked();  // (no host running now: the call starts one, counted as a start of its own)
   alone_ = true;
   struct Unpark {
     KernelHost& h;
+    const uint64_t starts;
     ~Unpark() {
       h.stop();
       h.alone_ = false;
-      const Parked& p = h.parked_;
-      h.pid_ = p.pid;
-      h.sock_ = p.sock;
-      h.pidfd_ = p.pidfd;
-      h.schedstat_fd_ = p.schedstat_fd;
-      h.host_sched_ns_ = p.host_sched_ns;
-      h.cpu_clock_ = p.cpu_clock;
-      h.have_cpu_clock_ = p.have_cpu_clock && p.pid > 0;
-      h.seq_ = p.seq;
-      h.starts_ = p.starts;
+      h.swap_parked();
+      h.starts_ = starts;  // (the parked host's calls keep their host_start)
       // (the other host's calls re-protected the pages it used as guards in its own address space only; this
       // host makes every guard page of its next call PROT_NONE again)
       h.guards_intact_ = false;
-      h.mapping_watch_ = p.mapping_watch;
-      h.seccomp_error_ = p.seccomp_error;
-      h.parked_ = Parked{};
     }
-  } unpark{*this};
+  } unpark{*this, starts_};
   return call(c, in_place, timeout_seconds);
+}
+
+void KernelHost::swap_parked() {
+  std::swap(pid_, parked_.pid);
+  std::swap(sock_, parked_.sock);
+  std::swap(pidfd_, parked_.pidfd);
+  std::swap(schedstat_fd_, parked_.schedstat_fd);
+  std::swap(host_sched_ns_, parked_.host_sched_ns);
+  std::swap(cpu_clock_, parked_.cpu_clock);
+  std::swap(have_cpu_clock_, parked_.have_cpu_clock);
+  std::swap(seq_, parked_.seq);
+  std::swap(guards_intact_, parked_.guards_intact);
+  std::swap(mapping_watch_, parked_.mapping_watch);
+  std::swap(seccomp_error_, parked_.seccomp_error);
 }
 
 const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,

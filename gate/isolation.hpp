@@ -200,7 +200,8 @@ class KernelHost {
   bool guards_intact_ = false;      // the last call's guard pages are each PROT_NONE (read back, or watched)
   uint64_t guard_reads_ = 0;
   bool mapping_watch_ = false;
-  // call_alone: its host is the one running; the host it parked, restored after it.
+  // call_alone: its host is the one running; the members of the host process it parked (those swap_parked
+  // exchanges), restored after it.
   bool alone_ = false;
   struct Parked {
     pid_t pid = -1;
@@ -208,10 +209,11 @@ class KernelHost {
     uint64_t host_sched_ns = 0;
     clockid_t cpu_clock = 0;
     bool have_cpu_clock = false;
-    uint64_t seq = 0, starts = 0;
+    uint64_t seq = 0;
     bool guards_intact = false, mapping_watch = false;
     std::string seccomp_error;
   } parked_;
+  void swap_parked();
   AbiVersions abi_;                 // probed: negotiate() or set_abi()
   bool features_declared_ = false;
 };
