@@ -52,13 +52,28 @@ Bytes gather_heads(const RopeCase& c, const TensorLayout& l, const unsigned char
   return out;
 }
 
-size_t gap_bytes_changed(const RopeCase& c, const TensorLayout& l, const unsigned char* base, unsigned char pattern) {
-  const size_t es = dtype_size(c.dtype), D = c.head_dim, H = size_t(l.shape[l.ndim - 2]);
-  std::vector<bool> element(size_t(l.span) * es, false);
+size_t gap_bytes_changed(const RopeCase& c, const TensorLayout& l, const unsigned char* base, unsigned char pattern,
+                         const std::vector<std::pair<uint64_t, uint64_t>>* readable) {
+  const uint64_t es = dtype_size(c.dtype), bytes = c.head_dim * es, H = uint64_t(l.shape[l.ndim - 2]);
+  std::vector<uint64_t> heads;
+  heads.reserve(c.n_tokens() * H);
   for (size_t t = 0; t < c.n_tokens(); ++t)
-    for (size_t h = 0; h < H; ++h) std::fill_n(element.begin() + long(size_t(l.head(t, h)) * es), D * es, true);
+    for (uint64_t h = 0; h < H; ++h) heads.push_back(l.head(t, h) * es);
+  std::sort(heads.begin(), heads.end());
   size_t k = 0;
-  for (size_t b = 0; b < element.size(); ++b) k += !element[b] && base[b] != pattern;
+  auto count = [&](uint64_t lo, uint64_t hi) {
+    auto bytes_in = [&](uint64_t a, uint64_t b) {
+      for (uint64_t i = a; i < b; ++i) k += base[i] != pattern;
+    };
+    if (!readable) return bytes_in(lo, hi);
+    for (const auto& [rlo, rhi] : *readable) bytes_in(std::max(lo, rlo), std::min(hi, rhi));
+  };
+  uint64_t at = 0;  // the gaps: before the first head, between heads, after the last
+  for (uint64_t h : heads) {
+    count(at, h);
+    at = std::max(at, h + bytes);
+  }
+  count(at, l.span * es);
   return k;
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "core/rope_case.hpp"
 
@@ -26,8 +28,10 @@ void scatter_heads(const RopeCase& c, const TensorLayout& l, unsigned char* base
                    uint32_t poison);
 // The compact [T][H][D] values of a laid-out tensor.
 Bytes gather_heads(const RopeCase& c, const TensorLayout& l, const unsigned char* base);
-// Bytes of a laid-out tensor's buffer (span elements) that lie between its elements and differ from `pattern`.
-size_t gap_bytes_changed(const RopeCase& c, const TensorLayout& l, const unsigned char* base, unsigned char pattern);
+// Bytes of a laid-out tensor's buffer (span elements) that lie between its elements and differ from `pattern`;
+// with `readable`, only those in its byte ranges [lo, hi) from base (the rest is not read: a sparse tensor).
+size_t gap_bytes_changed(const RopeCase& c, const TensorLayout& l, const unsigned char* base, unsigned char pattern,
+                         const std::vector<std::pair<uint64_t, uint64_t>>* readable = nullptr);
 
 // Where each buffer of a v3 call is (null: the call has none). In place, q_out and k_out are q and k.
 struct TensorBuffers {

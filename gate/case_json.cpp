@@ -218,10 +218,26 @@ TensorCall tensor_from_json(const json& j, const RopeCase& c) {
         fail("field 'tensor.pad[" + std::to_string(w) + "]' must be an array of 3 stride paddings");
       for (int p = 0; p < 3; ++p) {
         const json& x = pad[w][p];
-        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (1 << 16))
-          fail("field 'tensor.pad[" + std::to_string(w) + "][" + std::to_string(p) + "]' must be an integer 0..65536");
+        // (up to 2^31: the gate's wide-span case; its host lays such tensors out sparse)
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (int64_t(1) << 31))
+          fail("field 'tensor.pad[" + std::to_string(w) + "][" + std::to_string(p) + "]' must be an integer 0..2^31");
         tc.pad[w][p] = uint32_t(x.get<int64_t>());
       }
+    }
+  }
+  // Each tensor's span (its last element's offset + 1) below 2^34 elements: computed as RopeCase::tensor_layout does,
+  // in double (the strides grow with the pads past what int64 holds; a bound needs no exact value).
+  {
+    const double T = double(c.n_tokens()), B = tc.rank == 4 ? double(tc.batch) : 1.0;
+    for (int w = 0; w < 4; ++w) {
+      const double H = w >= 2 ? tc.k_heads : c.n_heads, D = c.head_dim;
+      if (T < 1 || H < 1 || D < 1 || B < 1) continue;  // (no element; validate() says what else is wrong)
+      const double hs = D + tc.pad[w][0], ts = H * hs + tc.pad[w][1], S = std::max(1.0, std::floor(T / B));
+      double span = (H - 1) * hs + D;
+      if (tc.rank == 4) span += (B - 1) * (S * ts + tc.pad[w][2]) + (S - 1) * ts;
+      else span += (T - 1) * ts;
+      if (span > std::ldexp(1.0, 34))
+        fail("field 'tensor.pad': the case's tensors would span more than 2^34 elements");
     }
   }
   // (each factor is bounded above: n_tokens 2^24, k_heads 2^16, head_dim 2^20; the product fits in 64 bits)

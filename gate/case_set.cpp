@@ -197,7 +197,7 @@ std::vector<ExportItem> export_items(const ExportOptions& opt, size_t* left_out)
     for (Dtype d : opt.model ? std::vector<Dtype>{} : opt.dtypes)
       for (Layout l : opt.layouts)
         for (const V2Case& v : v3_feature_cases(d, l, opt.max_position, opt.seed))
-          items.push_back({v.c, "v3: " + v.feature, v.in_place, {}});
+          if (!v.gate_only) items.push_back({v.c, "v3: " + v.feature, v.in_place, {}});
   // The suite's properties (properties/engine.hpp), those whose calls an external program can make (no input
   // taken from an output, no prefilled output buffer): each execution's calls, in order, as the engine makes
   // them for the gate (the same seed, the same cases); `check` runs the property again over the outputs.
@@ -807,6 +807,11 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     try {
       if (!e.is_object()) throw std::runtime_error("not an object");
       case_params_from_json(e.at("case"), en.c);
+      if (en.c.tensor)  // (a case set's buffers are files: dense)
+        for (int which = 0; which < 4; ++which)
+          if (en.c.tensor_layout(which).span > (uint64_t(1) << 26))
+            throw std::runtime_error("its tensors' strides spread them over more than 2^26 elements, more than a case "
+                                     "set's files hold");
       if (!e.at("input").is_string() || !e.at("output").is_string()) throw std::runtime_error("input/output must be file names");
       en.input = e["input"].get<std::string>();
       en.output = e["output"].get<std::string>();

@@ -283,6 +283,8 @@ struct V2Case {
   std::string what;
   RopeCase c;
   bool in_place = false;
+  // Not in a case set: its tensors span gigabytes, which only the gate's own host lays out sparse.
+  bool gate_only = false;
 };
 std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
 // ABI v3 call shapes, one group per row (inverse, tables, strides, q and k, sequences, int32 positions): the

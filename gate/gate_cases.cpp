@@ -400,6 +400,18 @@ std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, ui
     implicit(v, {2, 3}, true);
     add("int32 positions", "int32 cu_seqlens and seq_offsets, implicit positions", v);
   }
+  // Element offsets past 2^31 (a kernel that computes them in 32 bits: int32 indices, Triton's default): q's
+  // tokens 2^31 - 128 elements apart, so token 1's elements end at 2^31 - 1 (their byte offsets past 2^31 for
+  // every dtype) and token 2 lies at 2^32 - 256, which as int32 is -256: a wrapped offset, of elements or of
+  // bytes, falls in the guard page before q. The tensor is sparse in the host (isolation.cpp): only its elements'
+  // pages are memory, every page between them a guard page. Last, so no other case's draw moves.
+  {
+    RopeCase w = make(64, 64, 2, 3);
+    w.tensor = TensorCall{};
+    w.tensor->pad[0][1] = uint32_t((uint64_t(1) << 31) - 128 - 2 * 64);
+    add("strides", "q's tokens 2^31 - 128 elements apart, in place: element offsets up to 2^32 - 1", w, true);
+    out.back().gate_only = true;
+  }
   return out;
 }
 

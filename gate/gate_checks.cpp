@@ -173,7 +173,9 @@ CaseVerdict check_call(const RopeCase& c, bool in_place, const CallResult& r) {
   if (r.status != CallStatus::ok && r.status != CallStatus::declined)
     failed("the kernel " + describe(r), r.status == CallStatus::hung                              ? "hang"
                                         : r.status == CallStatus::crashed && r.signal == SIGSYS ? "forbidden system call"
-                                        : r.status == CallStatus::crashed                       ? "crash"
+                                        : r.status == CallStatus::crashed && !r.wrapped_offset.empty()
+                                            ? "element offsets computed in 32 bits"
+                                        : r.status == CallStatus::crashed ? "crash"
                                         : !r.raised.empty()                                     ? "exception"
                                                                                                 : "error code");
   for (const MemoryFinding& m : r.memory) failed(m.message, m.fault.c_str());
@@ -337,7 +339,7 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
                           const CallResult& r) {
   if (!v.fault.empty()) {
     if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "exception" ||
-        v.fault == "forbidden system call")
+        v.fault == "forbidden system call" || v.fault == "element offsets computed in 32 bits")
       return v.fault + ": the kernel " + describe(r);
     return v.fault;
   }

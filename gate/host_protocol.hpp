@@ -15,7 +15,9 @@ namespace ropecheck::gate {
 
 constexpr uint32_t kMagic = 0x52435048;  // "RCPH"
 constexpr int kHostFd = 3;
-constexpr size_t kMaxGuards = 32;  // two per region: up to 16 regions (ABI v2 adds 4, the v3 draft 10)
+// Guard spans of a call, adjacent ones merged: a guard page between two regions, one before the first and after
+// the last, and the pages between a sparse tensor's elements (isolation.cpp, "sparse tensors").
+constexpr size_t kMaxGuards = 48;
 constexpr uint64_t kFileSizeLimit = 16u << 20;  // RLIMIT_FSIZE of the host: its stdout/stderr files
 constexpr int kLostSocket = 121;                 // the host's exit status when its control socket broke
 
@@ -25,9 +27,12 @@ struct Command {
   uint64_t seq = 0;
   uint64_t args_off = 0;                 // the rc_rope_args in the arena
   uint64_t used_bytes = 0;               // made read-write before the call
-  uint64_t guard_off[kMaxGuards] = {};   // each a page made PROT_NONE for the call
+  uint64_t guard_off[kMaxGuards] = {};   // each the first of guard_pages[k] pages made PROT_NONE for the call
   uint64_t flags = 0;                    // kGuardsIntact
+  uint64_t guard_pages[kMaxGuards] = {};
 };
+
+static_assert(sizeof(Command) == 808, "python/ropecheck/_host.py mirrors Command's layout (COMMAND)");
 
 // The gate read every guard page of the previous call after it returned and found each still PROT_NONE: the
 // host need not protect those pages again (a kernel thread that changes one later is still reported, by the

@@ -56,6 +56,38 @@ size_t page_size() {
 }
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+// Byte ranges [lo, hi) of the arena: guard pages and the pages a sparse tensor's elements lie on.
+struct Span {
+  uint64_t lo, hi;
+};
+
+// Sorted, with overlapping and adjacent spans joined.
+void merge_spans(std::vector<Span>& v) {
+  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  size_t k = 0;
+  for (const Span& x : v) {
+    if (x.hi <= x.lo) continue;
+    if (k && x.lo <= v[k - 1].hi) v[k - 1].hi = std::max(v[k - 1].hi, x.hi);
+    else v[k++] = x;
+  }
+  v.resize(k);
+}
+
+// What of a lies outside b (both merged).
+std::vector<Span> spans_minus(const std::vector<Span>& a, const std::vector<Span>& b) {
+  std::vector<Span> out;
+  size_t j = 0;
+  for (Span x : a) {
+    while (j < b.size() && b[j].hi <= x.lo) ++j;
+    for (size_t k = j; k < b.size() && b[k].lo < x.hi; ++k) {
+      if (b[k].lo > x.lo) out.push_back({x.lo, b[k].lo});
+      x.lo = std::max(x.lo, b[k].hi);
+    }
+    if (x.lo < x.hi) out.push_back(x);
+  }
+  return out;
+}
+
 void copy_text(char (&dst)[1024], const std::string& s) {
   const size_t n = std::min(s.size(), sizeof dst - 1);
   std::memcpy(dst, s.data(), n);
@@ -210,7 +242,7 @@ void leave_the_gate(pid_t gate, int sock) {
   install_fault_report();  // (after the library's constructors: a fault there is a load failure, said as before)
   if (send(kHostFd, &ready, sizeof ready, MSG_NOSIGNAL) != ssize_t(sizeof ready)) _exit(6);
   const size_t pg = page_size();
-  std::vector<uint64_t> guards, freed, fresh;  // the previous call's guard pages; those that are data now; to protect
+  std::vector<Span> guards, now;  // the previous call's guard spans; this call's
   for (;;) {
     Command cmd;
     const ssize_t n = recv(kHostFd, &cmd, sizeof cmd, 0);
@@ -218,38 +250,29 @@ void leave_the_gate(pid_t gate, int sock) {
     if (n != ssize_t(sizeof cmd) || cmd.magic != kMagic || cmd.n_guards > kMaxGuards || cmd.used_bytes > s.arena_bytes)
       _exit(kLostSocket);
     // The previous guard pages that are data now become read-write; every guard page of this call is made
-    // PROT_NONE again (a no-op unless the kernel changed it, which the gate has reported).
-    // Adjacent pages (one region's last guard page and the next one's first) take one mprotect each way:
-    // the same pages, the same protection, half the system calls.
-    const uint64_t* now_b = cmd.guard_off;
-    const uint64_t* now_e = cmd.guard_off + cmd.n_guards;
+    // PROT_NONE again (a no-op unless the kernel changed it, which the gate has reported). Adjacent guard pages
+    // (one region's last guard page and the next one's first) come as one span: one mprotect each way.
+    now.clear();
+    for (uint32_t k = 0; k < cmd.n_guards; ++k) {
+      const uint64_t lo = cmd.guard_off[k], hi = lo + cmd.guard_pages[k] * pg;
+      if (lo % pg || hi < lo || hi > s.arena_bytes) _exit(kLostSocket);
+      now.push_back({lo, hi});
+    }
+    merge_spans(now);
     // (the host's own calls pass the watch)
     auto protect = [&](unsigned char* p, size_t n, int prot) {
       return watch ? int(watched_syscall(SYS_mprotect, long(p), long(n), prot)) : mprotect(p, n, prot);
     };
-    auto protect_runs = [&](const std::vector<uint64_t>& pages, int prot) {  // pages ascending
-      for (size_t k = 0; k < pages.size();) {
-        size_t n = 1;
-        while (k + n < pages.size() && pages[k + n] == pages[k] + n * pg) ++n;
-        if (protect(s.arena + pages[k], n * pg, prot) != 0)  // (a page the kernel unmapped): one at a time
-          for (size_t j = 0; j < n; ++j)
-            if (protect(s.arena + pages[k + j], pg, prot) != 0 && prot == PROT_NONE) note_mapping_watch_touch();
-        k += n;
-      }
+    auto protect_spans = [&](const std::vector<Span>& spans, int prot) {
+      for (const Span& x : spans)
+        if (protect(s.arena + x.lo, x.hi - x.lo, prot) != 0)  // (a page the kernel unmapped): one at a time
+          for (uint64_t p = x.lo; p < x.hi; p += pg)
+            if (protect(s.arena + p, pg, prot) != 0 && prot == PROT_NONE) note_mapping_watch_touch();
     };
-    freed.clear();
-    for (uint64_t g : guards)
-      if (std::find(now_b, now_e, g) == now_e) freed.push_back(g);
-    std::sort(freed.begin(), freed.end());
-    protect_runs(freed, PROT_READ | PROT_WRITE);
-    fresh.clear();  // the pages to make PROT_NONE: every guard page, or only the new ones when those kept are intact
-    for (const uint64_t* g = now_b; g != now_e; ++g)
-      if (!(cmd.flags & kGuardsIntact) || !std::binary_search(guards.begin(), guards.end(), *g)) fresh.push_back(*g);
-    std::sort(fresh.begin(), fresh.end());
-    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
-    protect_runs(fresh, PROT_NONE);
-    guards.assign(now_b, now_e);
-    std::sort(guards.begin(), guards.end());
+    protect_spans(spans_minus(guards, now), PROT_READ | PROT_WRITE);
+    // The spans to make PROT_NONE: all of them, or only what is new when those kept are intact.
+    protect_spans((cmd.flags & kGuardsIntact) ? spans_minus(now, guards) : now, PROT_NONE);
+    guards.swap(now);
     write_fp_control(pristine);
     Reply r;
     r.kind = kDone;
@@ -376,44 +399,112 @@ std::string signal_text(int sig, bool in_call = true) {
 // A buffer's place in the arena: [guard page][data area][guard page], the data flush against the first guard
 // page, flush against the second (aligned to its element only), or 64-byte aligned between them.
 struct Region {
-  const char* name;
-  unsigned char pattern;
+  const char* name = "";
+  unsigned char pattern = 0;
   size_t guard_lo = 0;  // offset of the first guard page
   size_t data = 0;      // offset of the buffer
   size_t n = 0;         // its bytes
   size_t guard_hi = 0;  // offset of the second guard page
+  // A sparse tensor (tensor >= 0 and live not empty): only the pages its elements lie on, and those from its
+  // last byte to the second guard page, are the buffer's; every other page between the guard pages is a guard
+  // page too (sparse tensors, below).
+  int tensor = -1;         // a tensor-form call's q, q_out, k, k_out (TensorLayout `which`); -1: not a tensor
+  std::vector<Span> live;  // sorted, merged
   size_t end() const { return guard_hi + page_size(); }
 };
 
+// What of the arena a region's pattern covers (written before a call, compared after it): all of it, or, for a
+// sparse tensor, its guard pages and its live pages.
+std::vector<Span> filled_spans(const Region& g) {
+  if (g.live.empty()) return {{g.guard_lo, g.end()}};
+  std::vector<Span> v{{g.guard_lo, g.guard_lo + page_size()}};
+  v.insert(v.end(), g.live.begin(), g.live.end());
+  v.push_back({g.guard_hi, g.end()});
+  merge_spans(v);
+  return v;
+}
+
+// The pages of a region made PROT_NONE for the call: its two guard pages, and a sparse tensor's pages between
+// its elements.
+std::vector<Span> guard_spans(const Region& g) {
+  const size_t pg = page_size();
+  std::vector<Span> v{{g.guard_lo, g.guard_lo + pg}};
+  if (!g.live.empty())
+    for (const Span& x : spans_minus({{g.guard_lo + pg, g.guard_hi}}, g.live)) v.push_back(x);
+  v.push_back({g.guard_hi, g.guard_hi + pg});
+  return v;
+}
+
 enum class Placement { aligned, flush_start, flush_end };
 
+// A tensor's element whose offset, computed in 32 bits, gives the byte `delta` from the tensor's start (the
+// fault's): "q[2][0][0] (element offset 4294967168, as int32 -128)"; empty when none does. Offsets wrapped as
+// elements (an int index) or as bytes (an int byte offset), signed or not.
+std::string wrapped_element(const RopeCase& c, int which, int64_t delta) {
+  const TensorLayout l = c.tensor_layout(which);
+  const uint64_t es = dtype_size(c.dtype), T = c.n_tokens(), H = uint64_t(l.shape[l.ndim - 2]), D = c.head_dim;
+  if (l.span * es <= uint64_t(INT32_MAX) || T * H * D > (uint64_t(1) << 22)) return "";  // (nothing wraps)
+  static const char* const names[] = {"q", "q_out", "k", "k_out"};
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t h = 0; h < H; ++h)
+      for (uint64_t d = 0; d < D; ++d) {
+        const uint64_t o = l.head(t, h) + d;
+        const int64_t e32 = int32_t(uint32_t(o)), b32 = int32_t(uint32_t(o * es));
+        const struct {
+          int64_t at, shown;  // the byte from the tensor's start it gives; the offset as computed
+          const char* words;
+        } ways[] = {{e32 * int64_t(es), e32, "as int32"},
+                    {int64_t(uint32_t(o)) * int64_t(es), int64_t(uint32_t(o)), "as uint32"},
+                    {b32, b32, "in bytes, as int32"},
+                    {int64_t(uint32_t(o * es)), int64_t(uint32_t(o * es)), "in bytes, as uint32"}};
+        for (const auto& w : ways)
+          if (uint64_t(w.at) != o * es && delta >= w.at && delta < w.at + int64_t(es))
+            return fmt::format("{}[{}][{}][{}] (element offset {}; {} {})", names[which], t, h, d, o, w.words, w.shown);
+      }
+  return "";
+}
+
 // Where a faulting access of a call was (CallResult::fault_where): in which guard page of which buffer, how far
-// from the buffer's data, or outside ropecheck's buffers.
+// from the buffer's data, or outside ropecheck's buffers; and, when the address is where a tensor's element
+// would be with its offset computed in 32 bits, which element (`wrapped`: its words, else empty).
 std::string fault_place(const Reply& f, const std::vector<Region>& regions, const unsigned char* arena,
-                        size_t used) {
+                        size_t used, const RopeCase& c, std::string& wrapped) {
   const char* how = f.fault_write == 1 ? "a write" : f.fault_write == 0 ? "a read" : "an access";
   const uint64_t a = f.fault_addr, base = reinterpret_cast<uint64_t>(arena);
   if (a < 4096) return fmt::format("{} at address {:#x} (a null pointer)", how, a);
+  std::string where;
   if (a >= base && a < base + used) {
     const uint64_t off = a - base, pg = page_size();
     for (const Region& g : regions) {
+      if (!where.empty()) break;
       if (off >= g.guard_lo && off < g.guard_lo + pg)
-        return fmt::format("{} of the guard page before the {} buffer, {} byte(s) before its first", how, g.name,
-                           g.data - off);
-      if (off >= g.guard_hi && off < g.guard_hi + pg)
-        return fmt::format("{} of the guard page after the {} buffer, {} byte(s) past its end", how, g.name,
-                           off - (g.data + g.n));
-      if (off >= g.guard_lo && off < g.end())
-        return fmt::format("{} inside the {} buffer's area ({} byte(s) from its start), whose protection the kernel "
-                           "changed", how, g.name, int64_t(off) - int64_t(g.data));
+        where = fmt::format("{} of the guard page before the {} buffer, {} byte(s) before its first", how, g.name,
+                            g.data - off);
+      else if (off >= g.guard_hi && off < g.guard_hi + pg)
+        where = fmt::format("{} of the guard page after the {} buffer, {} byte(s) past its end", how, g.name,
+                            off - (g.data + g.n));
+      else if (off >= g.guard_lo && off < g.end() && !g.live.empty() &&
+               std::none_of(g.live.begin(), g.live.end(), [&](const Span& x) { return off >= x.lo && off < x.hi; }))
+        where = fmt::format("{} of a guard page between the elements of the {} buffer, {} byte(s) from its start", how,
+                            g.name, off - g.data);
+      else if (off >= g.guard_lo && off < g.end())
+        where = fmt::format("{} inside the {} buffer's area ({} byte(s) from its start), whose protection the kernel "
+                            "changed", how, g.name, int64_t(off) - int64_t(g.data));
     }
   }
-  return fmt::format("{} at {:#x}, outside every buffer of the call", how, a);
+  if (where.empty()) where = fmt::format("{} at {:#x}, outside every buffer of the call", how, a);
+  for (const Region& g : regions)
+    if (g.tensor >= 0 && wrapped.empty())
+      wrapped = wrapped_element(c, g.tensor, int64_t(a) - int64_t(base + g.data));
+  if (!wrapped.empty()) where += "; there would be " + wrapped;
+  return where;
 }
 
 Region place(const char* name, unsigned char pattern, size_t n, Placement p, size_t& cursor) {
   const size_t pg = page_size();
-  Region r{name, pattern};
+  Region r;
+  r.name = name;
+  r.pattern = pattern;
   r.n = n;
   r.guard_lo = cursor;
   const size_t area = std::max(pg, round_up(n + 128, pg));
@@ -425,6 +516,33 @@ Region place(const char* name, unsigned char pattern, size_t n, Placement p, siz
     case Placement::aligned: r.data = lo + ((area - n) / 2) / 64 * 64; break;
   }
   cursor = r.end();
+  return r;
+}
+
+// ---- sparse tensors ---------------------------------------------------------------------------------------
+// A tensor-form tensor whose strides spread its elements over more than kSparseFrom bytes (offsets past 2^31
+// elements: the gate's wide-span case) is sparse in the arena: its area is reserved (the arena is MAP_NORESERVE),
+// only the pages its elements lie on (and from its last byte to its second guard page) hold the pattern and the
+// elements, and every other page of the area is a guard page for the call. So a kernel's access between the
+// elements faults, the gate reads and writes a few pages, and no page of the rest is ever allocated.
+constexpr size_t kSparseFrom = size_t(256) << 20;
+
+Region place_tensor(const char* name, unsigned char pattern, const RopeCase& c, int which, Placement p,
+                    size_t& cursor) {
+  const TensorLayout l = c.tensor_layout(which);
+  const size_t es = dtype_size(c.dtype), n = size_t(l.span) * es;
+  const bool sparse = n > kSparseFrom;
+  Region r = place(name, pattern, n, sparse ? Placement::flush_start : p, cursor);
+  r.tensor = which;
+  if (!sparse) return r;
+  const size_t pg = page_size(), H = size_t(l.shape[l.ndim - 2]), bytes = size_t(c.head_dim) * es;
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < H; ++h) {
+      const size_t at = r.data + size_t(l.head(t, h)) * es;
+      r.live.push_back({at / pg * pg, round_up(at + bytes, pg)});
+    }
+  r.live.push_back({(r.data + n) / pg * pg, r.guard_hi});
+  merge_spans(r.live);
   return r;
 }
 
@@ -443,14 +561,13 @@ template <class Placer>
 void add_tensor_regions(const RopeCase& c, bool in_place, TensorRegions& tr, std::vector<Region>& regions,
                         size_t& cursor, Placer placement) {
   const TensorCall& tc = *c.tensor;
-  const size_t es = dtype_size(c.dtype);
   if (tc.k_heads) {
     tr.k = regions.size();
-    regions.push_back(place(in_place ? "in-place k" : "k", 0x6A, size_t(c.tensor_layout(2).span) * es, placement(12), cursor));
+    regions.push_back(place_tensor(in_place ? "in-place k" : "k", 0x6A, c, 2, placement(12), cursor));
     tr.k_out = tr.k;
     if (!in_place) {
       tr.k_out = regions.size();
-      regions.push_back(place("k_out", 0x95, size_t(c.tensor_layout(3).span) * es, placement(13), cursor));
+      regions.push_back(place_tensor("k_out", 0x95, c, 3, placement(13), cursor));
     }
   }
   if (tc.pos != PositionForm::implicit) {
@@ -518,7 +635,10 @@ void check_tensors_after(const RopeCase& c, bool in_place, const TensorRegions& 
   }
   for (const Laid& t : laid) {
     const Region& g = regions[t.region];
-    if (size_t n = gap_bytes_changed(c, c.tensor_layout(t.which), A + g.data, g.pattern))
+    std::vector<std::pair<uint64_t, uint64_t>> readable;  // a sparse tensor's live pages, from its start
+    for (const Span& x : g.live) readable.push_back({x.lo - g.data, x.hi - g.data});
+    if (size_t n = gap_bytes_changed(c, c.tensor_layout(t.which), A + g.data, g.pattern,
+                                     g.live.empty() ? nullptr : &readable))
       r.memory.push_back({"out-of-bounds write", fmt::format("memory: {} byte(s) between the elements of {} (its "
                                                              "strides' gaps) were written",
                                                              n, t.name)});
@@ -1026,12 +1146,11 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   regions.push_back(place("positions", 0x3C, n_tok * sizeof(int64_t), placement(1), cursor));
   if (n_freq) regions.push_back(place("inv_freq", 0x96, n_freq * sizeof(double), placement(2), cursor));
   const size_t in_idx = regions.size();
-  const size_t q_bytes = tensor ? size_t(c.tensor_layout(0).span) * dtype_size(d) : nb;
-  const size_t q_out_bytes = tensor ? size_t(c.tensor_layout(1).span) * dtype_size(d) : nb;
-  regions.push_back(place(tensor ? (in_place ? "in-place q" : "q") : in_place ? "in-place" : "input", 0xA5, q_bytes,
-                          placement(3), cursor));
+  if (tensor) regions.push_back(place_tensor(in_place ? "in-place q" : "q", 0xA5, c, 0, placement(3), cursor));
+  else regions.push_back(place(in_place ? "in-place" : "input", 0xA5, nb, placement(3), cursor));
   const size_t out_idx = in_place ? in_idx : regions.size();
-  if (!in_place) regions.push_back(place(tensor ? "q_out" : "output", 0x5A, q_out_bytes, placement(4), cursor));
+  if (!in_place && tensor) regions.push_back(place_tensor("q_out", 0x5A, c, 1, placement(4), cursor));
+  else if (!in_place) regions.push_back(place("output", 0x5A, nb, placement(4), cursor));
   // ABI v2 arrays (only in a v2 call): the pair-axis map, the rule descriptor and its factor lists.
   const bool v2 = abi_version >= 2;
   const FrequencyRule* rule = v2 && c.freq_rule ? &*c.freq_rule : nullptr;
@@ -1070,11 +1189,33 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     tr.shapes = regions.size();
     regions.push_back(place("tensor shapes", 0xD2, kTensorShapeSlots * sizeof(int64_t), placement(11), cursor));
   }
+  // The call's guard pages, adjacent ones as one span.
+  std::vector<Span> guard_list;
+  bool sparse = false;
+  for (const Region& g : regions) {
+    for (const Span& x : guard_spans(g)) guard_list.push_back(x);
+    sparse = sparse || !g.live.empty();
+  }
+  merge_spans(guard_list);
+  if (guard_list.size() > kMaxGuards)
+    throw std::runtime_error(fmt::format("the call's tensors need {} guard spans in the kernel's process, more than "
+                                         "the {} a call can have: their elements lie on too many pages far apart",
+                                         guard_list.size(), kMaxGuards));
+  if (sparse && src_.host_fd >= 0) {
+    r.status = CallStatus::declined;
+    r.rc = RC_UNSUPPORTED;
+    r.not_sent = fmt::format("its tensors span {:.1f} GiB, which the gate lays out sparse (guard pages between the "
+                             "elements) only in a host process of its own, not in a process that serves the calls",
+                             double(cursor) / double(size_t(1) << 30));
+    r.out = c.input;
+    return r;
+  }
   ensure_arena(cursor);
   start();
   r.host_start = starts_;
   auto* A = static_cast<unsigned char*>(arena_);
-  for (const Region& g : regions) std::memset(A + g.guard_lo, g.pattern, g.end() - g.guard_lo);
+  for (const Region& g : regions)
+    for (const Span& x : filled_spans(g)) std::memset(A + x.lo, g.pattern, x.hi - x.lo);
   const Region &ra = regions[0], &rp = regions[1], &ri = regions[in_idx], &ro = regions[out_idx];
   if (n_tok) std::memcpy(A + rp.data, c.positions.data(), rp.n);
   if (n_freq) std::memcpy(A + regions[2].data, c.inv_freq.data(), regions[2].n);
@@ -1119,9 +1260,9 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   cmd.args_off = ra.data;
   cmd.used_bytes = cursor;
   if (guards_intact_) cmd.flags |= kGuardsIntact;
-  for (const Region& g : regions) {
-    cmd.guard_off[cmd.n_guards++] = g.guard_lo;
-    cmd.guard_off[cmd.n_guards++] = g.guard_hi;
+  for (const Span& x : guard_list) {
+    cmd.guard_off[cmd.n_guards] = x.lo;
+    cmd.guard_pages[cmd.n_guards++] = (x.hi - x.lo) / page_size();
   }
   const uint64_t self0 = sched_ns(self_schedstat_fd());
   const double host_cpu0 = schedstat_fd_ < 0 ? live_cpu_seconds() : 0.0;
@@ -1164,19 +1305,26 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   guards_intact_ = w == 1 && !attached && (watched || protection_checked_);
   if (w == 1 && protection_checked_ && !attached && !watched) {
     ++guard_reads_;
+    // (each guard span's first and last page: a sparse tensor's spans between its elements are many pages)
     for (const Region& g : regions)
-      for (size_t off : {g.guard_lo, g.guard_hi}) {
-        unsigned char b;
-        iovec local{&b, 1}, remote{A + off, 1};
-        const ssize_t k = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
-        if (k == 1 || errno != EFAULT) guards_intact_ = false;
-        if (k == 1)
-          r.memory.push_back({"guard page", fmt::format("memory: the guard page {} the {} buffer is no longer PROT_NONE "
-                                                        "in the kernel's process (the kernel changed its protection)",
-                                                        off == g.guard_lo ? "before" : "after", g.name)});
-        else if (errno != EFAULT)
-          protection_checked_ = false;  // not permitted here: the summary says so
-      }
+      for (const Span& x : guard_spans(g))
+        for (const uint64_t off : {x.lo, x.hi - page_size()}) {
+          if (off != x.lo && x.hi - x.lo == page_size()) continue;
+          unsigned char b;
+          iovec local{&b, 1}, remote{A + off, 1};
+          const ssize_t k = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+          if (k == 1 || errno != EFAULT) guards_intact_ = false;
+          if (k == 1)
+            r.memory.push_back({"guard page", fmt::format("memory: the guard page {} the {} buffer is no longer "
+                                                          "PROT_NONE in the kernel's process (the kernel changed its "
+                                                          "protection)",
+                                                          off == g.guard_lo    ? "before"
+                                                          : off == g.guard_hi ? "after"
+                                                                              : "between the elements of",
+                                                          g.name)});
+          else if (errno != EFAULT)
+            protection_checked_ = false;  // not permitted here: the summary says so
+        }
   }
   if (w == 1) {
     r.rc = rep.rc;
@@ -1230,7 +1378,7 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     } else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
       r.status = CallStatus::crashed;
       r.signal = WTERMSIG(st);
-      if (fault && fault->rc == r.signal) r.fault_where = fault_place(*fault, regions, A, cursor);
+      if (fault && fault->rc == r.signal) r.fault_where = fault_place(*fault, regions, A, cursor, c, r.wrapped_offset);
     } else {
       r.status = CallStatus::crashed;
       r.signal = WIFSIGNALED(st) ? SIGKILL : 0;

@@ -71,6 +71,9 @@ struct CallResult {
   // crashed by SIGSEGV/SIGBUS in the call: where the access was, from the signal's address ("a read of the guard
   // page after the table buffer, 4 byte(s) past its end"); empty when the host could not say.
   std::string fault_where;
+  // ... and the fault's address is where a tensor's element would be with its offset computed in 32 bits: which
+  // ("q[2][0][0] (element offset 4294967168; as int32 -128)"); the verdict's cause is then that.
+  std::string wrapped_offset;
   uint64_t host_start = 0;  // which host process made the call (1: the first; a crash or hang starts another)
   // Not empty: the kernel was not called, because no ABI version it speaks expresses the case (why; status
   // is `declined`, and the call is not the kernel's decline: rows count it apart). core/abi_versions.hpp.

@@ -490,8 +490,18 @@ TEST(KernelHostAttached, ServedCallsGiveTheVerdictOfTheSameKernelInAHost) {
   for (size_t k = 0; k < a.rows.size(); ++k) {
     EXPECT_EQ(a.rows[k].name, b.rows[k].name);
     EXPECT_EQ(a.rows[k].failed_check, b.rows[k].failed_check) << a.rows[k].name;
+    if (a.rows[k].name == "v3: strides") {
+      // Its case of 2^32 elements is sparse only in the gate's own host: a serving process is not sent it (one
+      // dtype x layout here), and the rest of the row is the same calls.
+      EXPECT_EQ(a.rows[k].cases, b.rows[k].cases + 1);
+      EXPECT_LE(b.rows[k].worst_error, a.rows[k].worst_error);
+      continue;
+    }
     EXPECT_EQ(a.rows[k].cases, b.rows[k].cases) << a.rows[k].name;
-    EXPECT_EQ(a.rows[k].worst_error, b.rows[k].worst_error) << a.rows[k].name;
+    if (a.rows[k].name.rfind("bias ", 0) == 0)  // (over every accepted call's pairs: that case's too)
+      EXPECT_NEAR(a.rows[k].worst_error, b.rows[k].worst_error, 1e-5) << a.rows[k].name;
+    else
+      EXPECT_EQ(a.rows[k].worst_error, b.rows[k].worst_error) << a.rows[k].name;
   }
   EXPECT_TRUE(a.pass) << a.verdict_reason;
   EXPECT_TRUE(b.pass) << b.verdict_reason;
@@ -1214,7 +1224,8 @@ TEST(CaseJson, MalformedAbiV3FieldsAreRefusedByName) {
        "field 'tensor.cu_seqlens' must hold integers"},
       {[](auto& c) { c["tensor"]["pad"] = J::array({J::array({0, 0, 0})}); }, "field 'tensor.pad' must be 4 arrays"},
       {[](auto& c) { c["tensor"]["pad"][3] = J::array({0, 0}); }, "field 'tensor.pad[3]'"},
-      {[](auto& c) { c["tensor"]["pad"][1][2] = (1 << 16) + 1; }, "field 'tensor.pad[1][2]'"},
+      {[](auto& c) { c["tensor"]["pad"][1][2] = (int64_t(1) << 31) + 1; }, "field 'tensor.pad[1][2]' must be an integer 0..2^31"},
+      {[](auto& c) { c["tensor"]["pad"][1][2] = -1; }, "field 'tensor.pad[1][2]' must be an integer 0..2^31"},
       {[](auto& c) { c["tensor"]["k_input_bits"].erase(0); }, "field 'tensor.k_input_bits' has"},
       {[](auto& c) { c["tensor"].erase("k_input_bits"); }, "missing field 'tensor.k_input_bits'"},
       {[](auto& c) { c["tensor"]["k_input_bits"][2] = 0x10000; }, "tensor.k_input_bits[2] is not a bit pattern of f16"},

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -183,4 +184,104 @@ TEST(KernelHostV3, TheJudgeTakesKAsACaseOfItsOwn) {
   }
   EXPECT_GT(judged, 25);
   EXPECT_GT(caught, judged * 3 / 4);
+}
+
+// A tensor whose strides spread it over gigabytes (element offsets past 2^31: the gate's "v3: strides" case that a
+// kernel computing offsets in 32 bits fails) is sparse in the arena: the gate writes and reads only the pages its
+// elements lie on, and every page between them is a guard page in the kernel's process. So the scalar kernel's
+// call comes back as in this process with the gate's memory barely grown; a write between the elements faults
+// and is named; a wrapped 32-bit offset is named with the element it would have been; a write into a gap on an
+// element's page is seen as before.
+namespace {
+enum WideMisdeed { kWideNone, kWideBetween, kWideInt32Read, kWideGapOnPage };
+WideMisdeed g_wide;
+
+int planted_wide(const rc_rope_args* a) {
+  const int rc = ropecheck_scalar_rope(a);
+  auto* out = static_cast<char*>(a->q_out.data) + a->q_out.byte_offset;
+  const auto* in = static_cast<const char*>(a->q.data) + a->q.byte_offset;
+  const int64_t st = a->q.strides[0], st_out = a->q_out.strides[0];
+  volatile char sink = 0;
+  switch (g_wide) {
+    case kWideBetween: out[int64_t(1) << 31] = 1; break;  // element 2^30 of q_out (f16): between tokens 0 and 1
+    case kWideInt32Read: sink = in[int64_t(int32_t(uint32_t(2 * st))) * 2]; break;  // token 2, offset as int32
+    case kWideGapOnPage: out[(st_out - 1) * 2] = 1; break;  // the element before token 1: its page's gap
+    default: break;
+  }
+  (void)sink;
+  return rc;
+}
+
+uint64_t rss_shmem_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("RssShmem:", 0) == 0) return std::stoull(line.substr(9));
+  return 0;
+}
+}  // namespace
+
+TEST(KernelHostV3, AWideTensorIsSparseAndItsPagesBetweenElementsAreGuardPages) {
+  std::mt19937_64 rng(54);
+  RopeCase c;
+  c.dtype = Dtype::f16;
+  c.head_dim = c.rotary_dim = 64;
+  c.n_heads = 2;
+  c.positions = {3, 70000, 12};
+  c.tensor = TensorCall{};
+  c.tensor->k_heads = 1;
+  const uint32_t pad = uint32_t((uint64_t(1) << 31) - 256);  // tokens 2^31 - 128 elements apart
+  c.tensor->pad[0][1] = c.tensor->pad[1][1] = pad;
+  std::uniform_real_distribution<float> u(-2, 2);
+  c.input.assign(c.n_bytes(), 0);
+  for (size_t e = 0; e < c.n_elements(); ++e) store_f32(c.dtype, c.input.data(), e, u(rng));
+  c.tensor->k_input.assign(c.n_tokens() * c.head_dim * 2, 0);
+  for (size_t e = 0; e < c.n_tokens() * c.head_dim; ++e) store_f32(c.dtype, c.tensor->k_input.data(), e, u(rng));
+  ASSERT_EQ(c.validate(), "");
+  ASSERT_EQ(c.tensor_layout(1).span, (uint64_t(1) << 32) - 128);  // token 2 at 2^32 - 256
+
+  g_wide = kWideNone;
+  const uint64_t shmem0 = rss_shmem_kb();
+  {
+    gate::KernelHost host(gate::KernelSource{"", &planted_wide}, gate::HostOptions{});
+    const gate::CallResult r = host.call_at(c, false, 30, 3);
+    ASSERT_EQ(r.status, gate::CallStatus::ok) << findings(r);
+    EXPECT_TRUE(r.memory.empty()) << findings(r);
+    EXPECT_EQ(r.guard_before_bytes + r.guard_after_bytes + r.input_guard_bytes, 0u);
+    EXPECT_EQ(r.out, legacy_output(c, false));
+    EXPECT_EQ(r.k_out, legacy_output(c.k_case(), false));
+    // Two tensors of 8 GiB each: what the gate touched of them is a few pages.
+    EXPECT_LT(rss_shmem_kb() - std::min(rss_shmem_kb(), shmem0), 64u * 1024) << "KiB of shared memory touched";
+    // In place too (q's own pages hold the output).
+    const gate::CallResult ip = host.call_at(c, true, 30, 3);
+    ASSERT_EQ(ip.status, gate::CallStatus::ok) << findings(ip);
+    EXPECT_TRUE(ip.memory.empty()) << findings(ip);
+    EXPECT_EQ(ip.out, legacy_output(c, true));
+  }
+  const struct {
+    WideMisdeed m;
+    const char* where;     // in fault_where (a crash), or in a memory finding
+    const char* wrapped;   // in wrapped_offset (null: empty)
+  } plan[] = {
+      {kWideBetween, "a write of a guard page between the elements of the q_out buffer, 2147483648 byte(s) from its "
+                     "start", nullptr},
+      {kWideInt32Read, "a read of the guard page before the q buffer, 512 byte(s) before its first",
+       "q[2][0][0] (element offset 4294967040; as int32 -256)"},
+      {kWideGapOnPage, "between the elements of q_out (its strides' gaps) were written", nullptr},
+  };
+  for (const auto& p : plan) {
+    g_wide = p.m;
+    gate::KernelHost host(gate::KernelSource{"", &planted_wide}, gate::HostOptions{});
+    const gate::CallResult r = host.call_at(c, false, 30, 3);
+    if (p.m == kWideGapOnPage) {
+      EXPECT_TRUE(has_finding(r, "out-of-bounds write", p.where)) << findings(r);
+      continue;
+    }
+    ASSERT_EQ(r.status, gate::CallStatus::crashed) << p.where;
+    EXPECT_NE(r.fault_where.find(p.where), std::string::npos) << r.fault_where;
+    EXPECT_EQ(r.wrapped_offset, p.wrapped ? p.wrapped : "") << r.fault_where;
+    // and the verdict's cause
+    const gate::CaseVerdict v = gate::check_call(c, false, r);
+    EXPECT_EQ(v.fault, p.wrapped ? "element offsets computed in 32 bits" : "crash") << v.message;
+  }
 }

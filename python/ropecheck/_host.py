@@ -13,11 +13,11 @@ import socket
 import struct
 
 MAGIC = 0x52435048
-COMMAND = struct.Struct("<IIQQQ32QQ")        # gate/isolation.cpp Command
+COMMAND = struct.Struct("<IIQQQ48QQ48Q")  # gate/host_protocol.hpp Command
 REPLY = struct.Struct("<IIQiIQQQiI1024s")    # gate/isolation.cpp Reply
 OPEN = struct.Struct("<IIQQ")                # gate/isolation.cpp OpenChannel
 K_READY, K_LOAD_FAILED, K_DONE, K_OPEN = 1, 2, 3, 5
-assert COMMAND.size == 296 and REPLY.size == 1080 and OPEN.size == 24
+assert COMMAND.size == 808 and REPLY.size == 1080 and OPEN.size == 24
 
 
 class Channel:

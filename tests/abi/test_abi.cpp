@@ -619,7 +619,10 @@ INSTANTIATE_TEST_SUITE_P(
         V3Bug{"table_fa_table_overread", "matrix f32 interleaved", "verdict: FAIL (failed: crash)",
               "Segmentation fault): a read of the guard page after the table buffer, 0 byte(s) past its end"},
         V3Bug{"table_backward_drops_af", "v3: inverse", "verdict: FAIL (failed: attention factor not applied)",
-              nullptr, "property: inverse", "attention factor not applied"}),
+              nullptr, "property: inverse", "attention factor not applied"},
+        // (a tensor of 2^32 elements, sparse in the host: the wrapped offset falls in the guard page before q)
+        V3Bug{"table_fa_int32_offsets", "v3: strides", "verdict: FAIL (failed: element offsets computed in 32 bits)",
+              "a read of the guard page before the in-place q buffer"}),
     [](const auto& info) { return std::string(info.param.kernel) + "_" + std::to_string(info.index); });
 
 // Issue 21, scope 6: each planted bug is caught with its cause named first under the loosest contract too
@@ -632,7 +635,8 @@ TEST(AbiV3Kernels, PlantedBugsFailUnderTheLoosestContractWithTheirCauseFirst) {
       {"table_vllm_k_head_stride", "verdict: FAIL (failed: out-of-bounds write"},
       {"table_fa_varlen_offset", "verdict: FAIL (failed: sequence start not subtracted"},
       {"table_fa_inverse_ignored", "verdict: FAIL (failed: inverse computed as forward"},
-      {"table_backward_drops_af", "verdict: FAIL (failed: attention factor not applied"}};
+      {"table_backward_drops_af", "verdict: FAIL (failed: attention factor not applied"},
+      {"table_fa_int32_offsets", "verdict: FAIL (failed: element offsets computed in 32 bits"}};
   for (const auto& [k, cause] : bugs) {
     const GateRun g = gate(kernel("current", k), "--max-position 65536 --cases 30 --property-cases 3 --contract loosest",
                            std::string("v3_loosest_") + k);

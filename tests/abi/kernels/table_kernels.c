@@ -28,7 +28,8 @@
  *                        kernel: only a guard page after the table sees it)
  *   PLANT_INV_DROPS_AF   (backward) the inverse drops the attention factor (llama.cpp #3974's family)
  *   PLANT_K_Q_HEADS      (FlashInfer) k rotated for q's head count (Liger #342's family: GQA with Hk < Hq)
- *   PLANT_FIRST_OFFSET   (MLX) every row of the batch at offset[0] (MLX #3494: offsets with batch > 1) */
+ *   PLANT_FIRST_OFFSET   (MLX) every row of the batch at offset[0] (MLX #3494: offsets with batch > 1)
+ *   PLANT_INT32_OFFSETS  (FA) element offsets computed in 32-bit int (tensors of more than 2^31 elements) */
 #include <ropecheck/kernel_abi.h>
 
 #include "v1_rope_body.h"
@@ -63,6 +64,14 @@ static int64_t load_int(const rc_tensor* t, int64_t i) {
 
 /* q (or k) and its output as element offsets: token t's head h at (t, h). */
 static size_t at(const view_t* v, int rank, int64_t S, int64_t t, int64_t h) {
+#ifdef PLANT_INT32_OFFSETS
+  /* BUG: the offset computed in 32-bit int, as a kernel indexing with int (a Triton kernel's default; the
+     wrap-around written out: signed overflow is undefined in C) */
+  const uint32_t o = rank == 4 ? (uint32_t)(t / S) * (uint32_t)v->st_seq + (uint32_t)(t % S) * (uint32_t)v->st_tok +
+                                     (uint32_t)h * (uint32_t)v->st_head
+                               : (uint32_t)t * (uint32_t)v->st_tok + (uint32_t)h * (uint32_t)v->st_head;
+  return (size_t)(int64_t)(int32_t)o;
+#endif
   if (rank == 4) return (size_t)((t / S) * v->st_seq + (t % S) * v->st_tok + h * v->st_head);
   return (size_t)(t * v->st_tok + h * v->st_head);
 }
