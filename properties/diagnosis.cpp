@@ -215,9 +215,13 @@ Fit fit(const Ctx& x, const Candidate& k, bool early_exit) {
         const double af = pair_gain(c, t, i);  // norms relative to the asked-for output, as the judge
         if (x.have_angles && x.ref_phi(t, i) == 0 && x.copies(k0, k1) && af == 1.0) continue;
         const double phi = k.phi[t * x.np + i];
-        const PairError pe = pair_error(c.dtype, af * x0, af * x1, y0, y1, e0, e1, 0, 0, false);
+        // A candidate longer than the asked-for output (the attention factor applied twice: af^2 |x|) is what
+        // the kernel computed and rounded: its roundings are relative to that length, and so is the allowance.
+        const double asked = pair_hypot(x0, x1) * af, longer = asked > 0 ? pair_hypot(e0, e1) / asked : 1.0;
+        const double g = af * std::max(1.0, std::isfinite(longer) ? longer : 1.0);
+        const PairError pe = pair_error(c.dtype, g * x0, g * x1, y0, y1, e0, e1, 0, 0, false);
         const double r =
-            ratio_of(pe, x.cr.allowance(c, i, pair_hypot(x0, x1) * af, phi, pair_hint(fmt_d, af * x0, af * x1, e0, e1)));
+            ratio_of(pe, x.cr.allowance(c, i, pair_hypot(x0, x1) * g, phi, pair_hint(fmt_d, g * x0, g * x1, e0, e1)));
         f.residual = std::max(f.residual, pe.e);
         f.worst_ratio = std::max(f.worst_ratio, r);
         if (r > 1.0) {

@@ -651,6 +651,28 @@ TEST(Diagnosis, VariantBugsAreNamed) {
   EXPECT_TRUE(judge_output(c, reference_rope(c), out.data(), criteria(default_contract())).ok());
 }
 
+// The factor applied twice gives pairs af times longer than asked, and the kernel's roundings are af times larger
+// with them: the candidate is judged relative to its own length. (At af 2.5 in bf16 a correctly rounded af^2
+// output left 1.25x the allowance against the candidate: "unexplained", as mut_attn_factor_twice's rule property
+// rows were at 1.7x.)
+TEST(Diagnosis, TheFactorAppliedTwiceIsNamedAtLargeFactors) {
+  const Implementation& scalar = *find_implementation("scalar");
+  for (Dtype d : {Dtype::bf16, Dtype::f16, Dtype::f32})
+    for (double af : {1.7, 2.5}) {
+      RopeCase c = make_case(d, Layout::interleaved, 64, 64, {1, 2, 3, 7, 60, 100, 1000, 4095});
+      c.attention_factor = af;
+      RopeCase twice = c;
+      twice.attention_factor = af * af;
+      Bytes out;
+      ASSERT_EQ(run_kernel(scalar, twice, out), RC_OK);
+      const ReferenceOutput ref = reference_rope(c);
+      const Criteria cr = criteria(default_contract());
+      ASSERT_FALSE(judge_output(c, ref, out.data(), cr).ok());
+      const Diagnosis dg = diagnose(c, out.data(), ref, cr);
+      EXPECT_EQ(dg.cause, "attention factor applied twice") << to_string(d) << " af " << af << ": " << dg.text();
+    }
+}
+
 // The gate's verdict line reads several rows' precision diagnoses together (join_precision): the row that
 // exceeds its allowance most gives the main cause; clauses only other rows need come after with their excess;
 // the joined contract takes each clause at its widest. Found on a bf16-cache kernel whose rows, each at its own
