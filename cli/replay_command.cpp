@@ -30,25 +30,34 @@ struct ReplayArgs {
 // --dump DIR: the case as arrays (python/ropecheck Result.case): input.npy and, when the kernel's output of this
 // call is known, output.npy ([n_tokens][n_heads][head_dim] in the storage type, bf16 as uint16 bits);
 // expected.npy (the correctly rounded output); exact.txt (the exact output rounded to double, one hex float per
-// element); positions.npy (int64, axis-major); case.txt (the case in one line). The flat form only.
-void dump_case(const std::string& dir, const RopeCase& c, const Bytes* output) {
-  if (c.tensor) throw std::runtime_error("--dump: a tensor-form case is not dumped (its replay file has it)");
+// element); positions.npy (int64, axis-major); case.txt (the case in one line). A tensor-form case: q's arrays
+// so, compact (its strides are the replay file's), and k's beside them when it has k: k_input.npy,
+// k_output.npy, k_expected.npy, k_exact.txt ([n_tokens][k_heads][head_dim]).
+void dump_case(const std::string& dir, const RopeCase& c, const gate::CallResult* call) {
   std::filesystem::create_directories(dir);
   const std::string descr = c.dtype == Dtype::f32 ? "<f4" : c.dtype == Dtype::f16 ? "<f2" : "<u2";
-  auto arr = [&](const Bytes& b) {
-    return gate::NpyArray{descr, {c.n_tokens(), c.n_heads, c.head_dim}, std::vector<unsigned char>(b.begin(), b.end())};
+  auto one = [&](const RopeCase& x, const Bytes& input, const Bytes* output, const std::string& prefix) {
+    auto arr = [&](const Bytes& b) {
+      return gate::NpyArray{descr, {x.n_tokens(), x.n_heads, x.head_dim}, std::vector<unsigned char>(b.begin(), b.end())};
+    };
+    gate::npy_write(dir + "/" + prefix + "input.npy", arr(input));
+    if (output) gate::npy_write(dir + "/" + prefix + "output.npy", arr(*output));
+    const ReferenceOutput ref = reference_rope(x);
+    gate::npy_write(dir + "/" + prefix + "expected.npy", arr(ref.rounded));
+    std::string exact;
+    for (double v : ref.exact) exact += fmt::format("{:a}\n", v);
+    gate::write_regular_file(dir + "/" + prefix + "exact.txt", exact);
   };
-  gate::npy_write(dir + "/input.npy", arr(c.input));
-  if (output) gate::npy_write(dir + "/output.npy", arr(*output));
-  const ReferenceOutput ref = reference_rope(c);
-  gate::npy_write(dir + "/expected.npy", arr(ref.rounded));
+  const bool ok = call && call->status == gate::CallStatus::ok;
+  one(c, c.input, ok ? &call->out : nullptr, "");
+  if (c.tensor && c.tensor->k_heads) {
+    const RopeCase k = c.k_case();
+    one(k, k.input, ok && !call->k_out.empty() ? &call->k_out : nullptr, "k_");
+  }
   gate::NpyArray pos{"<i8", {c.positions.size()}, {}};
   pos.data.resize(c.positions.size() * 8);
   std::memcpy(pos.data.data(), c.positions.data(), pos.data.size());
   gate::npy_write(dir + "/positions.npy", pos);
-  std::string exact;
-  for (double v : ref.exact) exact += fmt::format("{:a}\n", v);
-  gate::write_regular_file(dir + "/exact.txt", exact);
   gate::write_regular_file(dir + "/case.txt", c.summary() + "\n");
 }
 
@@ -183,7 +192,7 @@ int run() {
       }
     } else {
       const gate::CallResult cr = host.call(rec.c, rec.in_place, g.call_timeout);
-      if (!g.dump.empty()) dump_case(g.dump, rec.c, cr.status == gate::CallStatus::ok ? &cr.out : nullptr);
+      if (!g.dump.empty()) dump_case(g.dump, rec.c, &cr);
       const gate::CaseVerdict v = gate::judge_call(rec.c, rec.in_place, rec.angle_model, criteria(rec.c), cr);
       if (!v.accepted) {
         std::cout << "the kernel declined the case (RC_UNSUPPORTED)\nverdict: FAIL (nothing checked)\n";

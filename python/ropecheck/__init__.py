@@ -112,10 +112,11 @@ class Result:
         return "\n".join(lines[:max_lines])
 
     def case(self, row):
-        """A failing row's smallest case, rebuilt here (the flat form): its replay rerun on the function, and
-        as arrays -- input, output (the function's, None if it declined or raised), expected (correctly rounded),
-        exact (float64: the exact output rounded to double), positions -- with `summary` and the replay's `text`
-        and `passed`. `row`: a Row or its name."""
+        """A failing row's smallest case, rebuilt here: its replay rerun on the function, and as arrays -- input,
+        output (the function's, None if it declined or raised), expected (correctly rounded), exact (float64: the
+        exact output rounded to double), positions -- with `summary` and the replay's `text` and `passed`. A
+        tensor-form case's arrays are compact ([tokens][heads][head_dim], its strides in `summary`), with k's as
+        k_input, k_output, k_expected, k_exact (None without k). `row`: a Row or its name."""
         r = row if isinstance(row, Row) else self.row(row)
         if not r.replay_file:
             raise ValueError(f"row {r.name!r} has no failing case to rebuild")
@@ -162,12 +163,21 @@ def _load_case(d, passed, text, tensors):
             return t.view(torch.bfloat16) if bf16 and a.dtype == np.uint16 else t
         return a
 
+    def exact_of(prefix):
+        p = os.path.join(d, prefix + "exact.txt")
+        if not os.path.exists(p):
+            return None
+        with open(p) as f:
+            exact = np.array([float.fromhex(v) for v in f.read().split()], dtype=np.float64)
+        exact = exact.reshape(np.load(os.path.join(d, prefix + "input.npy")).shape)
+        return torch.from_numpy(exact) if tensors == "torch" and torch is not None else exact
+
     c.input, c.output, c.expected, c.positions = (load(n) for n in ("input.npy", "output.npy", "expected.npy",
                                                                    "positions.npy"))
-    with open(os.path.join(d, "exact.txt")) as f:
-        exact = np.array([float.fromhex(v) for v in f.read().split()], dtype=np.float64)
-    exact = exact.reshape(np.load(os.path.join(d, "input.npy")).shape)
-    c.exact = torch.from_numpy(exact) if tensors == "torch" and torch is not None else exact
+    c.exact = exact_of("")
+    # A tensor-form case's k ([tokens][k_heads][head_dim]; None without k); q's arrays above are compact too.
+    c.k_input, c.k_output, c.k_expected = (load("k_" + n) for n in ("input.npy", "output.npy", "expected.npy"))
+    c.k_exact = exact_of("k_")
     shutil.rmtree(d, ignore_errors=True)
     return c
 

@@ -441,6 +441,17 @@ class TensorForm(unittest.TestCase):
         self.assertFalse(r.passed)
         self.assertIn("k: ", r.row("v3: q and k").diagnosis)
         self.assertIn("angle negated", r.row("v3: q and k").diagnosis)
+        # The failing tensor-form case rebuilt here: q right, k not, each compact beside its expected output.
+        case = r.case("v3: q and k")
+        self.assertFalse(case.passed)
+        self.assertIn("tensor=", case.summary)
+        self.assertEqual(tuple(case.k_input.shape)[0], tuple(case.input.shape)[0])
+        self.assertEqual(case.k_output.shape, case.k_expected.shape)
+        q_err = float((case.output.double() - case.exact).abs().max())
+        k_err = float((case.k_output.double() - case.k_exact).abs().max())
+        self.assertLess(q_err, 1e-5, case.summary)
+        self.assertGreater(k_err, 1e-2, case.summary)
+        self.assertEqual(tuple(case.k_exact.shape), tuple(case.k_input.shape))
 
 
 @unittest.skipIf(torch is None or not torch.cuda.is_available(), "skipped: no CUDA device")
