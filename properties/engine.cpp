@@ -198,7 +198,8 @@ const std::vector<PropertyDef>& property_set() {
        "one v2 case under every frequency rule, each pair within its allowance of the exact reference",
        &property_VariantsWithinBoundOfReference, false, false, true, true},
       // ABI v3 (suite_variants.cpp): sent only to a kernel that speaks v3 (the others' rows: not run, with the
-      // reason); a kernel that declines the inverse discards. Not exported (the case-set protocol has no v3 yet).
+      // reason); a kernel that declines the inverse discards. Exported (case sets, manifest version 5) when the
+      // export names a v3 feature, except the inverse (its second call's input is the first call's output).
       {"inverse", "property: inverse",
        "inverse(forward(x)) = s^2 x per pair (the backward rotation keeps the attention factor s), within both "
        "calls' allowances",
@@ -206,28 +207,28 @@ const std::vector<PropertyDef>& property_set() {
       {"adjoint", "property: adjoint",
        "<forward(x), y> = <x, inverse(y)> per pair, x and y independent (the inverse is the forward's transpose, as "
        "a backward pass must be), within both calls' allowances",
-       &property_InverseIsForwardTransposed, false, false, false, true, false, &inverse_probe_cases},
+       &property_InverseIsForwardTransposed, false, false, true, true, false, &inverse_probe_cases},
       // ABI v3 call shapes (suite_tensor.cpp): each freedom of the tensor form gives the plain call's heads.
       {"strides", "property: strides",
        "q, q_out, k, k_out with padded strides (packed qkv included) = the same call with compact tensors (bit for "
        "bit when the kernel promises it, else each within its allowances)",
-       &property_StridesEqualCompact, false, false, false, true, false, &tensor_probe_cases},
+       &property_StridesEqualCompact, false, false, true, true, false, &tensor_probe_cases},
       {"q-and-k", "property: q and k",
        "q and k in one call, each with its own head count = a call for q and one for k", &property_QAndKEqualTwoCalls,
-       false, false, false, true, false, &q_and_k_probe_cases},
+       false, false, true, true, false, &q_and_k_probe_cases},
       {"sequences", "property: sequences",
        "varlen (cu_seqlens) and batched calls with implicit positions = one explicit-position call per sequence",
-       &property_SequencesEqualOneCallEach, false, false, false, true, false, &sequences_probe_cases},
+       &property_SequencesEqualOneCallEach, false, false, true, true, false, &sequences_probe_cases},
       {"int32-positions", "property: int32 positions",
        "positions, cu_seqlens and seq_offsets as int32 = the same as int64", &property_Int32EqualsInt64, false, false,
-       false, true, false, &int32_probe_cases},
+       true, true, false, &int32_probe_cases},
       {"table-kinds", "property: table kinds",
        "cos and sin given as two [P][R/2], one [P][R] or two full-width tables of equal values agree",
        &property_TableKindsAgree, false, false, false, true, true},
       {"same-call-twice", "property: same call twice",
        "the same tensor-form call (up to 32 tokens, with k and padded strides) made twice gives the same output "
        "(the identity clause): no race between threads, nothing carried over from an earlier call",
-       &property_SameCallTwiceSameOutput, false, false, false, true, false, &tensor_probe_cases},
+       &property_SameCallTwiceSameOutput, false, false, true, true, false, &tensor_probe_cases},
   };
   return v;
 }

@@ -34,6 +34,8 @@ using test::row_cells;
 
 const std::vector<std::string> kV3Rows = {"v3: inverse", "v3: tables", "v3: strides", "v3: q and k", "v3: sequences",
                                           "v3: int32 positions"};
+const char* const kV3Properties[] = {"property: adjoint", "property: strides", "property: q and k",
+                                     "property: sequences", "property: int32 positions", "property: same call twice"};
 
 // Exports D/set (f32 and bf16, both layouts, every feature, few property and random cases) with `extra`.
 void export_v3(const std::string& d, const std::string& extra = "") {
@@ -122,6 +124,14 @@ TEST(CaseSetV3, V3CasesRunFromTheFilesPassInTheGatesRows) {
     EXPECT_EQ(cells[7], "pass") << r;
   }
   EXPECT_TRUE(row_cells(log, "table fidelity").empty()) << log;  // the export's tables: no row of their own
+  // The v3 properties too (all but the inverse, whose second input is the first's output), each execution's calls
+  // from the files.
+  for (const char* r : kV3Properties) {
+    const auto cells = row_cells(log, r);
+    ASSERT_GE(cells.size(), 9u) << r << "\n" << log;
+    EXPECT_NE(cells[1], "0") << r;
+    EXPECT_EQ(cells[7], "pass") << r;
+  }
 }
 
 // A kernel that reads a given table's row at the token's index: the tables row fails, named.
@@ -155,6 +165,10 @@ TEST(CaseSetV3, KViewedWithQsStridesFailsTheQAndKRow) {
   // (the stride hypotheses: k's heads read and written at q's offsets, those past k's end left as they were)
   EXPECT_EQ(cells[8].rfind("k: diagnosis: k laid out with q's strides (every pair within", 0), 0u) << cells[8];
   for (const char* r : {"v3: inverse", "v3: tables", "v3: strides"}) EXPECT_EQ(row_cells(log, r).at(7), "pass") << r;
+  // and the exported properties that give k a stride of its own see it
+  for (const char* r : {"property: strides", "property: q and k"})
+    EXPECT_EQ(row_cells(log, r).at(7).rfind("FAIL", 0), 0u) << r << "\n" << log;
+  EXPECT_EQ(row_cells(log, "property: sequences").at(7), "pass") << log;
 }
 
 // Tables the program builds: its arithmetic judged on its table (the tables row), the table judged against the
@@ -256,6 +270,12 @@ TEST(CaseSetV3, DecliningEveryQAndKCaseFailsCoverage) {
   EXPECT_EQ(cov[7].rfind("FAIL", 0), 0u) << log;
   EXPECT_NE(log.find("q-and-k"), std::string::npos) << log;
   EXPECT_EQ(row_cells(log, "v3: strides").at(7), "pass") << log;
+  // A declined call of a property: its in-place retry (a kernel that takes in place only) was never exported and
+  // is declined too; the execution is declined, not an error (it was: "case N is not the call the property makes").
+  const auto pqk = row_cells(log, "property: q and k");
+  ASSERT_GE(pqk.size(), 9u) << log;
+  EXPECT_NE(pqk[2], "0") << log;
+  EXPECT_EQ(pqk[7].rfind("FAIL", 0), std::string::npos) << log;
 }
 
 // What check refuses in a version-5 set (exit 2, named): an edited stride, an output that is not its tensor's
