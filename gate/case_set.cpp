@@ -796,6 +796,7 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     }
   }
   GateResult res;
+  res.command = "ropecheck cases check";
   res.kernel = "external outputs in " + dir + (run.empty() ? "" : " (export run " + run + ")");
   res.contract = contract.spec();
   if (!tolerance.empty()) res.contract += " (overridden by a flat --tolerance)";
@@ -1288,7 +1289,8 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
     if (b.n) res.rows.push_back(bias_row(d, b, external_criteria(probe, model, contract, tolerance).model));
   }
   {
-    res.bounds = describe_bounds(loaded_kernel_error_model(model), contract, dtypes_seen, int64_t(1) << 24);
+    // (quoted at the export's largest position, as the gate quotes its own)
+    res.bounds = describe_bounds(loaded_kernel_error_model(model), contract, dtypes_seen, max_position);
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.pass = res.accepted > 0;

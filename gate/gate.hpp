@@ -114,6 +114,7 @@ struct CheckRow {
 };
 
 struct GateResult {
+  std::string command = "ropecheck gate";  // what ran, for the verdict's first line ("ropecheck cases check")
   std::string kernel;
   std::string kernel_arg;
   std::string contract;  // the canonical contract SPEC (or "tolerance override")

@@ -168,8 +168,8 @@ std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>&
 
 std::string format_verdict(const GateResult& g) {
   std::string o;
-  o += fmt::format("ropecheck gate: kernel {} ({} calls, {} accepted, {:.1f} s)\n", g.kernel, g.calls, g.accepted,
-                   g.seconds);
+  o += fmt::format("{}: {}{} ({} calls, {} accepted, {:.1f} s)\n", g.command,
+                   g.command == "ropecheck gate" ? "kernel " : "", g.kernel, g.calls, g.accepted, g.seconds);
   o += coverage_line(g) + "\n";
   if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
   if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);

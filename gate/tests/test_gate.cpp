@@ -1491,6 +1491,21 @@ TEST(Npy, RoundTripsAndRejectsGarbage) {
   EXPECT_THROW(gate::npy_decode(t, "x"), std::runtime_error);
 }
 
+// `cases check` speaks as cases check, and quotes its allowances at the export's largest position (it said
+// "ropecheck gate: kernel external outputs ..." and 16777216 rad whatever --max-position was: issue 23).
+TEST(CaseSet, CheckSaysWhatRanAndQuotesTheExportsPositions) {
+  const std::string d = tmpdir("caseset-header");
+  ASSERT_EQ(run_cli("cases export --dir " + d + " --random-cases 4 --property-cases 1 --max-position 4096",
+                    d + "/../header-export.log"),
+            0);
+  write_outputs(d, *find_implementation("scalar"));
+  ASSERT_EQ(run_cli("cases check --dir " + d, d + "/../header-check.log"), 0);
+  const std::string out = slurp(d + "/../header-check.log");
+  EXPECT_EQ(out.rfind("ropecheck cases check: external outputs in " + d, 0), 0u) << out;
+  EXPECT_NE(out.find(" at angle 4096 rad radial"), std::string::npos) << out;
+  EXPECT_EQ(out.find("16777216"), std::string::npos) << out;
+}
+
 TEST(CaseSet, ExportWriteCheckAndCorrupt) {
   const std::string d = tmpdir("caseset");
   ASSERT_EQ(run_cli("cases export --dir " + d + " --random-cases 8", d + "/../export.log"), 0);
