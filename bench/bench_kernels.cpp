@@ -39,7 +39,9 @@
 #include <vector>
 
 #include "core/rope_case.hpp"
+#include "core/tensor_call.hpp"
 #include "impls/registry.hpp"
+#include "reference/reference.hpp"
 #include "impls/simd/simd_common.hpp"
 #include "impls/simd/simd_kernels.hpp"
 
@@ -159,6 +161,77 @@ void BM_memcpy(benchmark::State& state, Dtype d, Shape s) {
   state.SetBytesProcessed(int64_t(state.iterations()) * rw_bytes(data.c));
 }
 
+// ABI v3 shapes (issue 21, scope 3). `table:KIND`: the same call with its cos/sin given as an f32 table of that
+// kind (the conventional f32 pipeline's values: what a caller's cache holds), a row per position; the kernel reads
+// the table instead of computing angles. `strided`: the call in the tensor form, q's tokens 3 x head_dim x heads
+// apart (q a slice of a fused qkv buffer) and q_out compact. Bytes counted as the flat call's.
+struct V3Data {
+  RopeCase c;
+  std::vector<unsigned char> q, q_out, pos, table0, table1;
+  std::vector<int64_t> shapes;
+  rc_rope_args a{};
+};
+
+V3Data& v3_data_for(Dtype d, Layout l, const Shape& s, int kind /* TableKind, or -1: strided */) {
+  static std::map<std::string, std::unique_ptr<V3Data>> cache;
+  const std::string key = std::string(to_string(d)) + "/" + std::string(to_string(l)) + "/" + s.name + "/" +
+                          std::to_string(kind);
+  auto& slot = cache[key];
+  if (!slot) {
+    slot = std::make_unique<V3Data>();
+    V3Data& v = *slot;
+    const Data& flat = data_for(d, l, s);
+    v.c = flat.c;
+    v.c.layout = l;
+    if (kind >= 0) {
+      v.c = *with_given_table(v.c, TableKind(kind), Dtype::f32, TablePipeline::conventional_f32);
+      v.q = v.c.input;
+      v.q_out.assign(v.c.n_bytes(), 0);
+      v.a = v.c.args(v.q.data(), v.q_out.data(), 3);  // (lays the table out: abi_table_bytes)
+      v.table0 = v.c.abi_table_bytes[0];
+      v.table1 = v.c.abi_table_bytes[1];
+      v.shapes.assign(kTensorShapeSlots, 0);
+      TensorBuffers b;
+      b.table[0] = v.table0.data();
+      b.table[1] = v.table1.empty() ? nullptr : v.table1.data();
+      b.shapes = v.shapes.data();
+      point_v3_args(v.c, false, b, v.a);
+      v.a.in = v.q.data();
+      v.a.out = v.q_out.data();
+    } else {
+      v.c.tensor = TensorCall{};
+      v.c.tensor->pad[0][1] = uint32_t(2 * kDim * s.heads);
+      const TensorSizes z = tensor_sizes(v.c, false);
+      v.q.assign(z.q, 0);
+      v.q_out.assign(z.q_out, 0);
+      v.pos.assign(z.pos, 0);
+      v.shapes.assign(kTensorShapeSlots, 0);
+      TensorBuffers b;
+      b.q = v.q.data();
+      b.q_out = v.q_out.data();
+      b.pos = v.pos.data();
+      b.shapes = v.shapes.data();
+      fill_tensor_buffers(v.c, false, b, 0);
+      v.a = v.c.args(nullptr, nullptr, 3);
+      point_v3_args(v.c, false, b, v.a);
+    }
+  }
+  return *slot;
+}
+
+void BM_v3(benchmark::State& state, const Implementation* impl, Dtype d, Layout l, Shape s, int kind) {
+  V3Data& v = v3_data_for(d, l, s, kind);
+  for (auto _ : state) {
+    if (impl->fn(&v.a) != RC_OK) {
+      state.SkipWithError("kernel returned an error");
+      break;
+    }
+    benchmark::DoNotOptimize(v.q_out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * rw_bytes(v.c));
+}
+
 // The per-token cos/sin rows alone (theta table once per call, then one row
 // per token), counted with the f32 kernel's bytes: the GB/s the f32 kernel
 // could reach if loads, rotation and stores were free. `scalar` is
@@ -216,6 +289,18 @@ void register_all() {
             with_min(benchmark::RegisterBenchmark(
                 bench_name("kernel:" + impl.name, d, std::string(to_string(l)).c_str(), s).c_str(), BM_kernel, &impl,
                 d, l, s));
+    // The ABI v3 shapes of the built-ins (f32 and bf16): tables of two kinds, and strided q.
+    const std::pair<int, const char*> v3_shapes[] = {{int(TableKind::cos_sin_2), "table:cos-sin-2"},
+                                                     {int(TableKind::cos_sin_cat), "table:cos-sin-cat"},
+                                                     {-1, "strided"}};
+    for (const Implementation& impl : implementations())
+      if (impl.name == "scalar" || impl.name == "simd")
+        for (Dtype d : {Dtype::f32, Dtype::bf16})
+          for (Layout l : kAllLayouts)
+            for (const auto& [kind, what] : v3_shapes)
+              with_min(benchmark::RegisterBenchmark(
+                  bench_name(std::string(what) + ":" + impl.name, d, std::string(to_string(l)).c_str(), s).c_str(),
+                  BM_v3, &impl, d, l, s, kind));
   }
 }
 
@@ -426,6 +511,29 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
         }
     md << "\n";
   }
+  // The ABI v3 shapes against the flat call of the same bytes.
+  md << "## ABI v3 shapes\n\n`table:KIND`: the flat call's rotation with its cos/sin given as an f32 table of that kind "
+        "(the conventional f32 pipeline's values), read instead of computed; `strided`: the call in the tensor form, "
+        "q's tokens a fused qkv buffer's stride apart (3 x heads x head_dim), q_out compact. GB/s over the flat "
+        "call's bytes (medians), and the ratio to the flat call (`kernel:` above) of the same kernel.\n\n"
+        "| shape | kernel | dtype | layout | table:cos-sin-2 | x flat | table:cos-sin-cat | x flat | strided | x flat "
+        "|\n|---|---|---|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const Shape& s : kShapes)
+    for (const char* impl : {"scalar", "simd"})
+      for (Dtype d : {Dtype::f32, Dtype::bf16})
+        for (Layout l : kAllLayouts) {
+          const std::string ls(to_string(l));
+          const double flat = get(col.gbps, bench_name(std::string("kernel:") + impl, d, ls.c_str(), s));
+          std::string cells;
+          bool any = false;
+          for (const char* what : {"table:cos-sin-2", "table:cos-sin-cat", "strided"}) {
+            const double g = get(col.gbps, bench_name(std::string(what) + ":" + impl, d, ls.c_str(), s));
+            any = any || g > 0;
+            cells += " " + fmt(g) + " | " + ratio(g, flat) + " |";
+          }
+          if (any) md << "| " << s.name << " | " << impl << " | " << to_string(d) << " | " << ls << " |" << cells << "\n";
+        }
+  md << "\n";
   // The targets of issue 3, for the dispatched `simd` kernel: the paired
   // ratio (kernel and memcpy alternating within each iteration) decides.
   md << "## Targets (dispatched `simd`)\n\n`paired` alternates the kernel and a memcpy of the same bytes in every "
