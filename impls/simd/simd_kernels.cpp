@@ -653,10 +653,10 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
   TokenAngle m[4];
   thread_local std::vector<CosSin> given;  // a table's row, as the scalar kernel takes it (impls/given_table.hpp)
   if (v3.table) given.resize(np);
-  // A product can overflow f32 where the exact output is finite: with an attention factor > 1, or a table's
-  // values beyond 1.
-  const bool fix = v.af > 1.0 || v3.table;
+  // A product can overflow f32 where the exact output is finite: with an attention factor > 1, or a table row's
+  // values beyond 1 (a row within [-1, 1] is as a computed one: no fix, and none of its per-head cost).
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
+    bool fix = v.af > 1.0;
     if (v3.table) {
       if (given_row(a, *v3.table, t, v.af, v3.inverse, given.data())) {  // a pair copied: the scalar kernel's row
         ropecheck::rotate_token_scalar(a, t, given.data());
@@ -665,6 +665,7 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
       for (size_t i = 0; i < np; ++i) {
         row.c[i] = given[i].c;
         row.s[i] = given[i].s;
+        fix = fix || !(std::fabs(given[i].c) <= 1.0f) || !(std::fabs(given[i].s) <= 1.0f);
       }
       DupRow(row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr, kDup ? row.ss.data() : nullptr, 0, np);
     } else {
