@@ -193,7 +193,8 @@ std::vector<ExportItem> export_items(const ExportOptions& opt, size_t* left_out)
         items.push_back({v.c, "v2: " + v.feature, v.in_place, {}});
   // ABI v3 feature rows, the gate's (gate.hpp, v3_feature_cases): only for an export whose features name an ABI v3
   // feature (--supports), so an export without one writes what it wrote before (its manifest byte for byte).
-  if (!allowed.minus(FeatureSet::of_abi_version(2)).empty())
+  const bool v3_export = !allowed.minus(FeatureSet::of_abi_version(2)).empty();
+  if (v3_export)
     for (Dtype d : opt.model ? std::vector<Dtype>{} : opt.dtypes)
       for (Layout l : opt.layouts)
         for (const V2Case& v : v3_feature_cases(d, l, opt.max_position, opt.seed))
@@ -203,7 +204,6 @@ std::vector<ExportItem> export_items(const ExportOptions& opt, size_t* left_out)
   // them for the gate (the same seed, the same cases); `check` runs the property again over the outputs.
   RecordingHandle rec(opt.angle_model, opt.contract, opt.tolerance, allowed);
   const props::Scope scope{opt.max_position};
-  const bool v3_export = !allowed.minus(FeatureSet::of_abi_version(2)).empty();
   for (const props::PropertyDef& p : props::property_set()) {
     if (!p.exportable || (p.exact_angles && opt.angle_model != AngleModel::exact)) continue;
     // (the v3 properties, whose calls are all ABI v3, only where the v3 rows are: an export without a v3
