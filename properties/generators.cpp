@@ -1,5 +1,7 @@
 #include "properties/generators.hpp"
 
+#include "properties/rc_random.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cinttypes>
@@ -319,12 +321,87 @@ uint32_t element_value(const ElementKinds& k, bool specials, const rc::Random& r
   }
 }
 
+// inRange's value from the first draw of its Random (uniform_value without the draw).
+int64_t uniform_of(uint64_t draw, int64_t lo, int64_t hi) {
+  const uint64_t range =
+      rc::gen::detail::scaleInteger(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) - 1, 100) + 1;
+  return static_cast<int64_t>((draw % range) + static_cast<uint64_t>(lo));
+}
+
+// element_value for every element at once: the same Randoms, split in the same order, their first draws
+// made in two batches (gen/rc_random.hpp): each element's kind (weightedOneOf's draw), then the draws of
+// the kind's components. Every value is element_value's, bit for bit (tests: Engine.ElementsAre...).
+void element_values(const ElementKinds& k, bool specials, RandomState r_elements, size_t n, Dtype d,
+                    unsigned char* out) {
+  const size_t* weights = specials ? kSpecialWeights : kFiniteWeights;
+  const size_t n_kinds = specials ? std::size(kSpecialWeights) : std::size(kFiniteWeights);
+  size_t sum = 0;
+  for (size_t w = 0; w < n_kinds; ++w) sum += weights[w];
+  std::vector<RandomState> pick(n), inner(n);
+  for (size_t i = 0; i < n; ++i) {
+    pick[i] = r_elements.split();  // container: one split per element; weightedOneOf: the inner split first
+    inner[i] = pick[i].split();
+  }
+  std::vector<uint64_t> draws(n);
+  first_draws(pick.data(), n, draws.data());
+  std::vector<uint8_t> kind(n);
+  // The components' Randoms: TupleGen splits one per component off the inner one; a single generator (inRange,
+  // elementOf, a mapped sign) draws from the inner one itself.
+  std::vector<RandomState> parts;
+  std::vector<uint32_t> first_part(n + 1);
+  parts.reserve(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t x = size_t(draws[i] % sum);
+    size_t acc = 0, kd = 0;
+    while (kd < n_kinds && !(x < (acc += weights[kd]))) ++kd;
+    kind[i] = uint8_t(kd);
+    first_part[i] = uint32_t(parts.size());
+    auto tuple = [&](int m) {
+      RandomState r = inner[i];
+      for (int c = 0; c < m; ++c) parts.push_back(r.split());
+    };
+    switch (kd) {
+      case 0: case 5: case 7: tuple(2); break;
+      case 3: case 4: case 6: tuple(3); break;
+      default: parts.push_back(inner[i]); break;  // 1 uniform, 2 chosen, 8 inf (a sign)
+    }
+  }
+  first_part[n] = uint32_t(parts.size());
+  std::vector<uint64_t> pd(parts.size());
+  first_draws(parts.data(), parts.size(), pd.data());
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t* r = pd.data() + first_part[i];
+    auto with_exp = [&](uint32_t lo, uint32_t hi) {
+      return k.with_exp(uint32_t(uniform_of(r[0], 0, 2)), uniform_of(r[1], lo, int64_t(hi) + 1),
+                        uniform_of(r[2], 0, k.man_range));
+    };
+    uint32_t bits;
+    switch (kind[i]) {
+      case 0: bits = k.normal(uniform_of(r[0], 0, int64_t(1) << 32), uniform_of(r[1], 0, int64_t(1) << 32)); break;
+      case 1: bits = k.uniform(uniform_of(r[0], -(int64_t(1) << 24), int64_t(1) << 24)); break;
+      case 2: bits = k.chosen[size_t(r[0] % k.chosen.size())]; break;
+      case 3: bits = with_exp(k.top - 6, k.top); break;
+      case 4: bits = with_exp(1, 7); break;
+      case 5: bits = k.subnormal(uint32_t(uniform_of(r[0], 0, 2)), uniform_of(r[1], 1, k.man_range)); break;
+      case 6: bits = with_exp(0, k.top); break;
+      case 7: bits = k.nan(uint32_t(uniform_of(r[0], 0, 2)), uniform_of(r[1], 1, k.man_range)); break;
+      default: bits = k.inf(uint32_t(uniform_of(r[0], 0, 2))); break;
+    }
+    store_bits(d, out, i, bits);
+  }
+}
+
 Bytes elements_value(Dtype d, Values v, size_t n, const rc::Random& random) {
   rc::Random handler = random;  // exec: one split per `*gen`
   const rc::Random r_scale = handler.split();
   rc::Random r_elements = handler.split();
   const ElementKinds k(d, v, scale_value(d, r_scale));
   Bytes out(n * dtype_size(d));
+  const RandomState re = RandomState::of(r_elements);
+  if (re.counter == 0) {  // (always: nothing was drawn from it)
+    element_values(k, v == Values::specials, re, n, d, out.data());
+    return out;
+  }
   for (size_t i = 0; i < n; ++i) store_bits(d, out.data(), i, element_value(k, v == Values::specials, r_elements.split()));
   return out;
 }

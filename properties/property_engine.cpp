@@ -6,6 +6,7 @@
 #include <set>
 
 #include "properties/generators.hpp"
+#include "properties/rc_random.hpp"
 #include "properties/property_support.hpp"
 
 namespace ropecheck::props {
@@ -166,6 +167,48 @@ TEST(Engine, ElementsAreTheCombinatorsValuesAndShrinks) {
       }
   EXPECT_GT(compared, 300000u);
   EXPECT_GT(specials, 1000u);  // the special-value draws were compared too
+}
+
+// gen::RandomState splits as rc::Random does (its state read back through RapidCheck's serialisation equals
+// the copy's, past the 64 appended bits at which the key is re-encrypted, on either side of each split), and
+// first_draws gives what rc::Random::next() gives first, in batches of every length (the vector groups of 8
+// and the rest).
+TEST(Engine, RandomStateSplitsAndDrawsAsRapidCheck) {
+  uint64_t draws = 0;
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    rc::Random r(seed * 0x9e3779b97f4a7c15ull + 1);
+    gen::RandomState s = gen::RandomState::of(r);
+    std::vector<rc::Random> kept;
+    std::vector<gen::RandomState> kept_s;
+    uint64_t path = seed * 0x2545f4914f6cdd1dull + 7;
+    for (int step = 0; step < 300; ++step) {
+      path = path * 6364136223846793005ull + 1442695040888963407ull;
+      rc::Random right = r.split();
+      gen::RandomState right_s = s.split();
+      if ((path >> 33) % 3 == 0) {  // go on with the right one
+        r = right;
+        s = right_s;
+      } else {
+        kept.push_back(right);
+        kept_s.push_back(right_s);
+      }
+      const gen::RandomState back = gen::RandomState::of(r);
+      ASSERT_EQ(0, std::memcmp(back.key, s.key, sizeof s.key)) << "seed " << seed << " step " << step;
+      ASSERT_EQ(back.bits, s.bits) << "seed " << seed << " step " << step;
+      ASSERT_EQ(back.bitsi, s.bitsi) << "seed " << seed << " step " << step;
+    }
+    const size_t n = kept.size() - seed % 13;  // every length mod 8
+    std::vector<uint64_t> got(n);
+    gen::first_draws(kept_s.data(), n, got.data());
+    for (size_t i = 0; i < n; ++i, ++draws) ASSERT_EQ(got[i], rc::Random(kept[i]).next()) << "seed " << seed << " i " << i;
+  }
+  EXPECT_GT(draws, 10000u);
+  // A state something was drawn from is refused, not drawn from wrongly.
+  rc::Random r(5);
+  (void)r.next();
+  const gen::RandomState drawn = gen::RandomState::of(r);
+  uint64_t out;
+  EXPECT_THROW(gen::first_draws(&drawn, 1, &out), std::logic_error);
 }
 
 }  // namespace
