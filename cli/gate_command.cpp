@@ -31,6 +31,7 @@ struct GateArgs {
   int host_fd = -1;
   std::string host_name;
   bool quiet = false;
+  bool verbose = false;
   cli::ModelArgs model;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* max_position_opt = nullptr;
@@ -94,6 +95,10 @@ CLI::App* add(CLI::App& app) {
                 "write the verdict as JSON here: pass, the reason, coverage, and per row its counts, worst error and "
                 "allowance, diagnosis and replay file (docs/gate.md)");
   s->add_flag("--quiet", g.quiet, "no progress lines");
+  s->add_flag("--verbose", g.verbose,
+              "print every table: each check's row, the notes, the error by position and each failure in full (the "
+              "report has them too; without it the verdict is brief: coverage, contract, worst margin, one line per "
+              "failing row and a reproduce line)");
   return s;
 }
 
@@ -214,7 +219,9 @@ int run() {
     std::cerr << "error: the gate could not run: " << e.what() << "\n";
     return 2;
   }
-  int rc = gate::emit_verdict(r, g.junit);
+  int rc = gate::emit_verdict(
+      r, g.junit, g.verbose,
+      g.report_dir.empty() ? "details: --verbose" : "details: --verbose, or " + g.report_dir + "/report.md");
   if (!g.verdict_json.empty()) {
     std::ofstream f(g.verdict_json);
     f << gate::verdict_json(r).dump(2) << "\n";

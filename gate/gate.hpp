@@ -187,6 +187,9 @@ std::string coverage_line(const GateResult& r);
 std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>& by_bucket);
 // The verdict table (markdown-like) and summary lines.
 std::string format_verdict(const GateResult& r);
+// The verdict in at most ~15 lines for a pass (docs/gate.md, "Output"); `details`: a last line saying where
+// the rest is (empty: none).
+std::string format_brief_verdict(const GateResult& r, const std::string& details = "");
 // The verdict as data (`gate --verdict-json`; the Python package's Result): pass, the reason, the coverage line,
 // and each row's counts, worst error and its allowance, diagnosis, smallest failing case and replay file.
 nlohmann::json verdict_json(const GateResult& r);
@@ -194,7 +197,8 @@ nlohmann::json verdict_json(const GateResult& r);
 std::string junit_xml(const GateResult& r);
 // Print the verdict to stdout and, when junit_path is not empty, write the JUnit XML there.
 // Returns the exit code: 0 pass, 1 fail, 2 when the XML cannot be written.
-int emit_verdict(const GateResult& r, const std::string& junit_path);
+int emit_verdict(const GateResult& r, const std::string& junit_path, bool verbose = true,
+                 const std::string& details = "");
 
 // Judge one call (already made) of a case: memory checks, status, the
 // reference. Returns an empty string when it passes, else why not (printable).

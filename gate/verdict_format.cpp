@@ -166,6 +166,49 @@ std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>&
   return o;
 }
 
+// The brief verdict (docs/gate.md, "Output"): what ran and what was covered, the contract, the worst margin, the
+// rows not run by name, one line per failing row with its cause, one reproduce line, the kernel host's line and
+// the verdict. Every table stays in the report and behind --verbose (format_verdict).
+std::string format_brief_verdict(const GateResult& g, const std::string& details) {
+  std::string o;
+  o += fmt::format("{}: {}{} ({} calls, {} accepted, {:.1f} s)\n", g.command,
+                   g.command == "ropecheck gate" ? "kernel " : "", g.kernel, g.calls, g.accepted, g.seconds);
+  o += coverage_line(g) + "\n";
+  if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
+  if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);
+  if (!g.model.empty()) o += g.model;
+  // The worst margin: the row whose worst pair came nearest its allowance (or went furthest past it).
+  const CheckRow* worst = nullptr;
+  for (const auto& r : g.rows)
+    if (r.ran && r.worst_bound > 0 && (!worst || r.worst_error / r.worst_bound > worst->worst_error / worst->worst_bound))
+      worst = &r;
+  if (worst)
+    o += fmt::format("worst margin: {:.4g} of the allowance ({}: {:.5g} u of {:.5g} u)\n",
+                     worst->worst_error / worst->worst_bound, worst->name, worst->worst_error, worst->worst_bound);
+  std::vector<std::string> not_run;
+  for (const auto& r : g.rows)
+    if (!r.ran && !r.failed_check) not_run.push_back(r.name);
+  if (!not_run.empty())
+    o += fmt::format("not run: {} row(s): {}\n", not_run.size(), fmt::join(not_run, ", "));
+  const CheckRow* first_replay = nullptr;
+  for (const auto& r : g.rows) {
+    if (!r.failed_check) continue;
+    std::string why = r.diagnosis;
+    if (why.empty()) why = r.smallest_message.substr(0, r.smallest_message.find('\n'));
+    while (!why.empty() && (why.front() == ' ')) why.erase(0, 1);
+    o += fmt::format("FAILED {}: {}{}\n", r.name, result_text(r), why.empty() ? "" : " - " + why);
+    if (!first_replay && !r.smallest_file.empty()) first_replay = &r;
+  }
+  if (first_replay)
+    o += fmt::format("replay ({}): ropecheck replay {} {}\n", first_replay->name, first_replay->smallest_file,
+                     g.kernel_arg);
+  if (!g.sandbox.empty()) o += g.sandbox + "\n";
+  if (!g.kernel_output.empty()) o += g.kernel_output;
+  o += fmt::format("verdict: {} ({})\n", g.pass ? "PASS" : "FAIL", g.verdict_reason);
+  if (!details.empty()) o += details + "\n";
+  return o;
+}
+
 std::string format_verdict(const GateResult& g) {
   std::string o;
   o += fmt::format("{}: {}{} ({} calls, {} accepted, {:.1f} s)\n", g.command,
@@ -307,8 +350,8 @@ nlohmann::json verdict_json(const GateResult& g) {
           {"rows", std::move(rows)}};
 }
 
-int emit_verdict(const GateResult& r, const std::string& junit_path) {
-  std::cout << format_verdict(r);
+int emit_verdict(const GateResult& r, const std::string& junit_path, bool verbose, const std::string& details) {
+  std::cout << (verbose ? format_verdict(r) : format_brief_verdict(r, details));
   if (!junit_path.empty()) {
     std::ofstream f(junit_path);
     f << junit_xml(r);

@@ -32,8 +32,11 @@ inline std::string tmpdir(const std::string& name) {
 
 // Run `ropecheck ARGS` through the shell (prefix: e.g. "ulimit -v N;"), output to log; the exit status
 // (-1 if signalled). A shell of its own: a ulimit in prefix stays there.
+// (A gate run here prints its whole verdict, --verbose: these tests read its tables and notes. The brief
+// default has tests of its own: test_gate.cpp, GateCli.ThePassingVerdictIsBrief...)
 inline int run_cli(const std::string& args, const std::string& log, const std::string& prefix = "") {
-  const std::string cmd = prefix + " timeout 120 " + std::string(ROPECHECK_CLI) + " " + args + " > " + log + " 2>&1";
+  const std::string a = args.rfind("gate ", 0) == 0 ? "gate --verbose " + args.substr(5) : args;
+  const std::string cmd = prefix + " timeout 120 " + std::string(ROPECHECK_CLI) + " " + a + " > " + log + " 2>&1";
   const int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

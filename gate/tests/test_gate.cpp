@@ -1302,6 +1302,58 @@ TEST(GateCli, FailingKernelGivesTableJunitAndAReplayThatReruns) {
 
 // The property rows run the suite's properties on a loaded kernel: a mispaired half-split kernel fails the
 // layouts property (shrunk, diagnosed as the other layout), and its replay file reruns that very execution.
+// Without --verbose the verdict is brief (issue 23: a passing default gate in at most 20 lines, stdout and
+// stderr together): what ran and what it covered, the contract, the worst margin, the verdict and where the
+// details are; every table behind --verbose, which prints the same verdict line. A failure: one line per
+// failing row with its cause and one reproduce line, which reproduces the FAIL.
+TEST(GateCli, ThePassingVerdictIsBriefAndVerboseHasEveryTable) {
+  const std::string d = tmpdir("brief");
+  // (std::system directly: run_cli makes a gate run verbose)
+  const std::string common = " gate --impl scalar --cases 100 --property-cases 1 --quiet --report-dir " + d + "/r";
+  ASSERT_EQ(WEXITSTATUS(std::system((std::string(ROPECHECK_CLI) + common + " > " + d + "/brief.log 2>&1").c_str())), 0);
+  ASSERT_EQ(WEXITSTATUS(std::system((std::string(ROPECHECK_CLI) + common + " --verbose > " + d + "/full.log 2>&1").c_str())), 0);
+  const std::string brief = slurp(d + "/brief.log"), full = slurp(d + "/full.log");
+  const size_t lines = size_t(std::count(brief.begin(), brief.end(), '\n'));
+  EXPECT_LE(lines, 20u) << brief;
+  for (const char* want : {"ropecheck gate: kernel scalar (", "\ncoverage: ", "\ncontract: ", "\nworst margin: ",
+                           "\nverdict: PASS", "\ndetails: --verbose, or " })
+    EXPECT_NE(brief.find(want), std::string::npos) << want << "\n" << brief;
+  for (const char* verbose_only : {"| check |", "error by position", "derived allowances", "\nnote: "}) {
+    EXPECT_EQ(brief.find(verbose_only), std::string::npos) << verbose_only << "\n" << brief;
+    EXPECT_NE(full.find(verbose_only), std::string::npos) << verbose_only << "\n" << full;
+  }
+  auto verdict = [](const std::string& log) { return log.substr(log.rfind("\nverdict: ")); };
+  EXPECT_EQ(verdict(brief).substr(0, verdict(brief).find('\n', 1)), verdict(full).substr(0, verdict(full).find('\n', 1)));
+  EXPECT_GT(size_t(std::count(full.begin(), full.end(), '\n')), 100u);
+}
+
+TEST(GateCli, AFailingBriefVerdictIsALinePerFailingRowAndAReplayThatReruns) {
+  const std::string d = tmpdir("brief-fail");
+  const std::string kernel = mutant("mut_position_off_by_one");
+  const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + kernel +
+                          " --cases 50 --property-cases 1 --quiet --dtype f32 --layout interleaved --report-dir " + d +
+                          "/r > " + d + "/out.log 2>/dev/null";
+  ASSERT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 1);
+  const std::string out = slurp(d + "/out.log");
+  std::vector<std::string> failed, replays;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("FAILED ", 0) == 0) failed.push_back(line);
+    if (line.rfind("replay (", 0) == 0) replays.push_back(line);
+  }
+  ASSERT_FALSE(failed.empty()) << out;
+  for (const std::string& f : failed)  // the cause, each row (a bias row says the bias it measured)
+    if (f.rfind("FAILED bias ", 0) != 0) EXPECT_NE(f.find("position m+1"), std::string::npos) << f;
+  EXPECT_EQ(out.find("smallest failing case:"), std::string::npos) << out;  // the case in full: --verbose
+  EXPECT_NE(out.find("\nverdict: FAIL"), std::string::npos) << out;
+  // Header, coverage, contract, abi, worst margin, the failing rows, the replay, host, verdict, details.
+  EXPECT_LE(size_t(std::count(out.begin(), out.end(), '\n')), failed.size() + 10) << out;
+  ASSERT_EQ(replays.size(), 1u) << out;
+  const std::string replay = replays[0].substr(replays[0].find("): ") + 3);
+  ASSERT_EQ(replay.rfind("ropecheck replay ", 0), 0u) << replays[0];
+  EXPECT_EQ(run_cli(replay.substr(std::string("ropecheck ").size()), d + "/replay.log"), 1) << replay;
+}
+
 TEST(GateCli, PropertyRowsShrinkDiagnoseAndReplay) {
   const std::string d = tmpdir("property-rows");
   const int rc = run_cli("gate --kernel " + mutant("mut_layout_pairing") + " --cases 20 --property-cases 10 "
@@ -1438,7 +1490,7 @@ TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
   while (next < runs.size() || !running.empty()) {
     if (next < runs.size() && running.size() < 2) {
       const Run& r = runs[next++];
-      const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + mutant(r.stem) + " " + r.args +
+      const std::string cmd = std::string(ROPECHECK_CLI) + " gate --verbose --kernel " + mutant(r.stem) + " " + r.args +
                               " --cases 100 --budget-seconds 20 --call-timeout 3 --quiet --report-dir " + d + "/" + r.name + " > " +
                               d + "/" + r.name + ".log 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};

@@ -401,7 +401,7 @@ TEST_P(Hostile, GateSurvivesAndFails) {
     if (it != opts.end() && has_value) it->second = k.args[++i];
     else extra.push_back(k.args[i]);
   }
-  std::vector<std::string> argv = {ROPECHECK_CLI, "gate", "--kernel", lib, "--report-dir", (root / "report").string()};
+  std::vector<std::string> argv = {ROPECHECK_CLI, "gate", "--verbose", "--kernel", lib, "--report-dir", (root / "report").string()};
   for (const auto& [o, v] : opts) argv.insert(argv.end(), {o, v});
   argv.push_back("--quiet");
   argv.insert(argv.end(), extra.begin(), extra.end());

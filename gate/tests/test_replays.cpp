@@ -95,7 +95,7 @@ TEST(Replay, EveryReplayFileAndEveryPrintedReplayCommandReproducesTheGatesVerdic
     const std::string dir = d + "/" + g.stem;
     const std::string kernel = "--kernel " + mutant(g.stem);
     const std::string gate_log = d + "/" + g.stem + ".gate.log";
-    ASSERT_EQ(run(kCli + " gate " + kernel + " " + g.args + kUnreachable + " --report-dir " + dir, gate_log), 1)
+    ASSERT_EQ(run(kCli + " gate --verbose " + kernel + " " + g.args + kUnreachable + " --report-dir " + dir, gate_log), 1)
         << slurp(gate_log);
     const std::string verdict = slurp(gate_log);
     EXPECT_EQ(verdict.find("the budget"), std::string::npos) << "a gate that counts cases reached its budget:\n"

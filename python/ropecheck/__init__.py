@@ -251,7 +251,7 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
     verdict_path = os.path.join(report_dir, "verdict.json")
     if os.path.exists(verdict_path):
         os.remove(verdict_path)
-    command = ["gate", "--quiet", "--report-dir", report_dir, "--verdict-json", verdict_path]
+    command = ["gate", "--quiet", "--verbose", "--report-dir", report_dir, "--verdict-json", verdict_path]
     command += _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, seed, cases,
                           property_cases, supports, require, budget_seconds, call_timeout, gate_args)
     name = name or getattr(fn, "__name__", "python")

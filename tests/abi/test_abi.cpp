@@ -408,7 +408,7 @@ GateRun gate(const std::string& lib, const std::string& extra, const std::string
   std::filesystem::create_directories(dir);
   const std::string log = (dir / "gate.txt").string();
   // The budget is a cap against hangs, far out of reach (tests count cases, not seconds).
-  const std::string cmd = std::string(ROPECHECK_CLI) + " gate --quiet --budget-seconds 3600 --kernel " + lib +
+  const std::string cmd = std::string(ROPECHECK_CLI) + " gate --verbose --quiet --budget-seconds 3600 --kernel " + lib +
                           " --report-dir " + (dir / "report").string() + " " + extra + " > " + log + " 2>&1";
   const int st = std::system(cmd.c_str());
   std::ifstream f(log);
