@@ -166,10 +166,9 @@ std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>&
   return o;
 }
 
-// The brief verdict (docs/gate.md, "Output"): what ran and what was covered, the contract, the worst margin, the
-// rows not run by name, one line per failing row with its cause, one reproduce line, the kernel host's line and
-// the verdict. Every table stays in the report and behind --verbose (format_verdict).
-std::string format_brief_verdict(const GateResult& g, const std::string& details) {
+namespace {
+// The first lines of either verdict: what ran, its coverage, the contract, the ABI and the model.
+std::string verdict_head(const GateResult& g) {
   std::string o;
   o += fmt::format("{}: {}{} ({} calls, {} accepted, {:.1f} s)\n", g.command,
                    g.command == "ropecheck gate" ? "kernel " : "", g.kernel, g.calls, g.accepted, g.seconds);
@@ -177,6 +176,16 @@ std::string format_brief_verdict(const GateResult& g, const std::string& details
   if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
   if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);
   if (!g.model.empty()) o += g.model;
+  return o;
+}
+}  // namespace
+
+// The brief verdict (docs/gate.md, "Output"): what ran and what was covered, the contract, the worst margin, the
+// rows not run by name, one line per failing row with its cause, one reproduce line, the kernel host's line and
+// the verdict. Every table stays in the report and behind --verbose (format_verdict).
+std::string format_brief_verdict(const GateResult& g, const std::string& details) {
+  std::string o;
+  o += verdict_head(g);
   // The worst margin: the row whose worst pair came nearest its allowance (or went furthest past it).
   const CheckRow* worst = nullptr;
   for (const auto& r : g.rows)
@@ -211,12 +220,7 @@ std::string format_brief_verdict(const GateResult& g, const std::string& details
 
 std::string format_verdict(const GateResult& g) {
   std::string o;
-  o += fmt::format("{}: {}{} ({} calls, {} accepted, {:.1f} s)\n", g.command,
-                   g.command == "ropecheck gate" ? "kernel " : "", g.kernel, g.calls, g.accepted, g.seconds);
-  o += coverage_line(g) + "\n";
-  if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
-  if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);
-  if (!g.model.empty()) o += g.model;
+  o += verdict_head(g);
   if (!g.bounds.empty()) o += "derived allowances (pair 0, unit norm):\n" + g.bounds;
   o += "\n| check | cases | declined | worst e (u) | radial (allowed) | tangential (allowed) | max angle error (f32 "
        "ulps) | result | diagnosis |\n";
