@@ -24,8 +24,9 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 std::string Contract::spec() const {
-  return fmt::format("{},cos-sin={},arith={},denormals={},identity={}", angles_text(*this), to_string(cos_sin),
-                     to_string(arith), flush_denormals ? "flush" : "keep", identity_bits ? "bits" : "values");
+  return fmt::format("{},cos-sin={},arith={},denormals={},identity={}{}", angles_text(*this), to_string(cos_sin),
+                     to_string(arith), flush_denormals ? "flush" : "keep", identity_bits ? "bits" : "values",
+                     truncating_stores ? ",stores=truncate" : "");
 }
 
 std::string Contract::short_spec() const {
@@ -37,6 +38,7 @@ std::string Contract::short_spec() const {
   if (arith != d.arith) add(fmt::format("arith={}", to_string(arith)));
   if (flush_denormals) add("denormals=flush");
   if (identity_bits) add("identity=bits");
+  if (truncating_stores) add("stores=truncate");
   return s.empty() ? "default" : s;
 }
 
@@ -118,8 +120,12 @@ std::optional<Contract> parse_contract(std::string_view spec, std::string* error
     } else if (key == "identity") {
       if (value != "values" && value != "bits") return fail(fmt::format("identity: expected values or bits, got '{}'", value));
       c.identity_bits = value == "bits";
+    } else if (key == "stores") {
+      if (value != "nearest" && value != "truncate")
+        return fail(fmt::format("stores: expected nearest or truncate, got '{}'", value));
+      c.truncating_stores = value == "truncate";
     } else {
-      return fail(fmt::format("unknown clause '{}' (angles, cos-sin, arith, denormals, identity)", key));
+      return fail(fmt::format("unknown clause '{}' (angles, cos-sin, arith, denormals, identity, stores)", key));
     }
   }
   return c;

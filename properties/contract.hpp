@@ -10,7 +10,9 @@
 //   arith=f32|f16|bf16                 each product and the sum rounded in that type
 //   denormals=keep|flush               subnormal inputs, intermediates, outputs may be flushed
 //   identity=values|bits               an angle of 0 gives the input's values / its exact bits
-// or the name of a preset (contract_presets()). A clause given twice is an error.
+//   stores=nearest|truncate            the output's conversion to its type rounds to nearest even / toward zero
+// or the name of a preset (contract_presets()). A clause given twice is an error. spec() names stores= only
+// when it is truncate (a contract without it reads as before the clause existed).
 #pragma once
 
 #include <optional>
@@ -30,6 +32,7 @@ struct Contract {
   Dtype arith = Dtype::f32;       // the type each product and the sum are rounded to
   bool flush_denormals = false;   // denormals=flush
   bool identity_bits = false;     // identity=bits
+  bool truncating_stores = false; // stores=truncate
 
   // The canonical SPEC: every clause, in grammar order ("angles=exact,cos-sin=f32,...").
   std::string spec() const;

@@ -30,6 +30,7 @@ Contract contract_of(const Criteria& cr) {
   k.cos_sin = cr.model.cos_sin;
   k.arith = cr.model.arith;
   k.flush_denormals = cr.model.flush_denormals;
+  k.truncating_stores = cr.model.truncating_stores;
   k.identity_bits = cr.identity_bits;
   return k;
 }
@@ -798,6 +799,14 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
             "every pair within its tangential allowance, but the mean radial error is {:+.3f} u over {} pairs "
             "(outputs shortened, as by truncating stores); {} pair(s) beyond the {} allowance, largest error {} u{}",
             sum_r / double(n), n, acc_bad, cur_spec, g4(ref_residual), also(true));
+        // A kernel that stores by truncation (vLLM's CPU bf16 conversion, docs/real-kernels.md) declares it:
+        // suggested only where every finite pair then passes.
+        if (cr.flat <= 0 && !cur.truncating_stores) {
+          Contract w = cur;
+          w.truncating_stores = true;
+          size_t h = SIZE_MAX;
+          if (finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h)) dg.contract = exact_short_spec(w);
+        }
         return dg;
       }
     }

@@ -40,6 +40,7 @@ KernelErrorModel KernelErrorModel::for_contract(const Contract& c) {
   m.cos_sin = c.cos_sin;
   m.arith = c.arith;
   m.flush_denormals = c.flush_denormals;
+  m.truncating_stores = c.truncating_stores;
   return m;
 }
 
@@ -232,12 +233,25 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   const double delta = angle_allowance(m, c, pair, abs_phi) * (1.0 + 0x1p-30);
   const double reach = e_in + (s - n1) + (n1 + s) * (ua + uo) * 2 + n1 * std::min(delta, 2.0);
   const bool out_flush = flush && !(hint.min_abs_output >= 0 && hint.min_abs_output > reach + 2 * std::max(mno, mna));
-  const double e_sum = round_pair(ua, mna, s, m.arith == c.dtype ? out_flush : flush);
+  // stores=truncate (docs/error-model.md, "stores=truncate"): the conversion to the storage type rounds toward
+  // zero, within one ulp (2 uo) where rounding to nearest is within half of one (uo). With arithmetic in the
+  // storage type that conversion is the sum's last rounding (an f32 sum truncated to the narrow type).
+  const bool trunc = m.truncating_stores;
+  const double ua_sum = trunc && m.arith == c.dtype && m.arith != Dtype::f32
+                            ? 2 * fa.unit_roundoff() + kU32 * (1 + 2 * fa.unit_roundoff())
+                            : trunc && m.arith == c.dtype ? 2 * kU32
+                                                          : ua;
+  const double e_sum = round_pair(ua_sum, mna, s, m.arith == c.dtype ? out_flush : flush);
   // The store: a rounding unless every value of the arithmetic type is one of the storage type (same type,
   // or f16/bf16 arithmetic stored as f32); bf16 arithmetic stored as f16 rounds in f16's subnormal range.
   const bool representable = m.arith == c.dtype || (fa.precision <= fo.precision && fa.emin >= fo.emin);
-  const double e_store = representable ? 0.0 : round_pair(uo, mno, s + e_sum, out_flush);
+  const double e_store = representable ? 0.0 : round_pair(trunc ? 2 * uo : uo, mno, s + e_sum, out_flush);
   const double e = (e_in + e_cs + e_prod + e_sum + e_store) * (1.0 + 0x1p-30);
+  // Truncation shortens each element by a fraction of its ulp, half of one on average over the fractions: the
+  // pair by at most uo |y| (+ the subnormal floor) on average, its conversion's unit of the storage type.
+  const double u_conv = m.arith == c.dtype && m.arith != Dtype::f32 ? fa.unit_roundoff() : uo;
+  const double radial_store_abs =
+      trunc && (!representable || m.arith == c.dtype) ? u_conv * (s + e_sum + std::sqrt(2.0) * mno) : 0.0;
   // The angle: R(phi~)x - R(phi)x has radial part -2 n1 sin^2(d/2), tangential n1 sin d.
   const double dd = std::min(delta, M_PI);
   const double sh = std::sin(dd / 2);
@@ -246,7 +260,7 @@ PairAllowance pair_allowance(const KernelErrorModel& m, const RopeCase& c, uint3
   const double tangential = e + n1 * std::min(delta, 2.0);
   const double total = e + 2.0 * n1 * sh + std::min(delta, 2.0) * e_in;  // ||y - yhat|| itself
   const double unit = std::max(norm, mno) * uo;
-  return {radial / unit, tangential / unit, total / unit, radial_angle / unit, e / unit};
+  return {radial / unit, tangential / unit, total / unit, radial_angle / unit, e / unit, radial_store_abs / unit};
 }
 
 double error_bound(const KernelErrorModel& m, const RopeCase& c) {

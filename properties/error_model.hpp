@@ -49,6 +49,7 @@ struct KernelErrorModel {
   Dtype cos_sin = Dtype::f32;   // cos/sin rounded to this type before use
   Dtype arith = Dtype::f32;     // products and sum rounded in this type
   bool flush_denormals = false; // subnormal inputs, intermediates and outputs may become zero
+  bool truncating_stores = false; // stores=truncate: the output's conversion to its type rounds toward zero
 
   static KernelErrorModel scalar_long_double();
   static KernelErrorModel conventional_fp32();
@@ -88,6 +89,9 @@ struct PairAllowance {
   double total = 0;  // on e itself (the norm of y - yhat): <= hypot(radial, tangential)
   double radial_angle = 0;  // the angle clause's share of radial: second order, systematic (<= 0 side)
   double rounding = 0;      // everything but the angle (cos/sin, products, sum, store): the rounding noise
+  // stores=truncate: how much its stores may shorten the pair on average (a systematic share of the radial
+  // bias, like radial_angle's; 0 for stores that round to nearest). Within `rounding` for any one pair.
+  double radial_store = 0;
 };
 // What the judge knows of one pair that tightens denormals=flush: the norm of its subnormal input elements
 // (what flushing the input can remove) and the smallest |exact output| (no output can be flushed when it is

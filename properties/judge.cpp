@@ -81,6 +81,7 @@ Criteria Criteria::of(const KernelErrorModel& m, const Contract& c) {
   cr.model.cos_sin = c.cos_sin;
   cr.model.arith = c.arith;
   cr.model.flush_denormals = c.flush_denormals;
+  cr.model.truncating_stores = c.truncating_stores;
   cr.identity_bits = c.identity_bits;
   return cr;
 }
@@ -357,7 +358,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
             cl.sum[k] += rs[k];
             j.bias.by_cache[k].sum_r += rs[k];
           }
-          j.bias.sum_systematic += allow.radial_angle;
+          j.bias.sum_systematic += allow.radial_angle + allow.radial_store;
         }
         if (!within) {
           add_finding("accuracy", pe.e, [&] {

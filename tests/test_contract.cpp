@@ -55,6 +55,23 @@ double op(Dtype t, double v) { return round_to(t, double(float(v))); }
 
 double flush(const Format& f, double v, bool on) { return on && std::fabs(v) < f.min_normal() ? 0.0 * v : v; }
 
+// v converted to t toward zero (a truncating store: vLLM's CPU bf16 conversion keeps the top 16 bits).
+double trunc_to(Dtype t, double v) {
+  if (t == Dtype::f32) {
+    float r = float(v);
+    if (std::fabs(double(r)) > std::fabs(v)) r = std::nextafter(r, 0.0f);
+    return r;
+  }
+  double r = round_to(t, v);
+  if (std::isfinite(r) && r != 0 && std::fabs(r) > std::fabs(v)) {
+    unsigned char b[4];
+    store_f32(t, b, 0, float(r));
+    const uint32_t bits = load_bits(t, b, 0);
+    r = bits_to_double(t, bits - 1);  // (sign and magnitude: one step toward zero)
+  }
+  return r;
+}
+
 // A case with random inputs of moderate magnitude (some tiny) at the given positions.
 RopeCase random_case(Dtype d, Layout l, std::vector<int64_t> positions, uint32_t hd, double base, std::mt19937_64& rng,
                      bool tiny = false) {
@@ -104,10 +121,17 @@ Bytes simulate(const RopeCase& c, const Contract& k, double angle_ulps, std::mt1
           x1 = round_to(k.arith, x1);
         }
         auto mul = [&](double a, double b) { return flush(fa, op(k.arith, a * b), fl); };
-        auto sum = [&](double a, double b) { return flush(fa, op(k.arith, a + b), fl); };
+        // stores=truncate: the conversion to the storage type rounds toward zero (with arithmetic in that type,
+        // the sum's last rounding is that conversion).
+        const bool trunc_sum = k.truncating_stores && k.arith == d;
+        auto sum = [&](double a, double b) {
+          if (trunc_sum) return flush(fa, trunc_to(d, d == Dtype::f32 ? a + b : double(float(a + b))), fl);
+          return flush(fa, op(k.arith, a + b), fl);
+        };
+        auto store = [&](double y) { return k.truncating_stores && !trunc_sum ? trunc_to(d, y) : round_to(d, y); };
         const double y0 = sum(mul(x0, cs), -mul(x1, sn)), y1 = sum(mul(x0, sn), mul(x1, cs));
-        store_f32(d, out.data(), b + d0, float(flush(fo, round_to(d, y0), fl)));
-        store_f32(d, out.data(), b + d1, float(flush(fo, round_to(d, y1), fl)));
+        store_f32(d, out.data(), b + d0, float(flush(fo, store(y0), fl)));
+        store_f32(d, out.data(), b + d1, float(flush(fo, store(y1), fl)));
       }
     }
   return out;
@@ -127,6 +151,14 @@ TEST(ContractGrammar, EveryClauseAndItsValues) {
   EXPECT_EQ(parse(" angles = f32 , identity=values ").angles, Contract::Angles::f32);
   EXPECT_EQ(parse("angles=f32").angle_ulps, 0);  // derived per pair
   EXPECT_EQ(parse("denormals=keep,cos-sin=f32,arith=f32"), Contract{});
+  EXPECT_TRUE(parse("stores=truncate").truncating_stores);
+  EXPECT_EQ(parse("stores=nearest"), Contract{});
+  // The canonical spec of a contract without the clause reads as before the clause existed (reports, JUnit
+  // and verdicts of unchanged runs keep their text); with it, it is named last.
+  EXPECT_EQ(Contract{}.spec(), "angles=exact,cos-sin=f32,arith=f32,denormals=keep,identity=values");
+  EXPECT_EQ(parse("stores=truncate,arith=bf16").spec(),
+            "angles=exact,cos-sin=f32,arith=bf16,denormals=keep,identity=values,stores=truncate");
+  EXPECT_EQ(parse("stores=truncate").short_spec(), "stores=truncate");
   EXPECT_EQ(loosest_contract(), parse("angles=f32:64,cos-sin=bf16,arith=bf16,denormals=flush"));
 }
 
@@ -151,6 +183,7 @@ TEST(ContractGrammar, ClearErrors) {
   EXPECT_NE(parse_error("identity=maybe").find("identity"), std::string::npos);
   EXPECT_NE(parse_error("angles=exact,angles=f32").find("twice"), std::string::npos);
   EXPECT_NE(parse_error("colour=red").find("unknown clause"), std::string::npos);
+  EXPECT_NE(parse_error("stores=down").find("stores"), std::string::npos);
   EXPECT_NE(parse_error("angles=exact,,arith=f32").find("KEY=VALUE"), std::string::npos);
 }
 
@@ -167,6 +200,7 @@ TEST(ContractGrammar, SpecRoundTripsExactly) {
     c.arith = ds[rng() % 3];
     c.flush_denormals = rng() % 2;
     c.identity_bits = rng() % 2;
+    c.truncating_stores = rng() % 2;
     EXPECT_EQ(parse(c.spec()), c) << c.spec();
     EXPECT_EQ(parse(c.short_spec() == "default" ? "angles=exact" : c.short_spec()), c) << c.short_spec();
   }
@@ -193,7 +227,8 @@ TEST(ContractAllowance, WideningNeverShrinks) {
       a.angle_ulps = double(1 + rng() % 100);
     }
     Contract b = a;
-    switch (rng() % 5) {
+    switch (rng() % 6) {
+      case 5: b.truncating_stores = true; break;
       case 0:
         b.angles = Contract::Angles::f32;
         b.angle_ulps = a.angles == Contract::Angles::f32 ? a.angle_ulps * 2 : 1e6;
@@ -241,6 +276,14 @@ TEST(ContractAllowance, SimulatedPipelinesPassAndComeClose) {
       {"denormals=flush", Dtype::f32, 0, true},
       {"denormals=flush", Dtype::f16, 0, true},
       {"angles=f32:64,cos-sin=bf16,arith=bf16,denormals=flush", Dtype::bf16, 64, false},
+      // stores=truncate: f32 arithmetic stored toward zero (vLLM's CPU kernel), and the sum truncated in the
+      // storage type itself.
+      {"stores=truncate", Dtype::bf16, 0, false},
+      {"stores=truncate", Dtype::f16, 0, false},
+      {"stores=truncate", Dtype::f32, 0, false},
+      {"stores=truncate,arith=bf16", Dtype::bf16, 0, false},
+      {"stores=truncate,cos-sin=bf16,arith=bf16", Dtype::bf16, 0, false},
+      {"stores=truncate,denormals=flush", Dtype::bf16, 0, true},
   };
   std::mt19937_64 rng(2026);
   for (const Row& row : rows) {
@@ -261,6 +304,40 @@ TEST(ContractAllowance, SimulatedPipelinesPassAndComeClose) {
     EXPECT_GT(worst, 0.2) << row.spec << " " << to_string(row.d) << ": worst ratio " << worst;
     std::printf("%-58s %-5s worst pair at %.3f of its allowance\n", row.spec, std::string(to_string(row.d)).c_str(),
                 worst);
+  }
+}
+
+// stores=truncate is needed and enough: a pipeline that truncates its bf16 stores (vLLM's CPU kernel) leaves
+// pairs beyond the default allowance and a mean radial error far past the bias check's 1/8 u; under the
+// clause every pair is within its allowance and the clause's systematic share covers the shortening.
+TEST(ContractAllowance, TruncatingStoresNeedTheirClauseAndItCoversTheirBias) {
+  std::mt19937_64 rng(77);
+  const Contract trunc = parse("stores=truncate");
+  for (Dtype d : {Dtype::bf16, Dtype::f16}) {
+    size_t default_failures = 0;
+    double n = 0, sum_r = 0, sum_sys_trunc = 0, sum_sys_default = 0;
+    for (int rep = 0; rep < 24; ++rep) {
+      const RopeCase c = random_case(d, rep % 2 ? Layout::interleaved : Layout::half_split, {1, 2, 3, 7, 1000, 77777},
+                                     64, 10000.0, rng);
+      const ReferenceOutput ref = reference_rope(c);
+      const Bytes got = simulate(c, trunc, 0, rng);
+      const Judgement jt = judge_output(c, ref, got.data(), criteria(trunc));
+      ASSERT_TRUE(jt.ok()) << c.summary() << "\n" << jt.report(2);
+      const Judgement jd = judge_output(c, ref, got.data(), criteria(Contract{}));
+      default_failures += jd.violations;
+      n += double(jt.bias.n);
+      sum_r += jt.bias.by_cache[0].sum_r;
+      sum_sys_trunc += jt.bias.sum_systematic;
+      sum_sys_default += jd.bias.sum_systematic;
+    }
+    const double mean = sum_r / n;
+    EXPECT_GT(default_failures, 0u) << to_string(d);
+    EXPECT_LT(mean, -0.3) << to_string(d);                          // outputs shortened
+    EXPECT_LT(sum_sys_default / n, 1e-9) << to_string(d);             // the default allows no such share
+    EXPECT_LE(-mean, 0.125 + sum_sys_trunc / n) << to_string(d);      // the clause's share covers it
+    EXPECT_LE(sum_sys_trunc / n, 1.1) << to_string(d);                // and is about one u, not more
+    std::printf("%s: mean radial %+.3f u, stores=truncate's systematic share %.3f u\n", std::string(to_string(d)).c_str(),
+                mean, sum_sys_trunc / n);
   }
 }
 

@@ -306,8 +306,11 @@ TEST_P(PlantedBugDiagnosis, NamesTheBug) {
     if (!loosest && !b.detail_has.empty()) {
       EXPECT_NE(o.dg.detail.find(b.detail_has), std::string::npos) << o.dg.text();
     }
-    // A structural cause is never a precision one: no contract clause is suggested.
-    if (want != "none" && want.find("precision") == std::string::npos && want != "f32 angle drift") {
+    // A structural cause is never a precision one: no contract clause is suggested. A radial bias (truncating
+    // stores) suggests the clause that states it, stores=truncate, and nothing else.
+    if (want == "radial bias") {
+      EXPECT_EQ(o.dg.contract, "stores=truncate") << o.dg.text();
+    } else if (want != "none" && want.find("precision") == std::string::npos && want != "f32 angle drift") {
       EXPECT_TRUE(o.dg.clause.empty() && o.dg.contract.empty()) << o.dg.text();
     }
   }

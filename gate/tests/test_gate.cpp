@@ -1342,16 +1342,43 @@ TEST(GateCli, AFailingBriefVerdictIsALinePerFailingRowAndAReplayThatReruns) {
     if (line.rfind("replay (", 0) == 0) replays.push_back(line);
   }
   ASSERT_FALSE(failed.empty()) << out;
-  for (const std::string& f : failed)  // the cause, each row (a bias row says the bias it measured)
-    if (f.rfind("FAILED bias ", 0) != 0) EXPECT_NE(f.find("position m+1"), std::string::npos) << f;
+  for (const std::string& f : failed) {  // the cause, each row (a bias row says the bias it measured)
+    if (f.rfind("FAILED bias ", 0) != 0) {
+      EXPECT_NE(f.find("position m+1"), std::string::npos) << f;
+    }
+  }
   EXPECT_EQ(out.find("smallest failing case:"), std::string::npos) << out;  // the case in full: --verbose
-  EXPECT_NE(out.find("\nverdict: FAIL"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nverdict: FAIL (failed: position m+1"), std::string::npos) << out;
+  // The bias row fails with it (an angle off moves the mean radial error) and says so on its line; the verdict
+  // names the one cause that explains the rows, not "radial bias" beside it (issue 23, scope 4).
+  const size_t at = out.find("\nverdict: ") + 1;
+  const std::string verdict_line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_EQ(verdict_line.find("radial bias"), std::string::npos) << verdict_line;
   // Header, coverage, contract, abi, worst margin, the failing rows, the replay, host, verdict, details.
   EXPECT_LE(size_t(std::count(out.begin(), out.end(), '\n')), failed.size() + 10) << out;
   ASSERT_EQ(replays.size(), 1u) << out;
   const std::string replay = replays[0].substr(replays[0].find("): ") + 3);
   ASSERT_EQ(replay.rfind("ropecheck replay ", 0), 0u) << replays[0];
   EXPECT_EQ(run_cli(replay.substr(std::string("ropecheck ").size()), d + "/replay.log"), 1) << replay;
+}
+
+// A kernel that stores bf16 by truncation (vLLM's CPU kernel; mut_truncating_bf16): under the default contract
+// its rows name the radial bias and suggest the clause that states it, and the verdict names the bias; under
+// stores=truncate it passes (docs/error-model.md, "stores=truncate").
+TEST(GateCli, TruncatingStoresAreNamedAndPassUnderTheirClause) {
+  const std::string d = tmpdir("truncating");
+  const std::string k = mutant("mut_truncating_bf16");
+  const std::string common = " --dtype bf16 --cases 40 --property-cases 1 --shrink-tries 0 --quiet --report-dir " + d;
+  ASSERT_EQ(run_cli("gate --kernel " + k + common + "/a", d + "/default.log"), 1);
+  const std::string def = slurp(d + "/default.log");
+  EXPECT_NE(def.find("\nverdict: FAIL (failed: radial bias"), std::string::npos) << def;
+  EXPECT_NE(def.find("outputs shortened, as by truncating stores"), std::string::npos) << def;
+  EXPECT_NE(def.find("would pass with --contract stores=truncate"), std::string::npos) << def;
+  ASSERT_EQ(run_cli("gate --kernel " + k + " --contract stores=truncate" + common + "/b", d + "/trunc.log"), 0)
+      << slurp(d + "/trunc.log");
+  EXPECT_NE(slurp(d + "/trunc.log").find("contract: angles=exact,cos-sin=f32,arith=f32,denormals=keep,identity=values,"
+                                         "stores=truncate"),
+            std::string::npos);
 }
 
 TEST(GateCli, PropertyRowsShrinkDiagnoseAndReplay) {
