@@ -1055,6 +1055,31 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         else ++other;
       }
     }
+    // Every element changed a subnormal input made 0: flushing (a subnormal kept at angle 0 is the identity's;
+    // no layout, sign or offset hypothesis can say more there, each gives the identity at angle 0).
+    uint64_t flushed = 0;
+    const Format fo = format_of(d);
+    for (const Rec& r : recs) {
+      if (!r.zero || identity_ok(x, cr, r)) continue;
+      for (int k = 0; k < 2; ++k) {
+        const size_t e = k == 0 ? r.k0 : r.k1;
+        const double xin = load_f32(d, c.input.data(), e), y = load_f32(d, got, e);
+        flushed += load_bits(d, got, e) != load_bits(d, c.input.data(), e) && xin != 0 &&
+                   std::fabs(xin) < fo.min_normal() && y == 0;
+      }
+    }
+    if (flushed > 0 && flushed == other && !cr.model.flush_denormals && !cr.identity_bits) {
+      dg.cause = "subnormals flushed";
+      dg.residual = 0;
+      dg.detail = fmt::format("{} subnormal input element(s) at angle 0 became 0 where the identity keeps them; every "
+                              "rotated pair is within its allowance{}",
+                              flushed, also(false));
+      Contract w = cur;
+      w.flush_denormals = true;
+      size_t h = SIZE_MAX;
+      if (finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h)) dg.contract = exact_short_spec(w);
+      return dg;
+    }
     dg.cause = "identity changed";
     dg.residual = 0;
     dg.detail = fmt::format("{} pair(s) at angle 0 fail the identity rule (identity={}): {} signed zero(s) flipped, "

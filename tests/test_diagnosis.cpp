@@ -464,6 +464,36 @@ TEST(Diagnosis, TruncationToZeroBelowTheSmallestSubnormalIsNotFlushing) {
   std::printf("truncating bf16 stores: %s\n", o.dg.text().c_str());
 }
 
+// ftz_kernel that computes at angle 0 too (flushing what it computes there).
+int ftz_everywhere_kernel(const rc_rope_args* a) {
+  return shaped_kernel(a, false, [](float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = x0 * c - x1 * s;
+    y1 = x0 * s + x1 * c;
+    if (std::fabs(y0) < FLT_MIN) y0 = std::copysign(0.0f, y0);
+    if (std::fabs(y1) < FLT_MIN) y1 = std::copysign(0.0f, y1);
+  });
+}
+
+// A kernel that flushes subnormals, on a case whose only subnormal outputs are at position 0 (angle 0: every
+// layout, sign and offset hypothesis gives the identity there, so it is no evidence for any of them): named
+// "subnormals flushed", never "other layout" (issue 23: it was).
+TEST(Diagnosis, SubnormalsFlushedAtPositionZeroAreNotALayout) {
+  for (const Layout l : {Layout::interleaved, Layout::half_split})
+  for (const bool alone : {false, true}) {
+    // Token 0 (position 0) holds values around 2^-130: subnormal inputs, which the identity keeps, and the
+    // kernel flushes; the other tokens are ordinary. Alone: one token at position 0, one subnormal element.
+    RopeCase c = make_case(Dtype::f32, l, 64, 64, alone ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 5, 300, 70000});
+    for (size_t k = 0; k < (alone ? 1 : c.n_heads * c.head_dim); ++k)
+      store_f32(c.dtype, c.input.data(), k, load_f32(c.dtype, c.input.data(), k) * 0x1p-130f);
+    SCOPED_TRACE(std::string(to_string(l)) + (alone ? " alone" : ""));
+    const Outcome o = judge_and_diagnose(local("ftz0", ftz_everywhere_kernel), c, default_contract());
+    std::printf("ftz at position 0 (%s): %s\n", std::string(to_string(l)).c_str(), o.dg.text().c_str());
+    ASSERT_FALSE(o.passed);
+    EXPECT_EQ(o.dg.cause, "subnormals flushed") << o.dg.text();
+    EXPECT_EQ(o.dg.contract, "denormals=flush") << o.dg.text();
+  }
+}
+
 TEST(Diagnosis, SignFlipIsNeverAngleDrift) {
   // Under a contract whose angle clause is already wide, the sign flip at small positions is still structural.
   std::string err;
