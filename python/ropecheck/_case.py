@@ -116,6 +116,44 @@ class Case:
         object.__setattr__(self, "_declined", True)
         raise Decline()
 
+    def cos_sin(self, kind="cos-sin-2", dtype=None):
+        """The call's cos/sin table in the shape `kind` names, for a kernel that takes a table: "cos-sin-2" ->
+        (cos, sin), each [P, R/2] (FlashAttention, ONNX); "cos-sin-full" -> (cos, sin), each [P, R] with the
+        halves repeated (Hugging Face's cat(freqs, freqs), Liger); "cos-sin-cat" -> one [P, R] tensor, cos
+        then sin (vLLM's cache). Row r is position r. The values are those of the table given for the call --
+        the gate builds it per the contract's cos-sin clause, correctly rounded -- reshaped, never recomputed,
+        and converted to `dtype` ("f32", "f16", "bf16" or a torch dtype) when given (the function's own
+        conversion, to nearest). A call without a cos/sin table (angles computed, or an angle table) is
+        declined: a function that always asks for cos_sin() gets every case with a table the gate builds
+        (docs/python.md, "Tables")."""
+        f = object.__getattribute__(self, "_f")
+        object.__getattribute__(self, "_read").update(("table", "table2", "cos", "sin", "table_kind"))
+        if kind not in ("cos-sin-2", "cos-sin-full", "cos-sin-cat"):
+            raise ValueError(f"cos_sin: kind must be 'cos-sin-2', 'cos-sin-full' or 'cos-sin-cat', not {kind!r}")
+        given = f["table_kind"]
+        if given not in ("cos-sin-2", "cos-sin-cat", "cos-sin-full"):
+            self.decline()
+        half = f["rotary_dim"] // 2
+        cos, sin = f["cos"], f["sin"]
+        if given == "cos-sin-full":
+            cos, sin = cos[:, :half], sin[:, :half]
+        is_torch = torch is not None and isinstance(cos, torch.Tensor)
+        if dtype is not None:
+            if is_torch:
+                dt = torch_dtype(dtype) if isinstance(dtype, str) else dtype
+                cos, sin = cos.to(dt), sin.to(dt)
+            else:
+                if dtype not in ("f32", "f16") and np.dtype(_NP.get(dtype, dtype)) != cos.dtype:
+                    raise ValueError(f"cos_sin: numpy arrays convert to 'f32' or 'f16' only (bf16 is uint16 bit "
+                                     f"patterns), not {dtype!r}")
+                cos, sin = cos.astype(_NP.get(dtype, dtype)), sin.astype(_NP.get(dtype, dtype))
+        cat = (lambda a, b: torch.cat((a, b), dim=-1)) if is_torch else (lambda a, b: np.concatenate((a, b), axis=-1))
+        if kind == "cos-sin-2":
+            return cos, sin
+        if kind == "cos-sin-full":
+            return cat(cos, cos), cat(sin, sin)
+        return cat(cos, sin)
+
     def unread(self):
         """The features of this call the function never looked at (it cannot have implemented them)."""
         read = object.__getattribute__(self, "_read")

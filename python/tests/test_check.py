@@ -298,6 +298,66 @@ class BothWays(unittest.TestCase):
         self.assertIn("angle negated", r.reason)
 
 
+def hf_table_rope(case, sin_sign=1.0):
+    """Hugging Face's rotate_half on a full-width table [P, R] (cos and sin each with their halves repeated), taken
+    from whatever table the gate gives through case.cos_sin("cos-sin-full", ...): half-split layout, no offset."""
+    if case.layout != "half-split" or case.rotary_offset:
+        case.decline()
+    x, R = case.x, case.rotary_dim
+    cos, sin = case.cos_sin("cos-sin-full", dtype=x.dtype)  # declines a call without a cos/sin table
+    pos = case.positions.long()
+    cos, sin = cos[pos][:, None, :], sin_sign * sin[pos][:, None, :]
+    if case.direction == "inverse":
+        sin = -sin
+    xr, xp = x[..., :R], x[..., R:]
+    return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
+
+
+def hf_table_rope_sin_negated(case):
+    return hf_table_rope(case, sin_sign=-1.0)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class Tables(unittest.TestCase):
+    """case.cos_sin(kind, dtype): a table-taking function gets every table kind the gate gives, reshaped."""
+
+    def test_a_full_width_table_kernel_takes_every_kind_and_passes(self):
+        r = ropecheck.check(hf_table_rope, contract="cos-sin=bf16,arith=bf16", dtypes=("bf16",),
+                            layouts=("half-split",), cases=300)
+        self.assertTrue(r.passed, r.summary())
+        for kind in ("table-cos-sin-2", "table-cos-sin-cat", "table-cos-sin-full"):
+            self.assertRegex(r.coverage, kind + r" [1-9]", r.coverage)  # accepted calls of each kind
+        self.assertEqual(r.row("v3: tables").result, "pass")
+
+    def test_a_planted_sign_bug_fails_named(self):
+        r = ropecheck.check(hf_table_rope_sin_negated, contract="cos-sin=bf16,arith=bf16", dtypes=("bf16",),
+                            layouts=("half-split",), cases=300)
+        self.assertFalse(r.passed)
+        self.assertIn("angle negated", r.summary())
+
+    def test_the_kinds_are_reshapes_of_one_table(self):
+        seen = []
+
+        def probe(case):
+            if case.table_kind is None or case.table_kind == "angle":
+                case.decline()
+            c2, s2 = case.cos_sin("cos-sin-2")
+            cf, sf = case.cos_sin("cos-sin-full")
+            cat = case.cos_sin("cos-sin-cat")
+            h = case.rotary_dim // 2
+            self.assertTrue(torch.equal(cf[:, :h], c2) and torch.equal(cf[:, h:], c2))
+            self.assertTrue(torch.equal(sf[:, :h], s2) and torch.equal(sf[:, h:], s2))
+            self.assertTrue(torch.equal(cat[:, :h], c2) and torch.equal(cat[:, h:], s2))
+            self.assertEqual(case.cos_sin("cos-sin-2", dtype="f32")[0].dtype, torch.float32)
+            with self.assertRaises(ValueError):
+                case.cos_sin("cos-sin-3")
+            seen.append(case.table_kind)
+            case.decline()  # (nothing to judge here)
+
+        ropecheck.check(probe, dtypes=("bf16",), layouts=("half-split",), cases=20)
+        self.assertTrue({"cos-sin-2", "cos-sin-cat", "cos-sin-full"} <= set(seen), set(seen))
+
+
 @unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
 class TorchPath(unittest.TestCase):
     def test_hf_eager_bf16_passes_under_its_contract(self):
