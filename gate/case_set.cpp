@@ -225,7 +225,7 @@ std::vector<ExportItem> export_items(const ExportOptions& opt, size_t* left_out)
   std::vector<std::pair<Dtype, Layout>> combos;
   for (Dtype d : opt.dtypes)
     for (Layout l : opt.layouts) combos.push_back({d, l});
-  std::mt19937_64 rng(opt.seed ^ 0xabcdef12345ull);
+  Mt19937_64 rng(opt.seed ^ 0xabcdef12345ull);  // (std::mt19937_64's sequence, as the gate's)
   for (size_t k = 0; k < opt.random_cases && !combos.empty(); ++k) {
     const auto [d, l] = combos[rng() % combos.size()];
     const RopeCase c = random_case(d, l, opt.max_position, rng, opt.model ? &*opt.model : nullptr);

@@ -30,7 +30,7 @@ namespace ropecheck::gate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Rng = std::mt19937_64;
+using Rng = Mt19937_64;  // std::mt19937_64's sequence (gate/mt64.hpp)
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 

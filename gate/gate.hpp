@@ -17,6 +17,7 @@
 #include "core/features.hpp"
 #include "gate/case_json.hpp"
 #include "gate/isolation.hpp"
+#include "gate/mt64.hpp"
 #include "impls/registry.hpp"
 #include "properties/judge.hpp"
 #include "properties/promise.hpp"
@@ -271,6 +272,8 @@ std::string describe_bounds(const KernelErrorModel& em, const Contract& contract
 // One random case of a dtype and layout (the gate's random row; `cases export` draws the same).
 // model: a case template (GateOptions::model) every generated case takes before its input is drawn.
 RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model = nullptr);
+// The same, from Mt19937_64 (the same sequence, faster: gate/mt64.hpp), as the gate and case sets draw them.
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, Mt19937_64& rng, const RopeCase* model = nullptr);
 // What a row of the verdict checks ("matrix DTYPE LAYOUT", "special values", "property: ...", "random",
 // "coverage"), in one set of words for the gate and `cases check`.
 std::string row_what(const std::string& name, const Contract& contract);

@@ -18,10 +18,11 @@ namespace ropecheck::gate {
 
 namespace {
 
-using Rng = std::mt19937_64;
+using Rng = Mt19937_64;  // std::mt19937_64's sequence, a block at a time (gate/mt64.hpp)
 
 // A finite value of moderate magnitude, exactly representable in d.
-float random_value(Rng& rng, Dtype d) {
+template <typename Engine>
+float random_value(Engine& rng, Dtype d) {
   std::uniform_real_distribution<double> mant(1.0, 2.0);
   std::uniform_int_distribution<int> ex(-6, 6);
   // The draws in the order the released generator made them (its ldexp(mant(rng), ex(rng)) drew the exponent
@@ -53,7 +54,8 @@ void take_model(RopeCase& c, const RopeCase* model) {
   if (model) apply_case_template(*model, c);
 }
 
-void fill_random(RopeCase& c, Rng& rng) {
+template <typename Engine>
+void fill_random(RopeCase& c, Engine& rng) {
   c.input.assign(c.n_bytes(), 0);
   for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, random_value(rng, c.dtype));
 }
@@ -80,7 +82,8 @@ std::vector<int64_t> position_mix(Rng& rng, int64_t max_position, size_t n) {
   return cand;
 }
 
-std::vector<double> rope_table(Rng& rng, uint32_t rotary_dim, double base) {
+template <typename Engine>
+std::vector<double> rope_table(Engine& rng, uint32_t rotary_dim, double base) {
   // A llama-3-style scaled table: low frequencies divided by a factor.
   std::vector<double> t(rotary_dim / 2);
   const double factor = double(2 + rng() % 7);
@@ -451,7 +454,9 @@ std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int6
   return out;
 }
 
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model) {
+namespace {
+template <typename Engine>
+RopeCase random_case_of(Dtype d, Layout l, int64_t max_position, Engine& rng, const RopeCase* model) {
   RopeCase c;
   c.dtype = d;
   c.layout = l;
@@ -476,7 +481,16 @@ RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& r
   fill_random(c, rng);
   return c;
 }
+}  // namespace
 
+// (the same draws from either engine: they give the same sequence)
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model) {
+  return random_case_of(d, l, max_position, rng, model);
+}
+
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, Mt19937_64& rng, const RopeCase* model) {
+  return random_case_of(d, l, max_position, rng, model);
+}
 
 std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,
                                      uint64_t seed, const RopeCase* model) {

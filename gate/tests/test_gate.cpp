@@ -1686,15 +1686,17 @@ TEST(GateReport, ADegradedBuildFailsItsBaselineWhileItsGatePasses) {
 // shapes, positions, bases and input bits: the value recorded when ef7b45e made the draw order explicit (GCC
 // had evaluated ldexp(mant(rng), ex(rng)) right to left; a clang build drew other cases for the same seed).
 TEST(GateCases, ARandomCaseSeedDrawsTheSameCasesOnEveryBuild) {
+  for (const bool mt64 : {false, true}) {  // (the standard engine, and gate::Mt19937_64 that the gate draws from)
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const void* p, size_t n) {
     for (size_t k = 0; k < n; ++k) h = (h ^ static_cast<const unsigned char*>(p)[k]) * 0x100000001b3ull;
   };
   std::mt19937_64 rng(1);
+  gate::Mt19937_64 fast(1);
   for (int n = 0; n < 24; ++n) {
     const Dtype d = kAllDtypes[n % 3];
     const Layout l = kAllLayouts[n % 2];
-    const RopeCase c = gate::random_case(d, l, int64_t(1) << 24, rng);
+    const RopeCase c = mt64 ? gate::random_case(d, l, int64_t(1) << 24, fast) : gate::random_case(d, l, int64_t(1) << 24, rng);
     const uint32_t dims[3] = {c.head_dim, c.rotary_dim, c.n_heads};
     mix(dims, sizeof dims);
     mix(c.positions.data(), c.positions.size() * sizeof(int64_t));
@@ -1703,7 +1705,29 @@ TEST(GateCases, ARandomCaseSeedDrawsTheSameCasesOnEveryBuild) {
     mix(c.inv_freq.data(), c.inv_freq.size() * sizeof(double));
     mix(c.input.data(), c.input.size());
   }
-  EXPECT_EQ(h, 0x047b2570d3333d74ull) << std::hex << "the random cases of seed 1 changed: 0x" << h;
+  EXPECT_EQ(h, 0x047b2570d3333d74ull) << std::hex << "the random cases of seed 1 changed: 0x" << h << (mt64 ? " (Mt19937_64)" : "");
+  }
+}
+
+// gate::Mt19937_64 is std::mt19937_64's sequence (seeding, twist, tempering), block after block, for seeds at the
+// edges and at random, through the distributions the gate draws with.
+TEST(Mt64, SameSequenceAsTheStandardEngine) {
+  std::mt19937_64 seeds(7);
+  std::vector<uint64_t> ss = {0, 1, 5489, ~uint64_t(0), uint64_t(1) << 63};
+  for (int k = 0; k < 6; ++k) ss.push_back(seeds());
+  uint64_t compared = 0;
+  for (const uint64_t seed : ss) {
+    std::mt19937_64 a(seed);
+    gate::Mt19937_64 b(seed);
+    for (int n = 0; n < 5000; ++n, ++compared) ASSERT_EQ(a(), b()) << "seed " << seed << " draw " << n;  // 16 blocks
+    for (int n = 0; n < 2000; ++n) {
+      ASSERT_EQ(std::uniform_int_distribution<int>(-6, 6)(a), std::uniform_int_distribution<int>(-6, 6)(b));
+      ASSERT_EQ(std::uniform_real_distribution<double>(1.0, 2.0)(a), std::uniform_real_distribution<double>(1.0, 2.0)(b));
+      ASSERT_EQ((std::generate_canonical<double, 53>(a)), (std::generate_canonical<double, 53>(b)));
+    }
+  }
+  EXPECT_GT(compared, 50000u);
+  static_assert(gate::Mt19937_64::min() == std::mt19937_64::min() && gate::Mt19937_64::max() == std::mt19937_64::max());
 }
 
 // ---- stride hypotheses (gate::diagnose_call on tensor-form calls) ----------------------------------------------
