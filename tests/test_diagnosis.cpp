@@ -196,14 +196,14 @@ int stretched_angle_kernel(const rc_rope_args* a) {
 }
 
 // Correct, but subnormal results flushed to zero (FTZ).
-int ftz_kernel(const rc_rope_args* a) {
-  return shaped_kernel(a, true, [](float x0, float x1, float c, float s, float& y0, float& y1) {
-    y0 = x0 * c - x1 * s;
-    y1 = x0 * s + x1 * c;
-    if (std::fabs(y0) < FLT_MIN) y0 = std::copysign(0.0f, y0);
-    if (std::fabs(y1) < FLT_MIN) y1 = std::copysign(0.0f, y1);
-  });
+void ftz_pair(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = x0 * c - x1 * s;
+  y1 = x0 * s + x1 * c;
+  if (std::fabs(y0) < FLT_MIN) y0 = std::copysign(0.0f, y0);
+  if (std::fabs(y1) < FLT_MIN) y1 = std::copysign(0.0f, y1);
 }
+
+int ftz_kernel(const rc_rope_args* a) { return shaped_kernel(a, true, ftz_pair); }
 
 float bf16r(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
 
@@ -465,14 +465,7 @@ TEST(Diagnosis, TruncationToZeroBelowTheSmallestSubnormalIsNotFlushing) {
 }
 
 // ftz_kernel that computes at angle 0 too (flushing what it computes there).
-int ftz_everywhere_kernel(const rc_rope_args* a) {
-  return shaped_kernel(a, false, [](float x0, float x1, float c, float s, float& y0, float& y1) {
-    y0 = x0 * c - x1 * s;
-    y1 = x0 * s + x1 * c;
-    if (std::fabs(y0) < FLT_MIN) y0 = std::copysign(0.0f, y0);
-    if (std::fabs(y1) < FLT_MIN) y1 = std::copysign(0.0f, y1);
-  });
-}
+int ftz_everywhere_kernel(const rc_rope_args* a) { return shaped_kernel(a, false, ftz_pair); }
 
 // A kernel that flushes subnormals, on a case whose only subnormal outputs are at position 0 (angle 0: every
 // layout, sign and offset hypothesis gives the identity there, so it is no evidence for any of them): named
