@@ -30,12 +30,14 @@ inline __attribute__((always_inline)) V temper(V z) {
   return z;
 }
 
-inline U64x8 load8(const uint64_t* p) {
+// (always inlined, as twist and temper: a vector passed between functions built for different targets -- the
+// clones below and a plain helper -- would cross an ABI boundary, and -O0 builds call what they do not inline)
+inline __attribute__((always_inline)) U64x8 load8(const uint64_t* p) {
   U64x8 v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store8(uint64_t* p, U64x8 v) { __builtin_memcpy(p, &v, sizeof v); }
+inline __attribute__((always_inline)) void store8(uint64_t* p, U64x8 v) { __builtin_memcpy(p, &v, sizeof v); }
 
 // The twist of [rand.eng.mers], in the order it is defined: word i from words i, i + 1 and i + m, where words
 // below i are already new. In 8-word steps every word a step reads beyond its own 8 is read before any later
