@@ -39,7 +39,7 @@ static_assert(sizeof(Command) == 808, "python/ropecheck/_host.py mirrors Command
 // check after the call that finds it changed).
 constexpr uint64_t kGuardsIntact = 1;
 
-enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3, kFault = 4 };
+enum ReplyKind : uint32_t { kReady = 1, kLoadFailed = 2, kDone = 3, kFault = 4 };  // (and kEnded: served apart)
 
 // Reply::watch. The host's mapping watch is in force (gate/sandbox.hpp: every system call that can change a
 // page's protection is trapped unless the host makes it); and, in a kDone, one of them met the arena since
@@ -54,6 +54,15 @@ constexpr uint32_t kWatchInForce = 1, kWatchTouched = 2;
 // kDone per Command (text: when rc is an error code, what the kernel said of it). python/ropecheck/_host.py.
 constexpr uint32_t kOpenChannel = 5;
 constexpr int kServerGone = 122;  // CallResult::exit_code: the attached process ended or closed the channel
+
+// Served apart (opt-in: python's check(isolated=True)). A kReady whose `watch` has kServedApart says that this
+// channel's calls are made by a process of its own (its pid in fault_addr), forked by the serving process, which
+// keeps its own copy of the channel: when that process ends other than by the channel's end, the serving process
+// says so with one kEnded reply (rc: the signal that ended it, fault_code 1; or its exit status, fault_code 0).
+// The gate counts the call a crash, and the next call opens a new channel; a call that does not return within
+// its timeout gets the process killed (SIGKILL) by the gate, and is a hang. The channel ends; the run goes on.
+constexpr uint32_t kServedApart = 4;
+constexpr uint32_t kEnded = 6;
 
 struct OpenChannel {
   uint32_t magic = kMagic;

@@ -746,6 +746,7 @@ KernelHost::~KernelHost() {
 
 void KernelHost::stop() {
   if (src_.host_fd >= 0) {  // attached: only the channel closes; the serving process is not ours to end
+    end_apart(false);  // (a process serving this channel apart ends when it reads the channel's end)
     if (sock_ >= 0) close(sock_);
     if (pidfd_ >= 0) close(pidfd_);
     if (schedstat_fd_ >= 0) close(schedstat_fd_);
@@ -768,9 +769,28 @@ void KernelHost::stop() {
   have_cpu_clock_ = false;
 }
 
+void KernelHost::end_apart(bool kill_it) {
+  if (apart_pid_ <= 0) return;
+  if (kill_it) {  // (through its pidfd where there is one: the pid cannot have been reused)
+#ifdef SYS_pidfd_send_signal
+    if (apart_pidfd_ < 0 || syscall(SYS_pidfd_send_signal, apart_pidfd_, SIGKILL, nullptr, 0) != 0)
+#endif
+      kill(apart_pid_, SIGKILL);
+  }
+  apart_cpu_ended_ += apart_cpu_last_;
+  apart_cpu_last_ = 0;
+  if (apart_pidfd_ >= 0) close(apart_pidfd_);
+  apart_pidfd_ = -1;
+  apart_pid_ = -1;
+  have_apart_clock_ = false;
+}
+
 double KernelHost::live_cpu_seconds() const {
   // Attached: the serving process's CPU since this host first opened a channel (it serves every host of the run).
-  if (src_.host_fd >= 0) return have_cpu_clock_ && attached_cpu0_ >= 0 ? cpu_clock_seconds(cpu_clock_) - attached_cpu0_ : 0.0;
+  // Served apart: and the CPU of the processes it forked for the channels (those that ended: their last reading).
+  if (src_.host_fd >= 0)
+    return (have_cpu_clock_ && attached_cpu0_ >= 0 ? cpu_clock_seconds(cpu_clock_) - attached_cpu0_ : 0.0) +
+           apart_cpu_ended_ + (have_apart_clock_ ? std::max(apart_cpu_last_, cpu_clock_seconds(apart_clock_)) : 0.0);
   // (and the zygote's, while it lives: the clones' share of their cost; reaped, it is in RUSAGE_CHILDREN)
   return (pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0) +
          (zygote_pid_ > 0 && have_zygote_clock_ ? cpu_clock_seconds(zygote_clock_) : 0.0);
@@ -893,6 +913,15 @@ void KernelHost::start_attached() {
                            Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(opt_.load_timeout_seconds)));
   if (w == 1 && r.kind == kReady) {
+    if ((r.watch & kServedApart) && r.fault_addr > 0) {  // the channel's calls are made by a process of its own
+      apart_pid_ = pid_t(r.fault_addr);
+      apart_pidfd_ = open_pidfd(apart_pid_);
+      have_apart_clock_ = clock_getcpuclockid(apart_pid_, &apart_clock_) == 0;
+      apart_cpu_last_ = 0;
+      served_apart_ = true;
+      if (schedstat_fd_ >= 0) close(schedstat_fd_);  // (its calling thread is the one whose time counts)
+      schedstat_fd_ = open(fmt::format("/proc/{}/schedstat", apart_pid_).c_str(), O_RDONLY | O_CLOEXEC);
+    }
     host_sched_ns_ = sched_ns(schedstat_fd_);
     seccomp_error_ = r.text;  // what serves the calls (the sandbox line)
     return;
@@ -1278,8 +1307,15 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     fault = rep;
     w = 0;
   }
+  // Served apart: the process making the call ended (the serving process's word for it).
+  std::optional<Reply> ended;
+  if (w == 1 && rep.kind == kEnded && apart_pid_ > 0) {
+    ended = rep;
+    w = 0;
+  }
   if (w == 1 && (rep.kind != kDone || rep.seq != cmd.seq)) w = -2;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (have_apart_clock_ && !ended) apart_cpu_last_ = std::max(apart_cpu_last_, cpu_clock_seconds(apart_clock_));
   // The call's wall time less what the host's calling thread spent on a CPU or waiting for one (since the
   // last call: between calls it only sleeps in recv) and what the gate's thread did (on a CPU, or waiting
   // for one to take the reply): what is left, the kernel was blocked. A busy machine stretches only the
@@ -1336,6 +1372,27 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
                     describe_fp_change(FpControl{rep.fp_before}, FpControl{rep.fp_after});
     if (attached && r.status == CallStatus::error_code && rep.text[0])
       r.raised = std::string(rep.text, strnlen(rep.text, sizeof rep.text));
+  } else if (attached && apart_pid_ > 0 && (ended || w == -1)) {
+    // Served apart: only the process making this channel's calls ended (or is ended now, for a hang); the next
+    // call opens a new channel, served by a new process.
+    if (w == -1) {
+      r.status = CallStatus::hung;
+      end_apart(true);
+    } else {
+      r.status = CallStatus::crashed;
+      if (ended->fault_code == 1)
+        r.signal = ended->rc;
+      else
+        r.exit_code = ended->rc;
+      // Where: what the serving process read of the process's last words (Python's fault handler: its stack),
+      // else not known (no guard pages are armed there, no fault handler of ours runs).
+      const std::string where(ended->text, strnlen(ended->text, sizeof ended->text));
+      if (!where.empty())
+        r.fault_where = where;
+      else if (r.signal == SIGSEGV || r.signal == SIGBUS)
+        r.fault_where = "where is not known (a process serving the calls apart arms no guard pages)";
+    }
+    stop();
   } else if (attached) {
     // The serving process is not the gate's to kill or restart: the channel ends, and with it this host.
     stop();
@@ -1487,6 +1544,11 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
 }
 
 std::string KernelHost::sandbox_summary() const {
+  if (src_.host_fd >= 0 && served_apart_)
+    return fmt::format("calls served apart, each channel by a process of its own forked by the one that started the "
+                       "gate{} ({} channel(s)): a crash or a hang ends only that process; no sandbox, no guard pages "
+                       "armed (guard bytes are checked), FP environment not checked",
+                       seccomp_error_.empty() ? "" : ", " + seccomp_error_, starts_);
   if (src_.host_fd >= 0)
     return fmt::format("calls served in the process that started the gate{} ({} channel(s)): no sandbox, no guard "
                        "pages armed (guard bytes are checked), FP environment not checked, a crash there ends it",

@@ -184,6 +184,15 @@ class KernelHost {
   std::string attached_dead_;     // attached: why no further call can be made on this host (empty: it can)
   double attached_cpu0_ = -1;     // attached: the serving process's CPU seconds at this host's first start
   void start_attached();
+  // Attached, served apart (host_protocol.hpp, kServedApart): the process making this channel's calls, its
+  // CPU clock, the CPU of those that ended (their last reading), and whether any channel was served apart.
+  pid_t apart_pid_ = -1;
+  int apart_pidfd_ = -1;
+  clockid_t apart_clock_ = 0;
+  bool have_apart_clock_ = false;
+  double apart_cpu_last_ = 0, apart_cpu_ended_ = 0;
+  bool served_apart_ = false;
+  void end_apart(bool kill_it);
   pid_t pid_ = -1;
   int sock_ = -1;
   int pidfd_ = -1;

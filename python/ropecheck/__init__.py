@@ -212,10 +212,16 @@ def _describe(device, tensors):
     return d
 
 
-def _run(command, fn, device, backward, tensors, name):
-    """Start `ropecheck COMMAND... --host-fd FD` and serve its calls from `fn` until it exits."""
+def _run(command, fn, device, backward, tensors, name, isolated=False):
+    """Start `ropecheck COMMAND... --host-fd FD` and serve its calls from `fn` until it exits (isolated: each
+    channel from a process forked for it)."""
     caller = Caller(fn, device=device, backward=backward, tensors=tensors)
-    caller.ready()
+    if isolated and caller.cuda and torch.cuda.is_initialized():
+        raise ValueError("ropecheck: isolated=True forks a process for the calls, and CUDA cannot be used in a process "
+                         "forked after this one initialised it: run an isolated check of a CUDA kernel before anything "
+                         "in this process touches CUDA (a pytest session of its own, say)")
+    if not isolated:
+        caller.ready()  # (isolated: in each forked process, which is the first to touch the device)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
@@ -223,7 +229,8 @@ def _run(command, fn, device, backward, tensors, name):
         argv = [find_binary()] + command + ["--host-fd", str(theirs.fileno()), "--host-name", name]
         proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         theirs.close()
-        _host.serve(proc, mine, caller, _describe(device, tensors if torch is not None else "numpy"))
+        describe = _describe(device, tensors if torch is not None else "numpy")
+        _host.serve(proc, mine, caller, describe + (", isolated=True" if isolated else ""), apart=isolated)
         out.seek(0)
         err.seek(0)
         return caller, proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
@@ -236,11 +243,14 @@ def _run(command, fn, device, backward, tensors, name):
 def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_config=None, seq_len=None,
           max_position=None, device="cpu", seed=None, cases=None, property_cases=None, supports=None, require=None,
           report_dir=None, budget_seconds=600, call_timeout=600, tensors="torch", name=None, backward=False,
-          gate_args=None):
+          gate_args=None, isolated=False):
     """Run the gate's rows on `fn(case)` and return a Result. The options are the gate's (docs/python.md):
     contract, dtypes, layouts, preset / hf_config (+ seq_len), max_position, seed, cases (random cases),
     property_cases, supports / require (feature names, docs/gate.md "Features"), budget_seconds, call_timeout;
-    device where case.x lives ("cpu", "cuda", ...); tensors="numpy" without torch."""
+    device where case.x lives ("cpu", "cuda", ...); tensors="numpy" without torch. isolated=True: the calls are
+    made in processes forked from this one, a process per channel, so that a crash (a segfault in native code, an
+    exit) or a hang ends only that process and is the call's failure, named, shrunk and replayable, and the run
+    goes on (docs/python.md, "Isolated")."""
     if tensors == "torch" and torch is None:
         tensors = "numpy"
     tmp = None
@@ -255,7 +265,7 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
     command += _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, seed, cases,
                           property_cases, supports, require, budget_seconds, call_timeout, gate_args)
     name = name or getattr(fn, "__name__", "python")
-    caller, rc, text, err = _run(command, fn, device, backward, tensors, name)
+    caller, rc, text, err = _run(command, fn, device, backward, tensors, name, isolated)
     if caller.stop is not None:
         raise caller.stop
     if not os.path.exists(verdict_path):
@@ -264,7 +274,8 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
         data = json.load(f)
     result = Result(data, text, report_dir, caller, rc, err)
     result._fn = fn
-    result._replay_options = dict(device=device, tensors=tensors, backward=backward, call_timeout=call_timeout)
+    result._replay_options = dict(device=device, tensors=tensors, backward=backward, call_timeout=call_timeout,
+                                  isolated=isolated)
     if tmp is not None:
         weakref.finalize(result, shutil.rmtree, report_dir, True)
     return result
@@ -314,9 +325,10 @@ def check_backward(fn, **kw):
     return check(fn, backward=True, **kw)
 
 
-def replay(fn, path, *, contract=None, device="cpu", tensors="torch", backward=False, call_timeout=600, dump=None):
+def replay(fn, path, *, contract=None, device="cpu", tensors="torch", backward=False, call_timeout=600, dump=None,
+           isolated=False):
     """Replay one saved case (a replay file the gate wrote) on fn: (passed, text). dump=DIR also writes the case as
-    arrays there (`ropecheck replay --dump`)."""
+    arrays there (`ropecheck replay --dump`); isolated=True: as check's."""
     if tensors == "torch" and torch is None:
         tensors = "numpy"
     command = ["replay", path, "--call-timeout", repr(float(call_timeout))]
@@ -324,7 +336,7 @@ def replay(fn, path, *, contract=None, device="cpu", tensors="torch", backward=F
         command += ["--contract", contract]
     if dump:
         command += ["--dump", dump]
-    caller, rc, text, err = _run(command, fn, device, backward, tensors, getattr(fn, "__name__", "python"))
+    caller, rc, text, err = _run(command, fn, device, backward, tensors, getattr(fn, "__name__", "python"), isolated)
     if caller.stop is not None:
         raise caller.stop
     if rc not in (0, 1):

@@ -184,6 +184,32 @@ class Caller:
         self.unread = {}  # feature -> calls declined because the function never read it
         self.stop = None  # the KeyboardInterrupt (or SystemExit) that ends the run
 
+    # ---- served apart (check(isolated=True)): what a forked process's calls leave to this one -----------
+    def worker_start(self):
+        """In a process forked to serve a channel apart: count from zero (merge_worker adds the counts up)."""
+        self.calls, self.unread, self.stop = 0, {}, None
+
+    def worker_summary(self):
+        """In a process serving a channel apart, at its end: its counts and what stopped it, for merge_worker."""
+        stop = None
+        if isinstance(self.stop, SystemExit):
+            stop = ("SystemExit", self.stop.code if isinstance(self.stop.code, (int, str, type(None))) else 1)
+        elif self.stop is not None:
+            stop = (type(self.stop).__name__, str(self.stop))
+        return {"calls": self.calls, "unread": dict(self.unread), "stop": stop}
+
+    def merge_worker(self, summary):
+        """In the serving process: add a finished worker's counts; its stop (KeyboardInterrupt, SystemExit,
+        DeviceError), raised here, ends the run as it would have in process."""
+        self.calls += summary["calls"]
+        for k, v in summary["unread"].items():
+            self.unread[k] = self.unread.get(k, 0) + v
+        if summary["stop"] is not None and self.stop is None:
+            kind, arg = summary["stop"]
+            self.stop = (KeyboardInterrupt() if kind == "KeyboardInterrupt" else SystemExit(arg) if kind == "SystemExit"
+                         else DeviceError(arg) if kind == "DeviceError" else RuntimeError(arg))
+            raise self.stop
+
     # ---- the gate's buffers as arrays --------------------------------------------------------------------
     @staticmethod
     def _array(ch, p, dtype, count):

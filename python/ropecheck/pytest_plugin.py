@@ -19,7 +19,7 @@ gate; it runs once per decorated function, when the first of its items runs. A f
 cause, smallest case and replay call; a row that did not run is skipped with its reason, and so is a planned
 row the kernel's run does not have; the verdict item fails when the gate failed and no row shows why (a
 coverage requirement not met, every call declined), with the verdict's summary. Options: --ropecheck-seed,
---ropecheck-cases, --ropecheck-property-cases, --ropecheck-report-dir. JUnit XML comes from pytest's own
+--ropecheck-cases, --ropecheck-property-cases, --ropecheck-report-dir, --ropecheck-isolated. JUnit XML comes from pytest's own
 --junitxml.
 """
 import os
@@ -35,6 +35,9 @@ def pytest_addoption(parser):
     g.addoption("--ropecheck-cases", type=int, default=None, help="random cases per gate run (default: 4000)")
     g.addoption("--ropecheck-property-cases", type=int, default=None,
                 help="executions of each property per dtype x layout (default: 25)")
+    g.addoption("--ropecheck-isolated", action="store_true", default=False,
+                help="make every gated function's calls in forked processes (check(isolated=True)): a crash in "
+                     "native code fails its case instead of ending the session")
     g.addoption("--ropecheck-report-dir", default=None,
                 help="keep each run's report.json/md/html and replay files under DIR/<test name>")
 
@@ -50,6 +53,8 @@ def pytest_pycollect_makeitem(collector, name, obj):
         v = cfg.getoption(opt)
         if v is not None:
             opts[key] = v
+    if cfg.getoption("ropecheck_isolated"):
+        opts["isolated"] = True
     root = cfg.getoption("ropecheck_report_dir")
     if root:
         opts["report_dir"] = os.path.join(root, name)

@@ -125,12 +125,12 @@ def hf_llama3_rope(case, rule_ignored=False):
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)
 
 
-def run_gate(library, seed):
+def run_gate(library, seed, cases=1000, extra=()):
     """`ropecheck gate --kernel LIB --cases 1000` (the sandboxed path): its verdict as data."""
     d = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"rc-py-gate-{os.getpid()}-{os.path.basename(library)}")
     os.makedirs(d, exist_ok=True)
     subprocess.run([ropecheck.find_binary(), "gate", "--kernel", library, "--quiet", "--seed", str(seed),
-                    "--cases", "1000", "--report-dir", d, "--verdict-json", d + "/verdict.json"],
+                    "--cases", str(cases), "--report-dir", d, "--verdict-json", d + "/verdict.json"] + list(extra),
                    stdout=subprocess.DEVNULL)
     with open(d + "/verdict.json") as f:
         return json.load(f)
@@ -296,6 +296,92 @@ class BothWays(unittest.TestCase):
         r = self.compare("mut_sign")
         self.assertFalse(r.passed)
         self.assertIn("angle negated", r.reason)
+
+
+class Isolated(unittest.TestCase):
+    """check(isolated=True): each channel's calls in a process forked for it; a crash, an exit or a hang ends that
+    process only and is the call's failure, named, shrunk and replayable; the run goes on."""
+
+    OPTIONS = dict(tensors="numpy", dtypes="f32", layouts="interleaved", cases=100, property_cases=3)
+
+    def test_a_crash_is_the_calls_failure_and_both_paths_agree(self):
+        # mut_crash writes through a null pointer on heads of 128 elements or more: through a ctypes wrapper,
+        # isolated, and through `ropecheck gate --kernel`, with one seed.
+        import ctypes_kernel
+        lib = os.path.join(BUILD, "mutants", "mut_crash.so")
+        narrow = ["--dtype", "f32", "--layout", "interleaved", "--property-cases", "3"]
+        r = ropecheck.check(ctypes_kernel.wrap(lib), tensors="numpy", seed=7, cases=100, isolated=True,
+                            gate_args=narrow)  # (this interpreter lives on)
+        self.assertFalse(r.passed)
+        self.assertEqual(r.reason, "failed: crash")
+        row = r.row("matrix f32 interleaved")
+        self.assertEqual(row.result, "fail")
+        # The cause names the signal and where Python's fault handler saw it: the wrapper's call into C.
+        self.assertIn("crashed with signal 11 (Segmentation fault): in the Python stack: kernel "
+                      "(tests/ctypes_kernel.py, line", row.diagnosis)
+        self.assertIn("head_dim=128 ", row.smallest_case + " ")  # the smallest head that crashes
+        self.assertLess(row.failed, row.cases)  # the smaller heads of the row were judged, and passed
+        self.assertIn("calls served apart", r.verdict)
+        # The counts of the processes that crashed are kept: every call, crashed ones included.
+        self.assertGreater(r.calls, 400)
+        # The smallest case replays apart: the crash again; a correct function passes it.
+        ok, text = ropecheck.replay(ctypes_kernel.wrap(lib), row.replay_file, tensors="numpy", isolated=True)
+        self.assertFalse(ok)
+        self.assertIn("crashed with signal 11", text)
+        ok, text = ropecheck.replay(numpy_rope, row.replay_file, tensors="numpy", isolated=True)
+        self.assertTrue(ok, text)
+        # The gate on the library: every row the same, crash rows included (where differs: the gate's fault
+        # handler reads the address, a null pointer; the isolated path has Python's stack).
+        gate = run_gate(lib, 7, cases=100, extra=narrow)
+        rows = {g["name"]: g for g in gate["rows"]}
+        self.assertEqual([x.name for x in r.rows], list(rows))
+        cause, crashed = "crash: the kernel crashed with signal 11 (Segmentation fault): ", 0
+        for x in r.rows:
+            g = rows[x.name]
+            self.assertEqual((x.result, x.cases, x.failed, x.worst_error),
+                             (g["result"], g["cases"], g["failed"], g["worst_error"]), x.name)
+            self.assertEqual(x.diagnosis.startswith(cause), g["diagnosis"].startswith(cause), x.name)
+            crashed += x.diagnosis.startswith(cause)
+        self.assertGreater(crashed, 10)
+        self.assertEqual((r.passed, r.reason), (gate["pass"], gate["verdict"]))
+
+    def test_without_a_crash_isolated_is_the_same_run(self):
+        inproc = ropecheck.check(numpy_rope_sign_bug, **self.OPTIONS)
+        apart = ropecheck.check(numpy_rope_sign_bug, isolated=True, **self.OPTIONS)
+        self.assertEqual([(x.name, x.result, x.cases, x.failed, x.worst_error, x.diagnosis) for x in apart.rows],
+                         [(x.name, x.result, x.cases, x.failed, x.worst_error, x.diagnosis) for x in inproc.rows])
+        # What the function's calls counted, added up over the processes that made them.
+        self.assertEqual((apart.calls, apart.declined_unread), (inproc.calls, inproc.declined_unread))
+        self.assertIn("position_scale", apart.declined_unread)
+        self.assertIn("angle negated", apart.reason)
+
+    def test_an_exit_and_a_hang_end_only_their_process(self):
+        base = ropecheck.check(numpy_rope_sign_bug, **self.OPTIONS)
+        path = base.row("matrix f32 interleaved").replay_file
+
+        def exits(case):
+            os._exit(3)
+
+        ok, text = ropecheck.replay(exits, path, tensors="numpy", isolated=True)
+        self.assertFalse(ok)
+        self.assertIn("exited the process (status 3) instead of returning", text)
+
+        def hangs(case):
+            import time
+            time.sleep(3600)
+
+        ok, text = ropecheck.replay(hangs, path, tensors="numpy", isolated=True, call_timeout=2)
+        self.assertFalse(ok)
+        self.assertIn("did not return within the timeout", text)
+
+    def test_keyboard_interrupt_in_a_worker_stops_the_run(self):
+        def interrupted(case):
+            if case.head_dim == 64:
+                raise KeyboardInterrupt
+            return numpy_rope(case)
+
+        with self.assertRaises(KeyboardInterrupt):
+            ropecheck.check(interrupted, isolated=True, **self.OPTIONS)
 
 
 def hf_table_rope(case, sin_sign=1.0):

@@ -30,6 +30,19 @@ TESTS = textwrap.dedent('''
         assert True
 ''')
 
+# A function that segfaults on the large row's heads, in a session run with --ropecheck-isolated.
+CRASHES = textwrap.dedent('''
+    import ctypes
+    import ropecheck
+    from test_check import numpy_rope
+
+    @ropecheck.gate(tensors="numpy", dtypes="f32", layouts="interleaved", cases=100)
+    def test_crashes_on_huge_heads(case):
+        if case.head_dim == 576 and case.n_tokens >= 32:  # (the large row's shape only)
+            ctypes.string_at(0)
+        return numpy_rope(case)
+''')
+
 # Collecting does not run the gate: a function that notes each call it gets.
 COLLECT_ONLY = textwrap.dedent('''
     import os
@@ -82,6 +95,26 @@ class PytestPlugin(unittest.TestCase):
         skipped = names["test_correct[v2: rotary offset]"].find("skipped")
         self.assertIsNotNone(skipped, out)
 
+
+    def test_isolated_a_crash_fails_its_row_and_the_session_goes_on(self):
+        d = tempfile.mkdtemp(prefix="rc-pytest-isolated-")
+        with open(os.path.join(d, "conftest.py"), "w") as f:
+            f.write(CONFTEST)
+        with open(os.path.join(d, "test_crashes.py"), "w") as f:
+            f.write(CRASHES)
+        junit = os.path.join(d, "junit.xml")
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", junit,
+                            "--ropecheck-property-cases", "2", "--ropecheck-isolated", d], capture_output=True,
+                           text=True, cwd=d)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 1, out)  # failures, not a crashed session
+        names = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+        failed = names["test_crashes_on_huge_heads[large]"].find("failure")
+        self.assertIsNotNone(failed, out)
+        text = failed.text or failed.get("message", "")
+        self.assertIn("crashed with signal 11 (Segmentation fault): in the Python stack: string_at", text)
+        self.assertIn("test_crashes_on_huge_heads", text)
+        self.assertIsNone(names["test_crashes_on_huge_heads[matrix f32 interleaved]"].find("failure"), out)
 
     def test_collecting_does_not_run_the_gate(self):
         d = tempfile.mkdtemp(prefix="rc-pytest-collect-")
