@@ -23,6 +23,7 @@
 
 #include "gate/host_handle.hpp"
 #include "gate/isolation.hpp"
+#include "properties/causes.hpp"
 #include "properties/diagnosis.hpp"
 
 namespace ropecheck::gate {
@@ -1126,14 +1127,19 @@ GateResult Gate::run() {
                                       "(not run: {}); a gate that did not run them is not a pass: raise "
                                       "--budget-seconds",
                                       opt_.budget_seconds, cuts_brief);
+    res_.cause = "the budget was reached";
+    res_.cause_id = "budget-reached";
   } else if (rejected_everything()) {
     // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall.
     res_.verdict_reason = host_.abi().refusal();
+    res_.cause = res_.verdict_reason;
+    res_.cause_id = "coverage";
   } else {
     // Name the causes: each distinct diagnosis (or fault) with the first row that shows it. Precision causes
     // of several rows (each row's smallest widening of the contract: on a few pairs just past the allowance
     // they differ from row to row) are one cause, the join of the widenings, where every row has one.
     std::vector<std::string> causes, precision_texts, precision_causes;
+    std::vector<std::string> row_causes;  // each failing row's cause
     std::vector<std::string> explained;  // the causes of rows with a fault or a named diagnosis
     bool bias_diagnosed_in_a_case = false;  // a row other than the bias rows was diagnosed a radial bias
     for (const auto& r : res_.rows) {
@@ -1150,18 +1156,22 @@ GateResult Gate::run() {
           precision_causes.push_back(cause);
       }
       if (std::find(causes.begin(), causes.end(), cause) == causes.end()) causes.push_back(cause);
+      row_causes.push_back(cause);
     }
     if (precision_causes.size() > 1)
       if (const std::optional<PrecisionJoin> j = join_precision(precision_texts, opt_.contract)) {
         std::vector<std::string> merged;
+        const std::string joined =
+            fmt::format("precision: {}; every such row passes with --contract {}", j->causes, j->spec);
         for (const std::string& cause : causes) {
           const bool precision = std::find(precision_causes.begin(), precision_causes.end(), cause) !=
                                  precision_causes.end();
           if (!precision) merged.push_back(cause);
           else if (cause == precision_causes.front())
-            merged.push_back(fmt::format("precision: {}; every such row passes with --contract {}", j->causes,
-                                         j->spec));
+            merged.push_back(joined);
         }
+        for (std::string& rc : row_causes)  // (the rows of every precision cause are the joined cause's)
+          if (std::find(precision_causes.begin(), precision_causes.end(), rc) != precision_causes.end()) rc = joined;
         causes = std::move(merged);
       }
     // A plain radial bias is named only when nothing else explains the failing rows (issue 23, scope 4): a
@@ -1173,6 +1183,15 @@ GateResult Gate::run() {
     if (plain_bias != causes.end() && !bias_diagnosed_in_a_case &&
         std::any_of(explained.begin(), explained.end(), [](const std::string& c) { return c != "radial bias"; }))
       causes.erase(plain_bias);
+    // The cause that explains the most failing rows first (issue 23, scope 4: the verdict's cause), then the
+    // others by the rows they explain (ties in row order).
+    auto rows_of = [&](const std::string& c) { return std::count(row_causes.begin(), row_causes.end(), c); };
+    std::stable_sort(causes.begin(), causes.end(),
+                     [&](const std::string& a, const std::string& b) { return rows_of(a) > rows_of(b); });
+    if (!causes.empty()) {
+      res_.cause = causes.front();
+      res_.cause_id = std::string(cause_id(causes.front()));
+    }
     res_.verdict_reason = "failed: ";
     for (size_t k = 0; k < causes.size(); ++k) res_.verdict_reason += (k ? "; " : "") + causes[k];
     if (!res_.budget_cuts.empty())

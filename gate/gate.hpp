@@ -154,6 +154,9 @@ struct GateResult {
   std::vector<std::string> budget_cuts;
   bool pass = false;
   std::string verdict_reason;
+  // A failing verdict's cause: the one that explains the most failing rows (first in verdict_reason), and its
+  // stable id (properties/causes.hpp; "" for a text the table does not know). Empty for a pass.
+  std::string cause, cause_id;
   std::string sandbox;        // one line: the kernel host's isolation (seccomp, process starts)
   std::string abi;            // one line: the ABI versions the kernel speaks (core/abi_versions.hpp summary)
   std::string kernel_output;  // the kernel's captured stdout/stderr, quoted line by line (empty: silent)
@@ -161,6 +164,10 @@ struct GateResult {
 
 // Throws LoadError when the kernel library cannot be loaded (the CLI's exit 2).
 GateResult run_gate(const Implementation& impl, const GateOptions& opt);
+
+// A failing row's cause id (properties/causes.hpp): of its fault, else its diagnosis, else its name (the
+// coverage row); "" for a row that did not fail.
+std::string row_cause_id(const CheckRow& r);
 
 // For a process that runs gates (the CLI; the gate's benchmark, to count what the CLI costs): buffers of
 // megabytes, made and freed case after case (the large row's cases, their exact outputs, the kernel's), stay in

@@ -21,6 +21,7 @@ report::Report make_gate_report(const GateResult& g, const std::string& kind, nl
     c.source = "gate";
     c.status = row.failed_check ? "fail" : row.ran ? "pass" : "skip";
     if (row.failed_check) {
+      c.cause_id = row_cause_id(row);
       c.detail = row.diagnosis.empty() ? row.smallest_message : row.diagnosis + "\n" + row.smallest_message;
       if (row.smallest) c.detail += "\nsmallest failing case: " + row.smallest->c.summary();
     } else if (row.ran) {

@@ -1,5 +1,6 @@
 // The gate's verdict as text: the table, the error decomposition by position, JUnit XML.
 #include "gate/gate.hpp"
+#include "properties/causes.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -337,13 +338,16 @@ nlohmann::json verdict_json(const GateResult& g) {
                         {"fault", r.smallest_fault},
                         {"replay_file", r.smallest_file},
                         {"faults", r.faults},
-                        {"not_sent", r.not_sent}};
+                        {"not_sent", r.not_sent},
+                        {"cause_id", row_cause_id(r)}};
     j["smallest_case"] = r.smallest ? r.smallest->c.summary() + (r.smallest->in_place ? " in-place" : "") : "";
     rows.push_back(std::move(j));
   }
   return {{"kernel", g.kernel},
           {"pass", g.pass},
           {"verdict", g.verdict_reason},
+          {"cause", g.cause},
+          {"cause_id", g.cause_id},
           {"coverage", coverage_line(g)},
           {"contract", g.contract},
           {"abi", g.abi},
@@ -352,6 +356,11 @@ nlohmann::json verdict_json(const GateResult& g) {
           {"accepted", g.accepted},
           {"budget_cuts", g.budget_cuts},
           {"rows", std::move(rows)}};
+}
+
+std::string row_cause_id(const CheckRow& r) {
+  if (!r.failed_check) return "";
+  return std::string(cause_id(!r.smallest_fault.empty() ? r.smallest_fault : r.diagnosis.empty() ? r.name : r.diagnosis));
 }
 
 int emit_verdict(const GateResult& r, const std::string& junit_path, bool verbose, const std::string& details) {

@@ -39,6 +39,18 @@ namespace {
 
 constexpr double kMaxK = 0x1p20;  // angles=f32:K is searched up to this K
 
+// The largest K an f32 pipeline can need for case c (docs/error-model.md, "The largest K of an f32 pipeline"):
+// ggml's repeated multiplication, the worst of the derived pipelines, 1 + i(3 + 2|ln b|/d) for pair i < d/2, and
+// a frequency rule's blend, at most 40 f (llama3's f e_w, YaRN's 2f). An angle error beyond it is not f32 drift:
+// no angles=f32:K is suggested for it (a bf16 cache at bf16 outputs was "f32 angle drift, K = 15302").
+double real_f32_max_k(const RopeCase& c) {
+  const double np = c.rotary_dim / 2.0;
+  const double lnb = c.inv_freq.empty() && c.base > 0 ? std::fabs(std::log(c.base)) : 0.0;
+  double k = 1 + np * (3 + 2 * lnb / std::max(1u, c.rotary_dim));
+  if (c.freq_rule && c.freq_rule->type != FrequencyRuleType::default_) k += 40 * std::max(1.0, c.freq_rule->factor.value_or(1.0));
+  return std::ceil(k);
+}
+
 // ---- the candidates' cos and sin -------------------------------------------
 
 // cos, sin and |angle| of every (position, pair) of a set of positions, from
@@ -557,8 +569,14 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         return std::llabs(m) < (int64_t(1) << 62) ? int64_t(static_cast<float>(m)) : m;
       };
       auto as_int32 = [](int64_t m) { return int64_t(int32_t(uint32_t(uint64_t(m)))); };
-      const std::pair<const char*, int64_t (*)(int64_t)> narrow[] = {
-          {"positions rounded to f32", +as_f32}, {"positions truncated to 32 bits", +as_int32}};
+      // (a bf16 position tensor: position_ids cast with the model's activations; every position up to 256 is one)
+      auto as_bf16 = [](int64_t m) {
+        return std::llabs(m) < (int64_t(1) << 62) ? int64_t(bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(m))))
+                                                  : m;
+      };
+      const std::pair<const char*, int64_t (*)(int64_t)> narrow[] = {{"positions rounded to f32", +as_f32},
+                                                                       {"positions rounded to bf16", +as_bf16},
+                                                                       {"positions truncated to 32 bits", +as_int32}};
       for (const auto& n : narrow) {
         const char* name = n.first;
         int64_t (*conv)(int64_t) = n.second;  // not a structured binding: clang 14 cannot capture one
@@ -568,6 +586,22 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         const Rows P = probe_rows(c, moved, c.inv_freq, model);
         cands.push_back(rotation(c, name, std::string("the rotation at the ") + name, c.layout,
                                  [&](size_t t, uint32_t i) { return at(P, conv(c.pair_position(t, i)), i); }));
+      }
+    }
+    // The frequencies rounded to bf16 (an inv_freq buffer cast with the model's weights, `model.to(bfloat16)`):
+    // theta_i = bf16(base^(-2i/d)), or bf16 of the caller's table; without a frequency rule (a rule's table is
+    // its own).
+    if (!given && (!c.freq_rule || c.freq_rule->type == FrequencyRuleType::default_)) {
+      std::vector<double> th(np), tb(np);
+      for (uint32_t i = 0; i < np; ++i) {
+        th[i] = c.inv_freq.empty() ? double(std::pow((long double)c.base, -2.0L * i / (long double)c.rotary_dim))
+                                   : c.inv_freq[i];
+        tb[i] = bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(th[i])));
+      }
+      if (tb != th) {
+        const Rows F = probe_rows(c, c.positions, tb, model);
+        cands.push_back(rotation(c, "frequencies rounded to bf16", "theta_i rounded to bf16", c.layout,
+                                 [&, F](size_t t, uint32_t i) { return at(F, c.pair_position(t, i), i); }));
       }
     }
     if (token_index_differs)
@@ -812,6 +846,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     }
 
     // ---- 3. precision: the contract widened ---------------------------------------
+    bool beyond_real_k = false;  // an angle clause alone would pass it, with a K no f32 pipeline needs
     if (cr.flat <= 0) {
       const double ucur_cs = unit_roundoff(cur.cos_sin), ucur_ar = unit_roundoff(cur.arith);
       const bool angle_open = cur.angles == Contract::Angles::exact || cur.angle_ulps == 0 || cur.angle_ulps < kMaxK;
@@ -918,6 +953,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         return true;
       };
       const bool f16_range = in_range_of(Dtype::f16), bf16_range = in_range_of(Dtype::bf16);
+      const double k_real = real_f32_max_k(c);
       for (const auto& s : sets) {
         const bool angle = std::find(s.begin(), s.end(), 1) != s.end();
         if (std::find(s.begin(), s.end(), 0) != s.end() && !any_flushed) continue;
@@ -932,8 +968,11 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           // failing pair, so the cost is in the few passing checks.
           const double lo = cur.angles == Contract::Angles::f32 && cur.angle_ulps > 0
                                 ? std::floor(cur.angle_ulps) + 1 : 1;
-          const double hi = kMaxK;
-          if (lo > hi || !passes(widen(s, hi))) continue;
+          const double hi = std::min(kMaxK, k_real);
+          if (lo > hi || !passes(widen(s, hi))) {
+            if (!beyond_real_k && lo <= kMaxK && s.size() == 1 && passes(widen(s, kMaxK))) beyond_real_k = true;
+            continue;
+          }
           std::vector<int> rest;
           for (int key : s)
             if (key != 1) rest.push_back(key);
@@ -1037,9 +1076,13 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     dg.cause = "unexplained";
     dg.detail = fmt::format(
         "{} pair(s) beyond the {} allowance, largest error {} u against the exact rotation; no explanation fits: "
-        "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}",
+        "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}{}",
         acc_bad, cur_spec, g4(ref_residual), closest ? closest->cause : "-", g4(closest_fit.worst_ratio),
-        g4(closest_fit.residual), also(true));
+        g4(closest_fit.residual),
+        beyond_real_k ? fmt::format("; not f32 angle drift: only an angle error beyond what an f32 pipeline "
+                                         "makes here (K > {}) would explain it", real_f32_max_k(c))
+                           : std::string(),
+        also(true));
     return dg;
   }
 

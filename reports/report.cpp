@@ -265,8 +265,10 @@ json to_json(const Report& r) {
   for (double v : r.histogram_edges) edges.push_back(num(v));
   j["histogram_edges"] = edges;
   json checks = json::array();
-  for (const auto& c : r.checks)
+  for (const auto& c : r.checks) {
     checks.push_back({{"name", c.name}, {"source", c.source}, {"status", c.status}, {"detail", c.detail}});
+    if (!c.cause_id.empty()) checks.back()["cause_id"] = c.cause_id;  // (added key: absent before)
+  }
   j["checks"] = checks;
   json series = json::array();
   for (const auto& s : r.series) {
@@ -330,6 +332,7 @@ Report from_json(const json& j) {
     if (k.status != "pass" && k.status != "fail" && k.status != "skip")
       bad(where + ".status", "expected pass, fail or skip, got '" + k.status + "'");
     k.detail = get_str(c, "detail", where);
+    if (c.contains("cause_id") && c["cause_id"].is_string()) k.cause_id = c["cause_id"].get<std::string>();
     if (!check_names.insert(k.name).second) bad(where, "appears twice");
     r.checks.push_back(std::move(k));
   }

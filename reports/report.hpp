@@ -91,6 +91,7 @@ struct Check {
   std::string source = "sweep";
   std::string status;  // "pass", "fail" or "skip"
   std::string detail;
+  std::string cause_id;  // a failing gate row's cause (properties/causes.hpp); written only when set
 };
 
 struct Environment {

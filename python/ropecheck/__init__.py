@@ -47,7 +47,7 @@ def find_binary():
 
 class Row:
     """One verdict row (the gate's): name, result ('pass', 'fail', 'not run'), cases, declined, failed,
-    worst_error and worst_bound (u), diagnosis, message, smallest_case, replay_file, note."""
+    worst_error and worst_bound (u), diagnosis, cause_id, message, smallest_case, replay_file, note."""
 
     def __init__(self, d):
         self.__dict__.update(d)
@@ -64,6 +64,10 @@ class Result:
     def __init__(self, verdict_data, text, report_dir, caller, exit_code, stderr):
         self.passed = bool(verdict_data.get("pass")) and exit_code == 0
         self.reason = verdict_data.get("verdict", "")
+        # A failing verdict's cause (the one explaining the most failing rows) and its stable id (docs/gate.md,
+        # "Causes"); each Row has its own cause_id.
+        self.cause = verdict_data.get("cause", "")
+        self.cause_id = verdict_data.get("cause_id", "")
         self.coverage = verdict_data.get("coverage", "")
         self.contract = verdict_data.get("contract", "")
         self.rows = [Row(r) for r in verdict_data.get("rows", [])]

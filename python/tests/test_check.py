@@ -174,6 +174,7 @@ class NumpyPath(unittest.TestCase):
         self.assertEqual(row.result, "fail")
         self.assertIn("angle negated", row.diagnosis)
         self.assertIn("angle negated", r.row("property: accuracy").diagnosis)
+        self.assertEqual((r.cause, r.cause_id, row.cause_id), ("angle negated", "angle-negated", "angle-negated"))
         self.assertLessEqual(len(r.summary().splitlines()), 15)
         self.assertIn("angle negated", r.summary())
         # The printed replay works on the function.
