@@ -309,6 +309,7 @@ PairError pair_error(Dtype d, double x0, double x1, double y0, double y1, double
       if (abs_phi > 0) {
         p.angle_ulps = std::fabs(p.angle) / ulp32(abs_phi);
         p.resolved = noise_rad <= kAngleResolution * ulp32(abs_phi);
+        p.within_noise = std::fabs(p.angle) <= noise_rad;
       }
     }
   }

@@ -137,6 +137,9 @@ struct PairError {
   double angle = std::numeric_limits<double>::quiet_NaN();
   double angle_ulps = std::numeric_limits<double>::quiet_NaN();
   bool resolved = false;
+  // The angle error no larger than what the output's rounding alone can turn a pair by (noise_rad): it may be
+  // the rounding's, not the kernel's angle.
+  bool within_noise = false;
 };
 inline constexpr double kAngleResolution = 1.0 / 8;  // the rounding's share, in f32 ulps of |phi|
 // with_angle = false skips the angle error (its atan2), for callers that measure many candidates.

@@ -378,7 +378,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                             "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
                             "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad = %.3g f32 ulps of |angle|%s\n",
                             pe.e, allow.total, pe.radial, allow.radial, pe.tangential, allow.tangential, phi, pe.angle,
-                            pe.angle_ulps, pe.resolved ? "" : " (within the rounding noise's reach)");
+                            pe.angle_ulps, pe.within_noise ? " (within the rounding noise's reach)" : "");
             }
             return head + site_text(c, ref, got, s);
           });

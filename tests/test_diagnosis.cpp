@@ -280,6 +280,10 @@ const std::vector<PlantedBug>& planted() {
        "positions rounded to bf16", "positions rounded to bf16", "the rotation at the positions rounded to bf16"},
       {"mut_inv_freq_bf16", f32_case, "frequencies rounded to bf16", "frequencies rounded to bf16",
        "theta_i rounded to bf16"},
+      // Issue 23: was "unexplained" (the gate) and "radial bias ... shortened" (replay) for pairs made longer.
+      {"mut_sincos_range",
+       [] { return make_case(Dtype::f32, Layout::interleaved, 64, 64, {1, 5, 1 << 23, (1 << 24) + 3}); },
+       "cos/sin not of unit length", "cos/sin not of unit length", "where a rotation keeps 1; from |angle| "},
       {"local:swapped", f32_case, "cos and sin swapped", "cos and sin swapped", ""},
       {"ok_fast_f32", f32_case, "none", "none", ""},
       {"ok_double", [] { return make_case(Dtype::bf16, Layout::half_split, 128, 96); }, "none", "none", ""},
@@ -394,6 +398,16 @@ TEST(Diagnosis, AnAngleErrorBeyondAnyF32PipelineIsNotCalledDrift) {
   EXPECT_TRUE(o.dg.contract.empty()) << o.dg.text();
   EXPECT_NE(o.dg.detail.find("not f32 angle drift"), std::string::npos) << o.dg.text();
   EXPECT_NE(o.dg.detail.find("(K > 35)"), std::string::npos) << o.dg.text();
+}
+
+// The accuracy finding says "(within the rounding noise's reach)" only where the angle error is no larger than what
+// the output's rounding can turn a pair by (issue 23: it was printed beside angle errors of 1-2 rad at bf16).
+TEST(Diagnosis, AnAngleErrorOfRadiansIsNotSaidToBeRoundingNoise) {
+  const RopeCase c = make_case(Dtype::bf16, Layout::interleaved, 64, 64, {1, 1000, 5003});
+  const Outcome o = judge_and_diagnose(load("mut_sign"), c, default_contract());
+  ASSERT_FALSE(o.passed);
+  EXPECT_NE(o.report.find("angle error"), std::string::npos) << o.report;
+  EXPECT_EQ(o.report.find("within the rounding noise"), std::string::npos) << o.report;
 }
 
 TEST(Diagnosis, PhaseOnlyErrorIsAngleDriftNotANarrowCache) {

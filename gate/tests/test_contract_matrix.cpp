@@ -94,6 +94,8 @@ const std::map<std::string, Expect>& expectations() {
       // Positions or frequencies in bf16 (cast with the model): beyond any f32 pipeline's error, every contract.
       {"mut_position_bf16", {{}, "positions rounded to bf16", {}}},
       {"mut_inv_freq_bf16", {{}, "frequencies rounded to bf16", {}}},
+      // sin/cos off the unit circle from |angle| 2^23 on (a routine outside its range): every contract.
+      {"mut_sincos_range", {{}, "cos/sin not of unit length", {}}},
       // v2 mutants (mutant_common.h, MK_V2): correct on v1 calls, caught by the gate's v2 cases -- the variant
       // property rows (properties/suite_variants.cpp; measured: failed under every contract at --property-cases 1
       // and the default seed), each named (the rules' mistakes: reference/frequency_rules.hpp, RuleMistake).

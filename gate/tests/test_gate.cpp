@@ -1325,6 +1325,10 @@ TEST(GateCli, ThePassingVerdictIsBriefAndVerboseHasEveryTable) {
   auto verdict = [](const std::string& log) { return log.substr(log.rfind("\nverdict: ")); };
   EXPECT_EQ(verdict(brief).substr(0, verdict(brief).find('\n', 1)), verdict(full).substr(0, verdict(full).find('\n', 1)));
   EXPECT_GT(size_t(std::count(full.begin(), full.end(), '\n')), 100u);
+  // The bias notes of a contract that allows no cache name no cache's share (issue 23: "-73 u" and "-539 u" read
+  // like findings); the note itself is there.
+  EXPECT_NE(full.find("radial bias "), std::string::npos) << full;
+  EXPECT_EQ(full.find("cache's share"), std::string::npos) << full;
 }
 
 TEST(GateCli, AFailingBriefVerdictIsALinePerFailingRowAndAReplayThatReruns) {
