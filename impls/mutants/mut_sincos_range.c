@@ -3,7 +3,9 @@
  * "radial bias ... outputs shortened" in replay for a pair 5.5 times too long). Otherwise ok_double. The gate must
  * fail it, naming "cos/sin not of unit length". */
 #define MK_NO_KERNEL 1
-#include "mutant_common.h"
+#define MK_DOUBLE_KERNEL 1
+#define MK_DOUBLE_SINCOS(angle, c, s) mk_sincos_ranged(angle, &(c), &(s))
+#include <math.h>
 
 /* BUG: from |angle| 2^23 on, a crude vectorised-style sin/cos: an f32 reduction by 2 pi (past 2^23 an f32 has no
  * fraction: r lands anywhere in about [-pi - 1, pi + 1]) and short Taylor polynomials, whose (cos, sin) is off the
@@ -20,33 +22,4 @@ static void mk_sincos_ranged(double angle, double* c, double* s) {
   *c = 1.0f - r2 / 2.0f * (1.0f - r2 / 12.0f * (1.0f - r2 / 30.0f));
 }
 
-RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
-  int rc = mk_check(a);
-  if (rc != RC_OK) return rc;
-  const uint32_t dt = a->dtype, hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
-  for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    const double m = (double)a->positions[t];
-    for (uint32_t i = 0; i < np; ++i) {
-      const double theta = a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / rd);
-      const double angle = m * a->position_scale * theta;
-      double c, s;
-      mk_sincos_ranged(angle, &c, &s);
-      for (uint32_t h = 0; h < a->n_heads; ++h) {
-        const size_t base = ((size_t)t * a->n_heads + h) * hd;
-        uint32_t d0, d1;
-        mk_pair_dims(a->layout, rd, i, &d0, &d1);
-        if (angle == 0) {
-          mk_copy(dt, a->out, a->in, base + d0, 1);
-          mk_copy(dt, a->out, a->in, base + d1, 1);
-          continue;
-        }
-        const double x0 = mk_load(dt, a->in, base + d0), x1 = mk_load(dt, a->in, base + d1);
-        mk_store(dt, a->out, base + d0, (float)(x0 * c - x1 * s));
-        mk_store(dt, a->out, base + d1, (float)(x0 * s + x1 * c));
-      }
-    }
-    for (uint32_t h = 0; h < a->n_heads && rd < hd; ++h)
-      mk_copy(dt, a->out, a->in, ((size_t)t * a->n_heads + h) * hd + rd, hd - rd);
-  }
-  return RC_OK;
-}
+#include "mutant_common.h"

@@ -161,6 +161,55 @@ static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0,
 #endif
 }
 
+/* ok_double's loop (theta, the angle, cos and sin and the rotation in double, one rounding to the output), for a
+ * mutant that changes one step of it: define MK_DOUBLE_KERNEL (with MK_NO_KERNEL) and any of
+ * MK_DOUBLE_POSITION(m), MK_DOUBLE_THETA(theta) (each a double expression of its argument) and
+ * MK_DOUBLE_SINCOS(angle, c, s) (a statement setting doubles c and s) before including this file. */
+#ifdef MK_DOUBLE_KERNEL
+#ifndef MK_DOUBLE_POSITION
+#define MK_DOUBLE_POSITION(m) (m)
+#endif
+#ifndef MK_DOUBLE_THETA
+#define MK_DOUBLE_THETA(theta) (theta)
+#endif
+#ifndef MK_DOUBLE_SINCOS
+#define MK_DOUBLE_SINCOS(angle, c, s) ((c) = cos(angle), (s) = sin(angle))
+#endif
+/* A value rounded to f32, then to bf16 (nearest even). */
+static inline double mk_round_bf16(double v) { return mk_bits_f32((uint32_t)mk_f32_to_bf16((float)v) << 16); }
+
+RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
+  int rc = mk_check(a);
+  if (rc != RC_OK) return rc;
+  const uint32_t dt = a->dtype, hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+  for (uint64_t t = 0; t < a->n_tokens; ++t) {
+    const double m = MK_DOUBLE_POSITION((double)a->positions[t]);
+    for (uint32_t i = 0; i < np; ++i) {
+      const double theta = MK_DOUBLE_THETA(a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / rd));
+      const double angle = m * a->position_scale * theta;
+      double c, s;
+      MK_DOUBLE_SINCOS(angle, c, s);
+      for (uint32_t h = 0; h < a->n_heads; ++h) {
+        const size_t base = ((size_t)t * a->n_heads + h) * hd;
+        uint32_t d0, d1;
+        mk_pair_dims(a->layout, rd, i, &d0, &d1);
+        if (angle == 0) {
+          mk_copy(dt, a->out, a->in, base + d0, 1);
+          mk_copy(dt, a->out, a->in, base + d1, 1);
+          continue;
+        }
+        const double x0 = mk_load(dt, a->in, base + d0), x1 = mk_load(dt, a->in, base + d1);
+        mk_store(dt, a->out, base + d0, (float)(x0 * c - x1 * s));
+        mk_store(dt, a->out, base + d1, (float)(x0 * s + x1 * c));
+      }
+    }
+    for (uint32_t h = 0; h < a->n_heads && rd < hd; ++h)
+      mk_copy(dt, a->out, a->in, ((size_t)t * a->n_heads + h) * hd + rd, hd - rd);
+  }
+  return RC_OK;
+}
+#endif
+
 #ifdef MK_KERNEL_NAME
 #define MK_KERNEL_DEFINITION static int MK_KERNEL_NAME
 #else

@@ -101,27 +101,34 @@ class _Worker:
         self.board.mm.close()
 
 
+def _answer(ch, call, after_call=None):
+    """Read one command on the channel and answer it (kDone): False when the gate closed the channel (at the
+    command, or before the reply could go)."""
+    try:
+        data = ch.sock.recv(COMMAND.size)
+    except OSError:
+        data = b""
+    if not data:
+        return False
+    fields = COMMAND.unpack(data)
+    if fields[0] != MAGIC:
+        raise RuntimeError("ropecheck: a malformed command from the gate")
+    seq, args_off = fields[2], fields[3]
+    rc, text = call(ch, args_off)
+    if after_call is not None:
+        after_call()
+    try:
+        ch.sock.send(reply(K_DONE, seq, rc, text))
+    except OSError:  # the gate closed the channel meanwhile (its budget, a timeout)
+        return False
+    return True
+
+
 def _serve_channel(ch, call, ready, after_call=None):
     """Answer the gate on one channel until it closes it: `ready` first, then a kDone per command."""
     ch.sock.send(ready)
-    while True:
-        try:
-            data = ch.sock.recv(COMMAND.size)
-        except OSError:
-            data = b""
-        if not data:
-            return
-        fields = COMMAND.unpack(data)
-        if fields[0] != MAGIC:
-            raise RuntimeError("ropecheck: a malformed command from the gate")
-        seq, args_off = fields[2], fields[3]
-        rc, text = call(ch, args_off)
-        if after_call is not None:
-            after_call()
-        try:
-            ch.sock.send(reply(K_DONE, seq, rc, text))
-        except OSError:  # the gate closed the channel meanwhile (its budget, a timeout)
-            return
+    while _answer(ch, call, after_call):
+        pass
 
 
 def _fork_worker(sock, memfd, base, nbytes, call, describe, close_in_child):
@@ -287,24 +294,10 @@ def serve(proc, control, call, describe, poll_seconds=0.2, apart=False):
                     sel.register(sock, selectors.EVENT_READ, ch)
                     sock.send(reply(K_READY, text=describe.encode()))
                     continue
-                try:
-                    data = ch.sock.recv(COMMAND.size)
-                except OSError:
-                    data = b""
-                if not data:
+                if not _answer(ch, call):  # (the channel closed: the reader's end goes with it)
                     sel.unregister(ch.sock)
                     channels.remove(ch)
                     ch.close()
-                    continue
-                fields = COMMAND.unpack(data)
-                if fields[0] != MAGIC:
-                    raise RuntimeError("ropecheck: a malformed command from the gate")
-                seq, args_off = fields[2], fields[3]
-                rc, text = call(ch, args_off)
-                try:
-                    ch.sock.send(reply(K_DONE, seq, rc, text))
-                except OSError:  # the gate closed the channel meanwhile (its budget, a timeout)
-                    pass
         # The gate has exited: its workers read the channels' end; collect what they counted.
         for w in list(workers):
             sel.unregister(w.pidfd)
