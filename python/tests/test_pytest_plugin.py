@@ -56,20 +56,26 @@ COLLECT_ONLY = textwrap.dedent('''
 ''')
 
 
+def pytest_session(prefix, module, text, *options):
+    """pytest run as a user runs it, on a new directory with the conftest and one test module: (exit code, output,
+    the JUnit XML's test cases by name)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    with open(os.path.join(d, "conftest.py"), "w") as f:
+        f.write(CONFTEST)
+    with open(os.path.join(d, module), "w") as f:
+        f.write(text)
+    junit = os.path.join(d, "junit.xml")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", junit,
+                        *options, d], capture_output=True, text=True, cwd=d)
+    names = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")} if os.path.exists(junit) else {}
+    return p.returncode, p.stdout + p.stderr, names
+
+
 class PytestPlugin(unittest.TestCase):
     def test_one_item_per_row_failures_with_their_cause(self):
-        d = tempfile.mkdtemp(prefix="rc-pytest-")
-        with open(os.path.join(d, "conftest.py"), "w") as f:
-            f.write(CONFTEST)
-        with open(os.path.join(d, "test_kernels.py"), "w") as f:
-            f.write(TESTS)
-        junit = os.path.join(d, "junit.xml")
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", junit,
-                            "--ropecheck-property-cases", "3", "-rs", d], capture_output=True, text=True, cwd=d)
-        out = p.stdout + p.stderr
-        self.assertEqual(p.returncode, 1, out)  # failures
-        cases = ET.parse(junit).getroot().iter("testcase")
-        names = {c.get("name"): c for c in cases}
+        rc, out, names = pytest_session("rc-pytest-", "test_kernels.py", TESTS, "--ropecheck-property-cases", "3",
+                                        "-rs")
+        self.assertEqual(rc, 1, out)  # failures
         self.assertIn("test_plain", names)
         correct = [n for n in names if n.startswith("test_correct[")]
         bug = [n for n in names if n.startswith("test_sign_bug[")]
@@ -97,18 +103,9 @@ class PytestPlugin(unittest.TestCase):
 
 
     def test_isolated_a_crash_fails_its_row_and_the_session_goes_on(self):
-        d = tempfile.mkdtemp(prefix="rc-pytest-isolated-")
-        with open(os.path.join(d, "conftest.py"), "w") as f:
-            f.write(CONFTEST)
-        with open(os.path.join(d, "test_crashes.py"), "w") as f:
-            f.write(CRASHES)
-        junit = os.path.join(d, "junit.xml")
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", junit,
-                            "--ropecheck-property-cases", "2", "--ropecheck-isolated", d], capture_output=True,
-                           text=True, cwd=d)
-        out = p.stdout + p.stderr
-        self.assertEqual(p.returncode, 1, out)  # failures, not a crashed session
-        names = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+        rc, out, names = pytest_session("rc-pytest-isolated-", "test_crashes.py", CRASHES,
+                                        "--ropecheck-property-cases", "2", "--ropecheck-isolated")
+        self.assertEqual(rc, 1, out)  # failures, not a crashed session
         failed = names["test_crashes_on_huge_heads[large]"].find("failure")
         self.assertIsNotNone(failed, out)
         text = failed.text or failed.get("message", "")
