@@ -4,5 +4,5 @@
  * rounded to bf16" (not f32 angle drift: issue 23). */
 #define MK_NO_KERNEL 1
 #define MK_DOUBLE_KERNEL 1
-#define MK_DOUBLE_POSITION(m) mk_round_bf16(m) /* BUG: the position rounded to bf16 */
+#define MK_DOUBLE_POSITION(p) mk_round_bf16((double)(p)) /* BUG: the position rounded to bf16 */
 #include "mutant_common.h"

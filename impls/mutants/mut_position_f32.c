@@ -4,34 +4,6 @@
  * ulp (1 at 2^25 + 1, 64 near 2^31, 2^16 near 2^40): the long positions row fails it under the default contract
  * (angles=f32 allows exactly this). The gate must fail it. */
 #define MK_NO_KERNEL 1
+#define MK_DOUBLE_KERNEL 1
+#define MK_DOUBLE_POSITION(p) ((double)(float)(p)) /* BUG: the position rounded to f32 */
 #include "mutant_common.h"
-
-RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
-  int rc = mk_check(a);
-  if (rc != RC_OK) return rc;
-  const uint32_t dt = a->dtype, hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
-  for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    const double m = (double)(float)a->positions[t] /* BUG: the position rounded to f32 */;
-    for (uint32_t i = 0; i < np; ++i) {
-      const double theta = a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / rd);
-      const double angle = m * a->position_scale * theta;
-      const double c = cos(angle), s = sin(angle);
-      for (uint32_t h = 0; h < a->n_heads; ++h) {
-        const size_t base = ((size_t)t * a->n_heads + h) * hd;
-        uint32_t d0, d1;
-        mk_pair_dims(a->layout, rd, i, &d0, &d1);
-        if (angle == 0) {
-          mk_copy(dt, a->out, a->in, base + d0, 1);
-          mk_copy(dt, a->out, a->in, base + d1, 1);
-          continue;
-        }
-        const double x0 = mk_load(dt, a->in, base + d0), x1 = mk_load(dt, a->in, base + d1);
-        mk_store(dt, a->out, base + d0, (float)(x0 * c - x1 * s));
-        mk_store(dt, a->out, base + d1, (float)(x0 * s + x1 * c));
-      }
-    }
-    for (uint32_t h = 0; h < a->n_heads && rd < hd; ++h)
-      mk_copy(dt, a->out, a->in, ((size_t)t * a->n_heads + h) * hd + rd, hd - rd);
-  }
-  return RC_OK;
-}

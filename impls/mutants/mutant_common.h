@@ -161,13 +161,17 @@ static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0,
 #endif
 }
 
-/* ok_double's loop (theta, the angle, cos and sin and the rotation in double, one rounding to the output), for a
- * mutant that changes one step of it: define MK_DOUBLE_KERNEL (with MK_NO_KERNEL) and any of
- * MK_DOUBLE_POSITION(m), MK_DOUBLE_THETA(theta) (each a double expression of its argument) and
- * MK_DOUBLE_SINCOS(angle, c, s) (a statement setting doubles c and s) before including this file. */
+/* ok_double's loop (theta, the angle, cos and sin and the rotation in double, one rounding to the output), for
+ * ok_double and the kernels that change one step of it: define MK_DOUBLE_KERNEL (with MK_NO_KERNEL) and any of
+ * MK_DOUBLE_POSITION(p) (the position as a double, from the int64 p), MK_DOUBLE_THETA(theta) (a double
+ * expression), MK_DOUBLE_SINCOS(angle, c, s) (a statement setting doubles c and s) and MK_DOUBLE_DECLINE(a) (true
+ * for a call to decline) before including this file. */
 #ifdef MK_DOUBLE_KERNEL
 #ifndef MK_DOUBLE_POSITION
-#define MK_DOUBLE_POSITION(m) (m)
+#define MK_DOUBLE_POSITION(p) ((double)(p))
+#endif
+#ifndef MK_DOUBLE_DECLINE
+#define MK_DOUBLE_DECLINE(a) 0
 #endif
 #ifndef MK_DOUBLE_THETA
 #define MK_DOUBLE_THETA(theta) (theta)
@@ -175,15 +179,22 @@ static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0,
 #ifndef MK_DOUBLE_SINCOS
 #define MK_DOUBLE_SINCOS(angle, c, s) ((c) = cos(angle), (s) = sin(angle))
 #endif
+/* Whether a call has a position outside int32 (a kernel that takes int32 positions declines it). */
+static inline int mk_positions_beyond_int32(const rc_rope_args* a) {
+  for (uint64_t k = 0; k < a->n_tokens; ++k)
+    if (a->positions[k] > INT32_MAX || a->positions[k] < INT32_MIN) return 1;
+  return 0;
+}
 /* A value rounded to f32, then to bf16 (nearest even). */
 static inline double mk_round_bf16(double v) { return mk_bits_f32((uint32_t)mk_f32_to_bf16((float)v) << 16); }
 
 RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
   int rc = mk_check(a);
   if (rc != RC_OK) return rc;
+  if (MK_DOUBLE_DECLINE(a)) return RC_UNSUPPORTED;
   const uint32_t dt = a->dtype, hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
-    const double m = MK_DOUBLE_POSITION((double)a->positions[t]);
+    const double m = MK_DOUBLE_POSITION(a->positions[t]);
     for (uint32_t i = 0; i < np; ++i) {
       const double theta = MK_DOUBLE_THETA(a->inv_freq ? a->inv_freq[i] : pow(a->base, -2.0 * i / rd));
       const double angle = m * a->position_scale * theta;
