@@ -55,6 +55,8 @@ constexpr std::array kCauses = {
     CauseName{"subnormals-flushed", "subnormals flushed"},
     CauseName{"mixed-precision", "mixed precision"},
     CauseName{"unexplained", "unexplained"},
+    CauseName{"truncating-stores", "truncating stores"},
+    CauseName{"truncating-stores-tail", "truncating stores in a tail loop"},
     // faults of a call (gate/gate_checks.cpp)
     CauseName{"crash", "crash"},
     CauseName{"hang", "hang"},

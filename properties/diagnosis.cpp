@@ -332,6 +332,79 @@ std::string exact_short_spec(const Contract& w) {
   return s;
 }
 
+// ---- truncation: each element's rounding direction -------------------------------
+
+// Where an output element lies against its exact value e in the storage format: 0 when e is representable (no
+// evidence) or the output is neither neighbour of e, -1 for the neighbour toward zero, +1 for the one away from it.
+int rounding_direction(const Format& f, double e, double y) {
+  const double a = std::fabs(e);
+  if (a == 0 || !std::isfinite(a) || a > f.max_finite()) return 0;
+  const int ex = a < f.min_normal() ? f.emin : std::ilogb(a);
+  const double ulp = std::ldexp(1.0, ex - (f.precision - 1));
+  const double lo = std::floor(a / ulp) * ulp;
+  if (lo == a) return 0;
+  if (y != 0 && std::signbit(y) != std::signbit(e)) return 0;
+  const double ay = std::fabs(y);
+  return ay == lo ? -1 : ay == lo + ulp ? +1 : 0;
+}
+
+struct Truncation {
+  uint32_t from_pair = 0;  // the pairs from this index on in every head are truncated (0: all)
+  uint64_t down = 0, up = 0;  // their elements' directions (toward zero, away)
+  uint64_t head_down = 0, head_up = 0;  // the pairs before from_pair
+};
+
+// A truncating conversion, everywhere or in a tail of each head's pairs (see diagnose, stage 2a): in the
+// truncated pairs at least 6 elements toward zero and none away from it (rounding to nearest does that with
+// probability 2^-6), or at least 16 toward zero and at most 1 in 64 away (a value within the kernel's own error of
+// a representable one may land either way), every failing pair among them with both elements at a
+// neighbour of its exact value, and -- for a tail -- the pairs before it rounding both ways (at least one away
+// for every three toward zero, at least 8 elements of evidence), the smallest such tail start.
+std::optional<Truncation> truncation_signature(const Ctx& x, const std::vector<Rec>& recs) {
+  const Format f = format_of(x.c.dtype);
+  const uint32_t np = x.np;
+  std::vector<uint64_t> down(np, 0), up(np, 0);
+  uint32_t first_failing = np;
+  for (const Rec& r : recs) {
+    if (r.zero) continue;
+    const int d0 = rounding_direction(f, x.ref.exact[r.k0], r.y[0]);
+    const int d1 = rounding_direction(f, x.ref.exact[r.k1], r.y[1]);
+    if (!metric_ok(x, x.cr, r)) {
+      // A failing pair must be a truncation of both elements (or hit one exactly).
+      const bool exact0 = r.y[0] == x.ref.exact[r.k0], exact1 = r.y[1] == x.ref.exact[r.k1];
+      if (!((d0 == -1 || exact0) && (d1 == -1 || exact1))) return std::nullopt;
+      first_failing = std::min(first_failing, r.pair);
+    }
+    for (int dd : {d0, d1}) {
+      if (dd < 0) ++down[r.pair];
+      if (dd > 0) ++up[r.pair];
+    }
+  }
+  if (first_failing == np) return std::nullopt;
+  auto truncated = [](uint64_t dn, uint64_t u) { return u == 0 ? dn >= 6 : dn >= 16 && u * 64 <= dn; };
+  auto rounded = [](uint64_t dn, uint64_t u) { return dn + u >= 8 && u * 3 >= dn; };
+  Truncation t;
+  for (uint32_t i = 0; i < np; ++i) {
+    t.down += down[i];
+    t.up += up[i];
+  }
+  if (truncated(t.down, t.up)) return t;
+  // A tail: the smallest start up to the first failing pair whose pairs before round both ways.
+  uint64_t hd = 0, hu = 0;
+  for (uint32_t i0 = 1; i0 <= first_failing; ++i0) {
+    hd += down[i0 - 1];
+    hu += up[i0 - 1];
+    if (rounded(hd, hu) && truncated(t.down - hd, t.up - hu)) {
+      Truncation tail{i0, t.down - hd, t.up - hu, hd, hu};
+      // Every pair of the tail truncated, not only some: no tail pair index rounds both ways.
+      bool each = true;
+      for (uint32_t i = i0; i < np; ++i) each &= up[i] * 64 <= std::max<uint64_t>(down[i], 1);
+      if (each) return tail;
+    }
+  }
+  return std::nullopt;
+}
+
 // ---- precision: widened contracts ---------------------------------------------
 
 // Clause keys, in the order tried: 0 denormals=flush, 1 angles=f32:K, 2 cos-sin=f16, 3 arith=f16,
@@ -821,6 +894,43 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       return dg;
     }
 
+    // ---- 2a. truncating conversion ---------------------------------------------------
+    // The signature of a conversion that truncates (toward zero) rather than rounds: every output element the
+    // exact value does not hit is its neighbour toward zero, never the one away from it -- where rounding to
+    // nearest picks each about half the time. Read per element, against the exact value, on the pairs the
+    // contract's rounding share cannot explain alone. Everywhere: "truncating stores". Only in the pairs from
+    // some index on in every head, the others rounded to nearest: a tail loop that converts differently from the
+    // vector loop, a bug (no contract is suggested for it). Before the radial bias, which it refines (a tail's
+    // bias is diluted by the pairs rounded to nearest).
+    if (cr.flat <= 0) {
+      if (auto tr = truncation_signature(x, recs)) {
+        if (tr->from_pair == 0) {
+          dg.cause = "truncating stores";
+          dg.detail = fmt::format(
+              "every output the exact value misses is its neighbour toward zero ({} of {} elements), never the one "
+              "away from it (rounding to nearest picks each about half the time); {} pair(s) beyond the {} "
+              "allowance, largest error {} u{}",
+              tr->down, tr->down + tr->up, acc_bad, cur_spec, g4(ref_residual), also(true));
+          if (!cur.truncating_stores) {
+            Contract w = cur;
+            w.truncating_stores = true;
+            size_t h = SIZE_MAX;
+            if (finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h)) dg.contract = exact_short_spec(w);
+          }
+        } else {
+          dg.cause = "truncating stores in a tail loop";
+          dg.detail = fmt::format(
+              "pairs {}..{} of each head's {} (a tail of {}) are truncated: every output of theirs the exact value "
+              "misses is its neighbour toward zero ({} of {} elements); pairs 0..{} round to nearest ({} toward "
+              "zero, {} away) -- the tail converts unlike the loop before it; {} pair(s) beyond the {} allowance, "
+              "largest error {} u{}",
+              tr->from_pair, np - 1, np, np - tr->from_pair, tr->down, tr->down + tr->up, tr->from_pair - 1,
+              tr->head_down, tr->head_up, acc_bad, cur_spec, g4(ref_residual), also(true));
+        }
+        return dg;
+      }
+    }
+
     // ---- 2. radial bias ----------------------------------------------------------
     // Not when flushing subnormals alone explains the output: a flushed pair is shortened too (to 0).
     bool flush_explains = false;
@@ -870,10 +980,24 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       std::vector<int> avail;
       if (!cur.flush_denormals) avail.push_back(0);
       if (angle_open) avail.push_back(1);
+      // Only clauses that describe a plausible pipeline for this output type (docs/gate.md, "Plausible
+      // pipelines"): arithmetic in a 16-bit type T in T's own outputs (the activation dtype), or in wider outputs
+      // that are all T's values (T's results upcast: a rotation computed in bf16, then .float()); a kernel does
+      // not compute in f16 to store bf16. A cache is the kernel's whatever the call's dtype (one f16 table for
+      // every call), so either 16-bit cache is tried at every output type.
+      auto outputs_in = [&](Dtype t) {
+        if (d == t) return true;
+        if (unit_roundoff(t) < unit_roundoff(d)) return false;
+        for (const Rec& r : recs)
+          if (!r.zero)
+            for (const double y : r.y)
+              if (!is_value_of(t, y)) return false;
+        return true;
+      };
       if (unit_roundoff(Dtype::f16) > ucur_cs) avail.push_back(2);
-      if (unit_roundoff(Dtype::f16) > ucur_ar) avail.push_back(3);
+      if (unit_roundoff(Dtype::f16) > ucur_ar && outputs_in(Dtype::f16)) avail.push_back(3);
       if (unit_roundoff(Dtype::bf16) > ucur_cs) avail.push_back(4);
-      if (unit_roundoff(Dtype::bf16) > ucur_ar) avail.push_back(5);
+      if (unit_roundoff(Dtype::bf16) > ucur_ar && outputs_in(Dtype::bf16)) avail.push_back(5);
       // Every set of clauses (one cos-sin, one arith at most), smallest first, then in the order tried.
       std::vector<std::vector<int>> sets;
       for (uint32_t mask = 1; mask < (1u << avail.size()); ++mask) {
@@ -1130,7 +1254,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     dg.cause = "unexplained";
     dg.detail = fmt::format(
         "{} pair(s) beyond the {} allowance, largest error {} u against the exact rotation; no explanation fits: "
-        "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}{}",
+        "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}; no contract of a plausible "
+        "pipeline explains it: a bug{}",
         acc_bad, cur_spec, g4(ref_residual), closest ? closest->cause : "-", g4(closest_fit.worst_ratio),
         g4(closest_fit.residual),
         beyond_real_k ? fmt::format("; not f32 angle drift: only an angle error beyond what an f32 pipeline "
@@ -1246,8 +1371,16 @@ bool is_precision_cause(std::string_view cause) {
   return cause == "mixed precision";
 }
 
+double precision_excess(std::string_view text) {
+  static constexpr std::string_view kWorst = "the worst at ";
+  const size_t r = text.find(kWorst);
+  if (r == std::string_view::npos) return 0;
+  const std::string num(text.substr(r + kWorst.size(), 32));
+  return std::strtod(num.c_str(), nullptr);
+}
+
 std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diagnoses, const Contract& base) {
-  static constexpr std::string_view kWould = "; would pass with --contract ", kWorst = "the worst at ";
+  static constexpr std::string_view kWould = "; would pass with --contract ";
   // Per clause family (0 denormals, 1 angles, 2 cos-sin, 3 arith): whether a row widened it, and the largest
   // excess (the worst pair's error over the allowance) among the rows that did.
   bool family[4] = {};
@@ -1271,8 +1404,7 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
     std::string err;
     const std::optional<Contract> c = parse_contract(std::string_view(text).substr(w + kWould.size()), &err);
     if (!c) return std::nullopt;
-    const size_t r = text.find(kWorst);
-    const double ratio = r == std::string::npos ? 0 : std::strtod(text.c_str() + r + kWorst.size(), nullptr);
+    const double ratio = precision_excess(text);
     widened.push_back(*c);
     if (ratio > primary_ratio) {
       primary_ratio = ratio;

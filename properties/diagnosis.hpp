@@ -120,5 +120,8 @@ struct PrecisionJoin {
 };
 std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diagnoses, const Contract& base);
 bool is_precision_cause(std::string_view cause);
+// A precision diagnosis' excess: its worst pair's error over the failed contract's allowance ("the worst at Nx
+// it"); 0 when the text has none.
+double precision_excess(std::string_view diagnosis);
 
 }  // namespace ropecheck

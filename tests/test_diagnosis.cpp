@@ -189,6 +189,23 @@ int drifted_theta_kernel(const rc_rope_args* a) {
 }
 
 // The angle 6.3% too large: an angle drift of ~2^-4 |phi|, about 10^6 f32 ulps of |phi|.
+// The exact rotation with each rotated output scaled by 1 + 1.5 * 2^-8 or 1 - 1.5 * 2^-8 (alternately): an error of
+// bf16 arithmetic's size (beyond what a bf16 cache accepts) at f32 outputs that are not bf16 values (no bf16
+// arithmetic made them). Without the rule this was "arithmetic at bf16 precision ... arith=bf16".
+constexpr double g_scale_err = 0x1.8p-8;
+int scaled_elements_kernel(const rc_rope_args* a) {
+  const int rc = ropecheck_scalar_rope(a);
+  if (rc != RC_OK || a->dtype != RC_F32) return rc;
+  const Dtype d = Dtype(a->dtype);
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = 0; k < a->rotary_dim; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * a->head_dim + k;
+        store_f32(d, a->out, e, float(load_f32(d, a->out, e) * (1 + ((e & 1) ? 1.0 : -1.0) * g_scale_err)));
+      }
+  return RC_OK;
+}
+
 int stretched_angle_kernel(const rc_rope_args* a) {
   rc_rope_args b = *a;
   b.position_scale = a->position_scale * 1.063;
@@ -271,8 +288,12 @@ const std::vector<PlantedBug>& planted() {
        "pass-through touched", "pass-through touched", "dims 64-127 of 128 changed in 16 of 16 heads (set to +0)"},
       {"mut_fp32_angle", f32_case, "f32 angle drift", "none", "f32 ulps of |phi| where it fails, at position"},
       {"mut_bf16_cache", f32_case, "cos/sin at bf16 precision", "none", ""},
-      {"mut_truncating_bf16", [] { return make_case(Dtype::bf16, Layout::interleaved, 128, 128); }, "radial bias",
-       "none", "mean radial error is -0."},
+      {"mut_truncating_bf16", [] { return make_case(Dtype::bf16, Layout::interleaved, 128, 128); },
+       "truncating stores", "none", "its neighbour toward zero ("},
+      // Issue 23: a truncating conversion in the scalar tail only (20 pairs: 16 in the vector loop, 4 in the tail)
+      // was "arithmetic at f16 precision; would pass with arith=f16", and later "cos/sin at bf16 precision".
+      {"mut_truncating_tail", [] { return make_case(Dtype::bf16, Layout::half_split, 64, 40); },
+       "truncating stores in a tail loop", "none", "pairs 16..19 of each head's 20 (a tail of 4) are truncated"},
       {"mut_nan_flushed", nan_case, "NaN inputs zeroed", "NaN inputs zeroed", "4 pair(s) holding a NaN"},
       // Issue 23: both were "f32 angle drift" with K from 994 to 50 795.
       {"mut_position_bf16",
@@ -318,7 +339,7 @@ TEST_P(PlantedBugDiagnosis, NamesTheBug) {
     }
     // A structural cause is never a precision one: no contract clause is suggested. A radial bias (truncating
     // stores) suggests the clause that states it, stores=truncate, and nothing else.
-    if (want == "radial bias") {
+    if (want == "radial bias" || want == "truncating stores") {
       EXPECT_EQ(o.dg.contract, "stores=truncate") << o.dg.text();
     } else if (want != "none" && want.find("precision") == std::string::npos && want != "f32 angle drift") {
       EXPECT_TRUE(o.dg.clause.empty() && o.dg.contract.empty()) << o.dg.text();
@@ -430,6 +451,20 @@ TEST(Diagnosis, PhaseOnlyErrorIsAngleDriftNotANarrowCache) {
   ASSERT_EQ(run_kernel(local("drifted-theta", drifted_theta_kernel), c, out), RC_OK);
   const Contract cache = *parse_contract("angles=f32,cos-sin=f16", &err);
   EXPECT_TRUE(judge_output(c, reference_rope(c), out.data(), criteria(cache)).ok());
+}
+
+// Arithmetic in bf16 describes f32 outputs only when they are bf16 values (docs/gate.md, "Plausible pipelines"):
+// errors of bf16's size on outputs no bf16 arithmetic made are not "arithmetic at bf16 precision" (issue 23:
+// suggestions that describe what the kernel cannot be).
+TEST(Diagnosis, NarrowArithmeticIsNotSuggestedForOutputsNotOfItsType) {
+  const RopeCase c = make_case(Dtype::f32, Layout::interleaved, 64, 64, {1, 2, 3, 40});
+  const Outcome o = judge_and_diagnose(local("scaled", scaled_elements_kernel), c, default_contract());
+  ASSERT_FALSE(o.passed);
+  EXPECT_EQ(o.dg.clause.find("arith="), std::string::npos) << o.dg.text();
+  EXPECT_EQ(o.dg.contract.find("arith="), std::string::npos) << o.dg.text();
+  EXPECT_NE(o.dg.cause, "arithmetic at bf16 precision") << o.dg.text();
+  EXPECT_NE(o.dg.cause, "arithmetic at f16 precision") << o.dg.text();
+  std::printf("%s\n", o.dg.text().c_str());
 }
 
 TEST(Diagnosis, HfEagerNeedsACombination) {

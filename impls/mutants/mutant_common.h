@@ -164,8 +164,9 @@ static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0,
 /* ok_double's loop (theta, the angle, cos and sin and the rotation in double, one rounding to the output), for
  * ok_double and the kernels that change one step of it: define MK_DOUBLE_KERNEL (with MK_NO_KERNEL) and any of
  * MK_DOUBLE_POSITION(p) (the position as a double, from the int64 p), MK_DOUBLE_THETA(theta) (a double
- * expression), MK_DOUBLE_SINCOS(angle, c, s) (a statement setting doubles c and s) and MK_DOUBLE_DECLINE(a) (true
- * for a call to decline) before including this file. */
+ * expression), MK_DOUBLE_SINCOS(angle, c, s) (a statement setting doubles c and s), MK_DOUBLE_STORE(dt, p, k, v,
+ * i, np) (storing the float v of pair i of np as element k) and MK_DOUBLE_DECLINE(a) (true for a call to decline)
+ * before including this file. */
 #ifdef MK_DOUBLE_KERNEL
 #ifndef MK_DOUBLE_POSITION
 #define MK_DOUBLE_POSITION(p) ((double)(p))
@@ -178,6 +179,9 @@ static void mk_pair_dims(uint32_t layout, uint32_t rd, uint32_t i, uint32_t* d0,
 #endif
 #ifndef MK_DOUBLE_SINCOS
 #define MK_DOUBLE_SINCOS(angle, c, s) ((c) = cos(angle), (s) = sin(angle))
+#endif
+#ifndef MK_DOUBLE_STORE
+#define MK_DOUBLE_STORE(dt, p, k, v, i, np) mk_store(dt, p, k, v)
 #endif
 /* Whether a call has a position outside int32 (a kernel that takes int32 positions declines it). */
 static inline int mk_positions_beyond_int32(const rc_rope_args* a) {
@@ -210,8 +214,8 @@ RC_EXPORT int rc_rope_apply(const rc_rope_args* a) {
           continue;
         }
         const double x0 = mk_load(dt, a->in, base + d0), x1 = mk_load(dt, a->in, base + d1);
-        mk_store(dt, a->out, base + d0, (float)(x0 * c - x1 * s));
-        mk_store(dt, a->out, base + d1, (float)(x0 * s + x1 * c));
+        MK_DOUBLE_STORE(dt, a->out, base + d0, (float)(x0 * c - x1 * s), i, np);
+        MK_DOUBLE_STORE(dt, a->out, base + d1, (float)(x0 * s + x1 * c), i, np);
       }
     }
     for (uint32_t h = 0; h < a->n_heads && rd < hd; ++h)
