@@ -247,7 +247,7 @@ namespace {
 // splits one per component; MapGen passes its Random on; ElementOfGen draws `next() % size`; inRange draws
 // `next() % range + min`, range = scaleInteger(max - min - 1, size) + 1, at the size 100 uniform_int
 // fixes). Shrinking still goes through elements_by_combinators (its shrinks are RapidCheck's own), so a
-// replayed shrink path gives the same case. tests: properties/property_engine.cpp compares the two.
+// replayed shrink path gives the same case. tests: tests/properties/property_engine.cpp compares the two.
 
 uint64_t next_of(const rc::Random& r) { return rc::Random(r).next(); }
 

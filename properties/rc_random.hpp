@@ -9,7 +9,7 @@
 // encrypts 8 of them side by side in vector registers (AVX-512 or AVX2 where the CPU has them: integer
 // arithmetic, so every target gives the same bits). The property rows' values are unchanged, bit for bit.
 //
-// tests: properties/property_engine.cpp, Engine.RandomStateSplitsAndDrawsAsRapidCheck (against rc::Random
+// tests: tests/properties/property_engine.cpp, Engine.RandomStateSplitsAndDrawsAsRapidCheck (against rc::Random
 // itself) and Engine.ElementsAreTheCombinatorsValuesAndShrinks (the values against RapidCheck's combinators).
 #pragma once
 

@@ -7,7 +7,7 @@
 //  - relative invariance: <R_m q, R_n k> ~ <R_{m+t} q, R_{n+t} k>, t <= 2^30;
 //  - composition: R_a(R_b x) ~ R_{a+b} x.
 //
-// Every tolerance is derived from the kernel's bound B (property_support.hpp):
+// Every tolerance is derived from the kernel's bound B (tests/properties/property_support.hpp):
 // with E(x_i) = B u max(||x_i||, min_normal) the allowed error of pair x_i,
 // and the exact rotation preserving norms,
 //   |<y_x, y_y> - <R x, R y>| <= sum_i E(x_i) ||y_i|| + ||x_i|| E(y_i) + E(x_i) E(y_i)

@@ -1,4 +1,4 @@
-// Tests of diagnose(): every planted-bug kernel (impls/mutants) whose bug shows in its output is named by the
+// Tests of diagnose(): every planted-bug kernel (tests/kernels/mutants) whose bug shows in its output is named by the
 // explanation that produces it, under the default contract and under the loosest one; a correct kernel's
 // output gets "none"; a precision diagnosis' contract really accepts the case; structural causes win over
 // precision ones.

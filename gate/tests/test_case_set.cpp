@@ -1,6 +1,6 @@
 // `cases export` / `cases check` against the gate's rows: the property cases (position 0, layouts, relative)
 // exported and judged, in-place cases run in place, declined cases counted per row with the coverage rule.
-// The outputs are written by kernels (the planted bugs of impls/mutants) as an external program would
+// The outputs are written by kernels (the planted bugs of tests/kernels/mutants) as an external program would
 // (support.hpp: write_outputs); hostile directories, missing and stale outputs: test_inputs.cpp.
 #include <gtest/gtest.h>
 

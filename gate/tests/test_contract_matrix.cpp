@@ -1,4 +1,4 @@
-// The power of contracts (docs/gate.md, "Power"): every kernel of impls/mutants/
+// The power of contracts (docs/gate.md, "Power"): every kernel of tests/kernels/mutants/
 // gated under the default contract, each single clause and the loosest. A planted
 // bug fails under every one of them, except where a clause allows exactly that
 // behaviour (an f32 angle under angles=f32, a bf16 cache under cos-sin=bf16, ...),

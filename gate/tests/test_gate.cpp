@@ -1466,7 +1466,7 @@ namespace {
 std::vector<std::pair<std::string, std::string>> declared_contracts(const std::string& stem) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const char* ext : {".c", ".cpp"}) {
-    std::ifstream f(std::string(ROPECHECK_SOURCE_DIR) + "/impls/mutants/" + stem + ext);
+    std::ifstream f(std::string(ROPECHECK_SOURCE_DIR) + "/tests/kernels/mutants/" + stem + ext);
     if (!f) continue;
     static const std::regex re(R"(^\s*\*?\s*Contract(?: \((f32|f16|bf16) data\))?: (\S+)\s*$)");
     std::string line;

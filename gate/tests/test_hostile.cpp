@@ -1,4 +1,4 @@
-// The hostile-kernel suite: every library of impls/hostile/ is gated by `ropecheck gate`, as a CI job
+// The hostile-kernel suite: every library of tests/kernels/hostile/ is gated by `ropecheck gate`, as a CI job
 // would run it, and the gate must survive it and never pass it. Each kernel's source states what the
 // gate must do in its top comment:
 //   Expect: exit N; mentions: TEXT   exit status N (1: a failing verdict, 2: a load error), TEXT in the output
@@ -125,7 +125,7 @@ HostileKernel parse_source(const fs::path& src) {
 std::vector<HostileKernel> hostile_kernels() {
   std::vector<fs::path> srcs;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(fs::path(ROPECHECK_SOURCE_DIR) / "impls" / "hostile", ec))
+  for (const auto& e : fs::directory_iterator(fs::path(ROPECHECK_SOURCE_DIR) / "tests" / "kernels" / "hostile", ec))
     if (e.path().extension() == ".c") srcs.push_back(e.path());
   std::sort(srcs.begin(), srcs.end());
   std::vector<HostileKernel> r;
@@ -459,7 +459,7 @@ TEST(HostileSuite, EveryKernelDescribedAndBuilt) {
   }
   for (const auto& e : entries(ROPECHECK_HOSTILE_DIR)) {
     if (fs::path(e).extension() == ".so") {
-      EXPECT_TRUE(names.count(fs::path(e).stem().string())) << e << " has no source in impls/hostile/";
+      EXPECT_TRUE(names.count(fs::path(e).stem().string())) << e << " has no source in tests/kernels/hostile/";
     }
   }
 }

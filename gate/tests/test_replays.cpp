@@ -1,4 +1,4 @@
-// Every reproduce command works (docs/gate.md, "replay"): kernels of impls/mutants/ that fail each kind of
+// Every reproduce command works (docs/gate.md, "replay"): kernels of tests/kernels/mutants/ that fail each kind of
 // row -- the matrix, special values, the v2: rows, property rows (one whose failing execution comes after
 // declined ones, one that shrinks), sequence, repeat, large, random -- and the faults (crash, out-of-bounds
 // write, input modified, in-place aliasing) are gated with a report directory; then every replay file the gate
@@ -40,7 +40,7 @@ const std::string kCli = ROPECHECK_CLI;
 const std::string kUnreachable = " --budget-seconds 3600 --call-timeout 120 --quiet";
 
 struct Gated {
-  std::string stem;  // impls/mutants/<stem>.c
+  std::string stem;  // tests/kernels/mutants/<stem>.c
   std::string args;  // what the gate is asked for (dtypes, layouts, cases)
 };
 

@@ -689,7 +689,7 @@ TEST(ReportCompare, BiasNoiseBetweenSeedsPasses) {
 
 // (3) End to end: the mutation suite's truncating bf16 kernel (stores bf16 by
 // truncation: bias about -0.65 u) against its correct twin, the same C code
-// with round-to-nearest-even stores (impls/mutants/). Both are swept under one
+// with round-to-nearest-even stores (tests/kernels/mutants/). Both are swept under one
 // name so their series meet.
 #ifdef ROPECHECK_MUTANT_DIR
 Implementation load_mutant(const std::string& stem) {

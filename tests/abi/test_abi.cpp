@@ -3,7 +3,7 @@
 //  - Negotiation: kernels that take each set of versions (every idiom a header allowed or told kernels to
 //    write) get each case at the version the rules of core/abi_versions.hpp give, or not at all.
 //  - Kernels written against an earlier header (tests/abi/kernels, the v1 downstream example as released,
-//    the v2 kernels of impls/mutants), built against each header they could have been built against, keep
+//    the v2 kernels of tests/kernels/mutants), built against each header they could have been built against, keep
 //    their verdict: the correct ones PASS the default gate, the planted bugs FAIL with their named cause.
 //  - Callers written against each header (tests/abi/callers) get correct results from every built-in kernel.
 #include <gtest/gtest.h>
@@ -246,7 +246,7 @@ TEST(AbiNegotiation, ACaseGoesInTheTensorFormTheKernelTookOrIsNotSentAndSaysWhy)
 }
 
 // A probe that crashes is a fault, not a refusal: no one-line "rejected every call" verdict (the rows report the
-// crash and its cause, e.g. impls/hostile/h_close_fds.c's control socket), and the abi line says what happened.
+// crash and its cause, e.g. tests/kernels/hostile/h_close_fds.c's control socket), and the abi line says what happened.
 TEST(AbiNegotiation, AProbeThatCrashesIsNotARefusal) {
   const AbiVersions v = negotiate_abi(
       [&](const RopeCase&, uint32_t, bool) {
