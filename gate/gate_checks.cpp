@@ -291,7 +291,7 @@ std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
   const TensorLayout Lin = c.tensor_layout(in), Lout = c.tensor_layout(out);
   // wrong_in(t, h), wrong_out(t, h, in_place): the element offsets the hypothesis's kernel uses in the input's and
   // the output's buffer.
-  auto add = [&](const char* cause, const std::string& what, auto wrong_in, auto wrong_out) {
+  auto add = [&](Cause cause, const std::string& what, auto wrong_in, auto wrong_out) {
     for (int which : {0, 1, 2})  // wrong in both, in reading only, in writing only
       for (bool in_place : {false, true}) {
         HeadMap m{cause, what + (which == 1 ? " (reading; written where it belongs)" : which == 2 ? " (writing; read "
@@ -316,18 +316,18 @@ std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
   };
   const TensorLayout Lq = c.tensor_layout(0), Lqo = c.tensor_layout(1);
   if (for_k) {
-    add("k laid out with q's strides", "k's heads read and written at q's element offsets",
+    add(Cause::k_laid_out_with_q_strides, "k's heads read and written at q's element offsets",
         [&](uint64_t t, uint64_t h) { return Lq.head(t, h); },
         [&](uint64_t t, uint64_t h, bool ip) { return (ip ? Lq : Lqo).head(t, h); });
     const int hd = Lq.ndim - 2;  // the heads' dimension
-    add("k's head stride from q",
+    add(Cause::k_head_stride_from_q,
         fmt::format("k's heads {} elements apart (q's head stride), not {}", Lq.strides[hd], Lin.strides[hd]),
         [&](uint64_t t, uint64_t h) { return Lin.head(t, 0) + h * uint64_t(Lq.strides[hd]); },
         [&](uint64_t t, uint64_t h, bool ip) {
           return (ip ? Lin : Lout).head(t, 0) + h * uint64_t((ip ? Lq : Lqo).strides[hd]);
         });
   }
-  add("strides ignored", "every tensor taken as compact [tokens][heads][head_dim]",
+  add(Cause::strides_ignored, "every tensor taken as compact [tokens][heads][head_dim]",
       [&](uint64_t t, uint64_t h) { return (t * H + h) * D; },
       [&](uint64_t t, uint64_t h, bool) { return (t * H + h) * D; });
   return maps;

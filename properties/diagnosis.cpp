@@ -17,7 +17,7 @@
 namespace ropecheck {
 
 std::string Diagnosis::text() const {
-  std::string s = "diagnosis: " + cause;
+  std::string s = "diagnosis: " + std::string(name());
   if (!detail.empty()) s += " (" + detail + ")";
   if (!contract.empty()) s += "; would pass with --contract " + contract;
   return s;
@@ -131,7 +131,7 @@ Rows probe_rows(const RopeCase& c, std::vector<int64_t> positions, const std::ve
 // A candidate output: what an explanation computes, exactly (in double), for
 // every pair of `layout` (its own pairing), and the |angle| its allowance uses.
 struct Candidate {
-  std::string cause;
+  Cause cause;
   std::string what;          // for the detail: what the output is measured against
   Layout layout = Layout::interleaved;
   std::vector<double> y;     // [n_elements]; rotary dims only (NaN: not predicted)
@@ -149,8 +149,8 @@ struct Trig {
 
 // The rotation of every pair of `layout` by the (cos, sin) that f(token, pair) gives.
 template <class F>
-Candidate rotation(const RopeCase& c, std::string cause, std::string what, Layout layout, F f) {
-  Candidate k{std::move(cause), std::move(what), layout, std::vector<double>(c.n_elements(), 0.0),
+Candidate rotation(const RopeCase& c, Cause cause, std::string what, Layout layout, F f) {
+  Candidate k{cause, std::move(what), layout, std::vector<double>(c.n_elements(), 0.0),
               std::vector<double>(c.n_tokens() * (c.rotary_dim / 2), 0.0), {}, {}};
   const uint32_t np = c.rotary_dim / 2;
   for (size_t t = 0; t < c.n_tokens(); ++t)
@@ -409,16 +409,16 @@ std::optional<Truncation> truncation_signature(const Ctx& x, const std::vector<R
 
 // Clause keys, in the order tried: 0 denormals=flush, 1 angles=f32:K, 2 cos-sin=f16, 3 arith=f16,
 // 4 cos-sin=bf16, 5 arith=bf16.
-const char* single_cause(int key) {
+Cause single_cause(int key) {
   switch (key) {
-    case 0: return "subnormals flushed";
-    case 1: return "f32 angle drift";
-    case 2: return "cos/sin at f16 precision";
-    case 3: return "arithmetic at f16 precision";
-    case 4: return "cos/sin at bf16 precision";
-    case 5: return "arithmetic at bf16 precision";
+    case 0: return Cause::subnormals_flushed;
+    case 1: return Cause::f32_angle_drift;
+    case 2: return Cause::cos_sin_f16;
+    case 3: return Cause::arith_f16;
+    case 4: return Cause::cos_sin_bf16;
+    case 5: return Cause::arith_bf16;
   }
-  return "";
+  return Cause::unexplained;
 }
 
 }  // namespace
@@ -515,7 +515,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
   Diagnosis dg;
   dg.residual = ref_residual;
   if (acc_bad + id_bad + pt_bad + special == 0) {
-    dg.cause = "none";
+    dg.cause = Cause::none;
     dg.detail = fmt::format("the output passes under {}; largest pair error {} u", cur_spec, g4(ref_residual));
     return dg;
   }
@@ -577,7 +577,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     const Layout other = c.layout == Layout::interleaved ? Layout::half_split : Layout::interleaved;
     auto plain = [&](size_t t, uint32_t i) { return at(A, c.pair_position(t, i), i); };
     const bool inverse = c.direction == Direction::inverse;
-    cands.push_back(rotation(c, inverse ? "inverse computed as forward" : "angle negated",
+    cands.push_back(rotation(c, inverse ? Cause::inverse_computed_as_forward : Cause::angle_negated,
                              inverse ? "R(+phi) x: the direction ignored" : "R(-phi) x", c.layout,
                              [&](size_t t, uint32_t i) {
       Trig g = plain(t, i);
@@ -585,14 +585,17 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       return g;
     }));
     if (np > 1)
-      cands.push_back(rotation(c, "other layout",
+      cands.push_back(rotation(c, Cause::other_layout,
                                other == Layout::interleaved ? "pairs (2i, 2i+1) rotated by theta_i"
                                                             : "pairs (i, i + rotary_dim/2) rotated by theta_i",
                                other, plain));
     if (shifts_ok)
       for (int k : {1, -1, 2, -2}) {
-        const std::string name = fmt::format("position m{:+d}", k);
-        cands.push_back(rotation(c, name, fmt::format("the rotation at positions m{:+d}", k), c.layout,
+        const Cause shift = k == 1    ? Cause::position_plus_1
+                            : k == -1 ? Cause::position_minus_1
+                            : k == 2  ? Cause::position_plus_2
+                                      : Cause::position_minus_2;
+        cands.push_back(rotation(c, shift, fmt::format("the rotation at positions m{:+d}", k), c.layout,
                                  [&](size_t t, uint32_t i) {
                                    const int64_t m = c.positions[t];
                                    if (!exact_model) return at(A, m + k, i);
@@ -615,26 +618,26 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       };
       if (c.rotary_dim < c.head_dim) {
         const Rows B = probe_rows(c, c.positions, table(2, c.head_dim), model);
-        cands.push_back(rotation(c, "theta from head_dim",
+        cands.push_back(rotation(c, Cause::theta_from_head_dim,
                                  fmt::format("theta_i = base^(-2i/{}) (head_dim)", c.head_dim), c.layout,
                                  [&](size_t t, uint32_t i) { return at(B, c.pair_position(t, i), i); }));
       }
       const Rows C = probe_rows(c, c.positions, table(1, c.rotary_dim), model);
-      cands.push_back(rotation(c, "exponent i/d", fmt::format("theta_i = base^(-i/{})", c.rotary_dim), c.layout,
+      cands.push_back(rotation(c, Cause::exponent_i_over_d, fmt::format("theta_i = base^(-i/{})", c.rotary_dim), c.layout,
                                [&](size_t t, uint32_t i) { return at(C, c.pair_position(t, i), i); }));
       // A scaling rule (rope_scaling) not applied: theta from base alone, the attention factor as given (it is
       // never the rule's). Kernels that drop the model's rope_scaling compute exactly this.
       if (c.freq_rule && c.freq_rule->type != FrequencyRuleType::default_) {
         const Rows F = probe_rows(c, c.positions, table(2, c.rotary_dim), model);
-        cands.push_back(rotation(c, "frequency rule ignored",
+        cands.push_back(rotation(c, Cause::frequency_rule_ignored,
                                  fmt::format("theta_i = base^(-2i/{}): the {} rule not applied", c.rotary_dim,
                                              to_string(c.freq_rule->type)),
                                  c.layout, [&](size_t t, uint32_t i) { return at(F, c.pair_position(t, i), i); }));
         // The rule's known mistakes (reference/frequency_rules.hpp, RuleMistake), evaluated exactly.
-        const std::tuple<FrequencyRuleType, RuleMistake, const char*, const char*> mistakes[] = {
-            {FrequencyRuleType::yarn, RuleMistake::yarn_ramp_reversed, "YaRN ramp reversed",
+        const std::tuple<FrequencyRuleType, RuleMistake, Cause, const char*> mistakes[] = {
+            {FrequencyRuleType::yarn, RuleMistake::yarn_ramp_reversed, Cause::yarn_ramp_reversed,
              "theta0*ramp + theta0/f*(1 - ramp): interpolated where YaRN extrapolates, and back"},
-            {FrequencyRuleType::llama3, RuleMistake::llama3_ratio_inverted, "llama3 smoothing inverted",
+            {FrequencyRuleType::llama3, RuleMistake::llama3_ratio_inverted, Cause::llama3_smoothing_inverted,
              "smooth = (wavelen/L - low)/(high - low): the ratio L/wavelen inverted"}};
         for (const auto& [type, mistake, cause, what] : mistakes) {
           if (c.freq_rule->type != type) continue;
@@ -664,17 +667,17 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         return std::llabs(m) < (int64_t(1) << 62) ? int64_t(bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(m))))
                                                   : m;
       };
-      const std::pair<const char*, int64_t (*)(int64_t)> narrow[] = {{"positions rounded to f32", +as_f32},
-                                                                       {"positions rounded to bf16", +as_bf16},
-                                                                       {"positions truncated to 32 bits", +as_int32}};
+      const std::pair<Cause, int64_t (*)(int64_t)> narrow[] = {{Cause::positions_rounded_to_f32, +as_f32},
+                                                                 {Cause::positions_rounded_to_bf16, +as_bf16},
+                                                                 {Cause::positions_truncated_to_32_bits, +as_int32}};
       for (const auto& n : narrow) {
-        const char* name = n.first;
+        const Cause name = n.first;
         int64_t (*conv)(int64_t) = n.second;  // not a structured binding: clang 14 cannot capture one
         std::vector<int64_t> moved;
         for (int64_t m : c.positions) moved.push_back(conv(m));
         if (moved == c.positions) continue;
         const Rows P = probe_rows(c, moved, c.inv_freq, model);
-        cands.push_back(rotation(c, name, std::string("the rotation at the ") + name, c.layout,
+        cands.push_back(rotation(c, name, "the rotation at the " + std::string(name_of(name)), c.layout,
                                  [&](size_t t, uint32_t i) { return at(P, conv(c.pair_position(t, i)), i); }));
       }
     }
@@ -690,12 +693,12 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
       if (tb != th) {
         const Rows F = probe_rows(c, c.positions, tb, model);
-        cands.push_back(rotation(c, "frequencies rounded to bf16", "theta_i rounded to bf16", c.layout,
+        cands.push_back(rotation(c, Cause::frequencies_rounded_to_bf16, "theta_i rounded to bf16", c.layout,
                                  [&, F](size_t t, uint32_t i) { return at(F, c.pair_position(t, i), i); }));
       }
     }
     if (token_index_differs)
-      cands.push_back(rotation(c, given ? "table row indexed by token" : "token index as position",
+      cands.push_back(rotation(c, given ? Cause::table_row_indexed_by_token : Cause::token_index_as_position,
                                given ? fmt::format("rows 0..{} of the table, not the positions' rows", c.n_tokens() - 1)
                                      : fmt::format("the rotation at positions 0..{}", c.n_tokens() - 1),
                                c.layout, [&](size_t t, uint32_t i) { return at(A, int64_t(t), i); }));
@@ -713,16 +716,16 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
       if (moved != c.positions) {
         const Rows V = probe_rows(c, moved, c.inv_freq, model);
-        cands.push_back(rotation(c, "sequence start not subtracted",
+        cands.push_back(rotation(c, Cause::sequence_start_not_subtracted,
                                  "implicit positions counted from the batch's first token, not each sequence's",
                                  c.layout, [&, moved](size_t t, uint32_t i) { return at(V, moved[t], i); }));
       }
       // The offsets of the sequences after the first read as the first one's (an offset array taken for a
       // scalar: MLX's array offsets with batch > 1), or not read at all.
       if (tc.seq_offsets.size() > 1) {
-        const std::pair<const char*, const char*> offsets[] = {
-            {"first sequence's offset for every sequence", "every sequence at seq_offsets[0]"},
-            {"sequence offsets ignored", "every sequence from position 0"}};
+        const std::pair<Cause, const char*> offsets[] = {
+            {Cause::first_sequence_offset_for_every_sequence, "every sequence at seq_offsets[0]"},
+            {Cause::sequence_offsets_ignored, "every sequence from position 0"}};
         for (const auto& [cause, what] : offsets) {
           const bool first = cause == offsets[0].first;
           std::vector<int64_t> at_first(c.n_tokens());
@@ -741,7 +744,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
     }
     // (x0 s - x1 c, x0 c + x1 s) = R(pi/2 - phi) x: a rotation whose cos is sin phi and sin is cos phi.
-    cands.push_back(rotation(c, "cos and sin swapped", "(x0 sin - x1 cos, x0 cos + x1 sin)", c.layout,
+    cands.push_back(rotation(c, Cause::cos_and_sin_swapped, "(x0 sin - x1 cos, x0 cos + x1 sin)", c.layout,
                              [&](size_t t, uint32_t i) {
                                const Trig g = plain(t, i);
                                return Trig{g.s, g.c, g.phi};
@@ -749,12 +752,12 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     // ABI v2: the attention factor applied twice or not at all; every pair on axis 0 (the axis map ignored).
     if (c.attention_factor != 1.0) {
       const double af = c.attention_factor;
-      cands.push_back(rotation(c, "attention factor applied twice", fmt::format("cos and sin times {:.17g}^2", af),
+      cands.push_back(rotation(c, Cause::attention_factor_applied_twice, fmt::format("cos and sin times {:.17g}^2", af),
                                c.layout, [&](size_t t, uint32_t i) {
                                  const Trig g = plain(t, i);
                                  return Trig{g.c * af, g.s * af, g.phi};
                                }));
-      cands.push_back(rotation(c, "attention factor not applied",
+      cands.push_back(rotation(c, Cause::attention_factor_not_applied,
                                fmt::format("cos and sin without the factor {:.17g}", af), c.layout,
                                [&](size_t t, uint32_t i) {
                                  const Trig g = plain(t, i);
@@ -762,14 +765,14 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                }));
     }
     if (c.n_pos_axes > 1 && !c.pair_axis.empty()) {
-      cands.push_back(rotation(c, "position axes ignored", "every pair rotated by its token's axis-0 position",
+      cands.push_back(rotation(c, Cause::position_axes_ignored, "every pair rotated by its token's axis-0 position",
                                c.layout, [&](size_t t, uint32_t i) { return at(A, c.position(t, 0), i); }));
       // The map read as contiguous sections in axis order (Qwen2-VL's mrope_section: the first n0 pairs on axis
       // 0, the next n1 on axis 1, ...) where it interleaves the axes (Qwen3-VL's interleaved M-RoPE).
       std::vector<uint8_t> sections = c.pair_axis;
       std::sort(sections.begin(), sections.end());
       if (sections != c.pair_axis)
-        cands.push_back(rotation(c, "axis map read as sections",
+        cands.push_back(rotation(c, Cause::axis_map_read_as_sections,
                                  "each axis's pairs taken as one contiguous section in axis order (Qwen2-VL's "
                                  "mrope_section), not the interleaved map",
                                  c.layout, [&, sections](size_t t, uint32_t i) {
@@ -812,7 +815,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       for (uint32_t i = 0; i < np; ++i)
         if (idx[i]) which.push_back(i);
       if (!which.empty()) {
-        Candidate k{"pairs left unrotated", "", c.layout, ref.exact,
+        Candidate k{Cause::pairs_left_unrotated, "", c.layout, ref.exact,
                     x.have_angles ? ref.angle : std::vector<double>(c.n_tokens() * np, 0.0), {}, {}};
         uint64_t moved = 0, kept = 0;  // (token, head)s of those pairs at a non-zero angle: all / copied
         for (size_t t = 0; t < c.n_tokens(); ++t)
@@ -886,7 +889,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       dg.residual = best.f.residual;
       std::string others;
       for (size_t k = 1; k < fits.size(); ++k)
-        others += (others.empty() ? "" : ", ") + fits[k].k->cause + " (" + g4(fits[k].f.residual) + " u)";
+        others += (others.empty() ? "" : ", ") + std::string(name_of(fits[k].k->cause)) + " (" +
+                  g4(fits[k].f.residual) + " u)";
       dg.detail = fmt::format(
           "every pair within the {} allowance against {}: residual {} u, against the exact rotation {} u{}{}",
           cur_spec, best.k->what, g4(best.f.residual), g4(ref_residual),
@@ -905,7 +909,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     if (cr.flat <= 0) {
       if (auto tr = truncation_signature(x, recs)) {
         if (tr->from_pair == 0) {
-          dg.cause = "truncating stores";
+          dg.cause = Cause::truncating_stores;
           dg.detail = fmt::format(
               "every output the exact value misses is its neighbour toward zero ({} of {} elements), never the one "
               "away from it (rounding to nearest picks each about half the time); {} pair(s) beyond the {} "
@@ -918,7 +922,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
             if (finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h)) dg.contract = exact_short_spec(w);
           }
         } else {
-          dg.cause = "truncating stores in a tail loop";
+          dg.cause = Cause::truncating_stores_tail;
           dg.detail = fmt::format(
               "pairs {}..{} of each head's {} (a tail of {}) are truncated: every output of theirs the exact value "
               "misses is its neighbour toward zero ({} of {} elements); pairs 0..{} round to nearest ({} toward "
@@ -955,7 +959,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         sum_r += r.pe.radial;
       }
       if (tangential_ok && n >= 32 && sum_r / double(n) < -0.25) {
-        dg.cause = "radial bias";
+        dg.cause = Cause::radial_bias;
         dg.detail = fmt::format(
             "every pair within its tangential allowance, but the mean radial error is {:+.3f} u over {} pairs "
             "(outputs shortened, as by truncating stores); {} pair(s) beyond the {} allowance, largest error {} u{}",
@@ -1155,7 +1159,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           clauses += (clauses.empty() ? "" : ",") + cl;
         }
         dg.clause = clauses;
-        dg.cause = s.size() == 1 ? single_cause(s[0]) : "mixed precision";
+        dg.cause = s.size() == 1 ? single_cause(s[0]) : Cause::mixed_precision;
         // The evidence.
         std::string ev;
         if (angle) {
@@ -1230,7 +1234,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       for (const Rec& r : recs)
         if (!r.zero && metric_ok(x, cr, r) && std::fabs(r.phi) < phi_from) phi_ok_max = std::max(phi_ok_max, std::fabs(r.phi));
       if (off > 0 && double(off) >= 0.25 * double(acc_bad) && phi_ok_max > 0) {
-        dg.cause = "cos/sin not of unit length";
+        dg.cause = Cause::cos_sin_not_unit_length;
         dg.detail = fmt::format(
             "{} of {} failing pair(s) changed in length, |y|/|x| from {} to {} where a rotation keeps 1; from |angle| "
             "{} (2^{:.1f}) on, the pairs at smaller angles (up to {}) within the allowance: a sin/cos routine used "
@@ -1251,12 +1255,12 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         closest_fit = f;
       }
     }
-    dg.cause = "unexplained";
+    dg.cause = Cause::unexplained;
     dg.detail = fmt::format(
         "{} pair(s) beyond the {} allowance, largest error {} u against the exact rotation; no explanation fits: "
         "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}; no contract of a plausible "
         "pipeline explains it: a bug{}",
-        acc_bad, cur_spec, g4(ref_residual), closest ? closest->cause : "-", g4(closest_fit.worst_ratio),
+        acc_bad, cur_spec, g4(ref_residual), closest ? name_of(closest->cause) : std::string_view("-"), g4(closest_fit.worst_ratio),
         g4(closest_fit.residual),
         beyond_real_k ? fmt::format("; not f32 angle drift: only an angle error beyond what an f32 pipeline "
                                          "makes here (K > {}) would explain it", real_f32_max_k(c))
@@ -1291,7 +1295,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
     }
     if (flushed > 0 && flushed == other && !cr.model.flush_denormals && !cr.identity_bits) {
-      dg.cause = "subnormals flushed";
+      dg.cause = Cause::subnormals_flushed;
       dg.residual = 0;
       dg.detail = fmt::format("{} subnormal input element(s) at angle 0 became 0 where the identity keeps them; every "
                               "rotated pair is within its allowance{}",
@@ -1302,7 +1306,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       if (finite_pairs_pass(x, recs, Criteria::of(cr.model, w), h)) dg.contract = exact_short_spec(w);
       return dg;
     }
-    dg.cause = "identity changed";
+    dg.cause = Cause::identity_changed;
     dg.residual = 0;
     dg.detail = fmt::format("{} pair(s) at angle 0 fail the identity rule (identity={}): {} signed zero(s) flipped, "
                             "{} other element(s) changed; every rotated pair is within its allowance{}",
@@ -1310,7 +1314,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     return dg;
   }
   if (pt_bad > 0) {
-    dg.cause = "pass-through touched";
+    dg.cause = Cause::pass_through_touched;
     dg.detail = pt_text + "; every rotated pair is within its allowance" +
                 (special ? fmt::format("; also {} special-value finding(s)", special) : std::string());
     return dg;
@@ -1350,7 +1354,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
             ++fitted;
         }
     if (nan_pairs > 0 && fitted == nan_pairs) {
-      dg.cause = "NaN inputs zeroed";
+      dg.cause = Cause::nan_inputs_zeroed;
       dg.residual = resid;
       dg.detail = fmt::format("{} pair(s) holding a NaN give a number: each is the rotation of the pair with its "
                               "NaN replaced by 0 (residual {} u); the exact output is NaN",
@@ -1358,17 +1362,23 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       return dg;
     }
   }
-  dg.cause = "unexplained";
+  dg.cause = Cause::unexplained;
   dg.detail = fmt::format("only special values fail ({} finding(s): NaN/Inf inputs or a non-finite output); every "
                           "finite pair is within its allowance",
                           special);
   return dg;
 }
 
-bool is_precision_cause(std::string_view cause) {
+bool is_precision_cause(Cause cause) {
   for (int key = 0; key <= 5; ++key)
     if (cause == single_cause(key)) return true;
-  return cause == "mixed precision";
+  return cause == Cause::mixed_precision;
+}
+
+bool is_precision_cause(std::string_view cause) {
+  for (int key = 0; key <= 5; ++key)
+    if (cause == name_of(single_cause(key))) return true;
+  return cause == name_of(Cause::mixed_precision);
 }
 
 double precision_excess(std::string_view text) {

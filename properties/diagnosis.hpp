@@ -47,6 +47,7 @@
 #include <string>
 
 #include "core/rope_case.hpp"
+#include "properties/causes.hpp"
 #include "properties/contract.hpp"
 #include "properties/judge.hpp"
 #include "reference/reference.hpp"
@@ -54,20 +55,12 @@
 namespace ropecheck {
 
 struct Diagnosis {
-  std::string cause;     // a fixed short name: "none", "angle negated", "other layout", "position m+1",
-                         // "position m-1", "position m+2", "position m-2", "theta from head_dim",
-                         // "exponent i/d", "token index as position", "cos and sin swapped",
-                         // "inverse computed as forward", "table row indexed by token",
-                         // "sequence start not subtracted", "first sequence's offset for every sequence",
-                         // "sequence offsets ignored", "attention factor applied twice",
-                         // a HeadMap's cause ("k laid out with q's strides", "strides ignored"),
-                         // "attention factor not applied", "position axes ignored", "axis map read as sections",
-                         // "YaRN ramp reversed", "llama3 smoothing inverted",
-                         // "pairs left unrotated", "pass-through touched", "identity changed",
-                         // "NaN inputs zeroed", "radial bias", "f32 angle drift",
-                         // "cos/sin at f16 precision", "cos/sin at bf16 precision",
-                         // "arithmetic at f16 precision", "arithmetic at bf16 precision",
-                         // "subnormals flushed", "mixed precision", "unexplained"
+  Cause cause = Cause::unexplained;  // what the output is explained by (properties/causes.hpp; its text: name()):
+                                     // Cause::none when it passes, a structural hypothesis (angle_negated,
+                                     // other_layout, position_plus_1, ..., a HeadMap's cause), outside the
+                                     // rotated pairs (pass_through_touched, identity_changed, nan_inputs_zeroed),
+                                     // precision (radial_bias, truncating_stores, f32_angle_drift, cos_sin_f16,
+                                     // ..., mixed_precision), cos_sin_not_unit_length, or unexplained
   std::string detail;    // one line: the evidence (residual in u, which pairs, the K needed, ...)
   std::string clause;    // precision causes: the clause(s) added to the contract that accept the
                          // output ("angles=f32:37", "cos-sin=bf16", "angles=f32:3,cos-sin=bf16,arith=bf16");
@@ -76,14 +69,15 @@ struct Diagnosis {
                          // --contract spec (the failed contract's other clauses kept); empty otherwise
   double residual = 0;   // the largest pair error e (u) of the output against this explanation
                          // (precision causes, radial bias, none: against the exact reference)
-  bool explained() const { return !cause.empty() && cause != "unexplained"; }
+  bool explained() const { return cause != Cause::unexplained; }
+  std::string_view name() const { return name_of(cause); }
   // "diagnosis: <cause> (<detail>)[; would pass with --contract <spec>]"
   std::string text() const;
 };
 
 // got: the kernel's output for case c (the storage type's bytes); ref: the
 // exact reference of c under `model`; cr: the criteria it failed under (its
-// contract). Deterministic. A passing output gives cause "none".
+// contract). Deterministic. A passing output gives Cause::none.
 // A hypothesis about a tensor-form call's strides (gate::stride_hypotheses builds them): for each (token t, head h)
 // the kernel loops over, index th = t * n_heads + h, and each element j of that head, the compact element it reads
 // (read[th * head_dim + j]) and the compact element it writes its result to (write[th * head_dim + j]); SIZE_MAX
@@ -91,7 +85,7 @@ struct Diagnosis {
 // Elements it writes nothing into keep what the output held (the poison pattern, or in place the input): they,
 // and elements computed from a pair read (in part) from no element, are not predicted.
 struct HeadMap {
-  std::string cause;  // "k laid out with q's strides", ...
+  Cause cause;        // Cause::k_laid_out_with_q_strides, ...
   std::string what;   // for the detail
   std::vector<size_t> read, write;
 };
@@ -120,6 +114,7 @@ struct PrecisionJoin {
 };
 std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diagnoses, const Contract& base);
 bool is_precision_cause(std::string_view cause);
+bool is_precision_cause(Cause cause);
 // A precision diagnosis' excess: its worst pair's error over the failed contract's allowance ("the worst at Nx
 // it"); 0 when the text has none.
 double precision_excess(std::string_view diagnosis);

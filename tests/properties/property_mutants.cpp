@@ -461,7 +461,7 @@ TEST(MutantsAreCaught, Fp32AnglesClaimingExactAngles) {
                     {"accuracy", &property_WithinBoundOfReference, f32, hs, "accuracy: pair error"}});
 }
 
-// ---- the v2 mutants of impls/mutants/ (C plugins, loaded here) -------------------------------------------------
+// ---- the v2 mutants of tests/kernels/mutants/ (C plugins, loaded here) -------------------------------------------------
 // Each plants one classic variant bug in a correct v2 kernel (mutant_common.h, MK_V2) and is correct on v1
 // calls: only the v2 properties catch it. ok_v2_double (the same kernel, no bug) must pass them all. They are
 // held to a loaded kernel's default promise (exact angles, the default contract), as the gate holds them.
@@ -472,7 +472,7 @@ Implementation loaded_mutant(const std::string& stem) {
   if (!h) throw std::runtime_error("cannot load " + path + ": " + dlerror());
   auto fn = reinterpret_cast<rc_rope_apply_fn>(dlsym(h, "rc_rope_apply"));
   if (!fn) throw std::runtime_error(path + " exports no rc_rope_apply");
-  return {stem, "mutant (impls/mutants)", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
+  return {stem, "mutant (tests/kernels/mutants)", fn, std::vector<Dtype>(std::begin(kAllDtypes), std::end(kAllDtypes)),
           std::vector<Layout>(std::begin(kAllLayouts), std::end(kAllLayouts)), false, ""};
 }
 Mutant v2_mutant(const std::string& stem) { return {loaded_mutant(stem), loaded_promise(AngleModel::exact)}; }

@@ -1,12 +1,12 @@
 /* A RoPE kernel in plain C against include/ropecheck/kernel_abi.h, with
- * switches that plant one real-world bug each (impls/mutants/<bug>.c defines
+ * switches that plant one real-world bug each (tests/kernels/mutants/<bug>.c defines
  * one MUT_* macro and includes this file). With no switch it is a correct,
  * fast f32 kernel: theta and the angle in double, cos/sin once per
  * (token, pair) rounded to f32 and reused across heads, the rotation in f32
  * arithmetic, round-to-nearest-even stores; pass-through dims copied bit for
  * bit; an angle of exactly 0 copies the pair.
  *
- * Switches of correct kernels written the usual ways (impls/mutants/ok_*.c;
+ * Switches of correct kernels written the usual ways (tests/kernels/mutants/ok_*.c;
  * each file's top comment states the --contract it declares):
  *   MK_NO_IDENTITY      no special case at angle 0: x0*1 - x1*0 is computed
  *   MK_ANGLE_POWF_F32   the PyTorch/HF f32 angle: inv = 1/powf(f32(base), f32(2i)/f32(rd))
@@ -25,7 +25,7 @@
  *                       entry at angle 0 for the pass-through dims (signalling NaNs come back quiet)
  *   MK_PASS_ADD0        0.0f + x, as autograd's zeros + g (-0 becomes +0, signalling NaNs quiet)
  *
- * For impls/hostile/ (kernels that misbehave around a correct or planted-bug kernel):
+ * For tests/kernels/hostile/ (kernels that misbehave around a correct or planted-bug kernel):
  *   MK_KERNEL_NAME      the kernel is defined as a static function of this name instead of
  *                       the exported rc_rope_apply, so that the file can export its own
  *                       rc_rope_apply that wraps it (misbehaving before or after the call,
@@ -412,7 +412,7 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
  * rule's table and the angle in long double, cos/sin in double (times attention_factor), the rotation in
  * double, each output rounded once to f32 (then RNE to f16/bf16); elements outside [o, o+R) copied bit
  * for bit; a pair whose angle is exactly 0 under an attention factor of 1 is copied.
- * Switches that plant one classic variant bug each (impls/mutants/mut_*.c; they show only on v2 calls):
+ * Switches that plant one classic variant bug each (tests/kernels/mutants/mut_*.c; they show only on v2 calls):
  *   MUT_ATTN_TWICE       cos and sin multiplied by attention_factor, and the rotated pair again
  *   MUT_ATTN_NEVER       attention_factor ignored
  *   MUT_MROPE_SECTIONS   pair_axis read as Qwen2-VL's contiguous sections: the number of pairs on each
