@@ -27,6 +27,7 @@ struct GateArgs {
   uint64_t cases = gate::kDefaultRandomCases;
   uint64_t property_cases = gate::kDefaultPropertyCases;
   uint64_t shrink_tries = 400;
+  uint64_t failing_cases = 3;
   double budget = 60, call_timeout = 10;
   int host_fd = -1;
   std::string host_name;
@@ -80,6 +81,9 @@ CLI::App* add(CLI::App& app) {
   cli::add_int_option<uint64_t>(s, "--shrink-tries", g.shrink_tries, 0, 1'000'000,
                                 "candidates RapidCheck's shrinking tries on a property row's failure, at most (0: no "
                                 "shrinking; the failing execution is shown as found)");
+  cli::add_int_option<uint64_t>(s, "--failing-cases", g.failing_cases, 0, 1000,
+                                "failing cases per row written as replay files besides the smallest (0: the smallest "
+                                "only)");
   cli::add_seconds_option(s, "--budget-seconds", g.budget, gate::kMaxBudgetSeconds,
                           "wall-time cap on the whole run (systematic part, random cases, shrinking)");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
@@ -164,6 +168,7 @@ int run() {
   opt.random_cases = g.cases;
   opt.property_cases = g.property_cases;
   opt.shrink_tries = g.shrink_tries;
+  opt.failing_cases = g.failing_cases;
   opt.call_timeout_seconds = g.call_timeout;
   opt.report_dir = g.report_dir;
   opt.quiet = g.quiet;

@@ -306,7 +306,7 @@ class Gate {
       r.smallest_message = rec.failure;
       r.smallest_fault = fault;
     }
-    if (r.failing.size() < 3) r.failing.push_back(std::move(rec));
+    if (r.failing.size() < opt_.failing_cases) r.failing.push_back(std::move(rec));
   }
 
   // What a property's smallest failing execution shows: its fault, else the first of its calls that fails

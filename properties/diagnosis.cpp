@@ -407,6 +407,10 @@ std::optional<Truncation> truncation_signature(const Ctx& x, const std::vector<R
 
 // ---- precision: widened contracts ---------------------------------------------
 
+// A precision diagnosis' detail lists the other single clauses that accept its case after this, each
+// "--contract SPEC", separated by " or " (join_precision reads them).
+constexpr std::string_view kAlsoAccepted = "also accepted by";
+
 // Clause keys, in the order tried: 0 denormals=flush, 1 angles=f32:K, 2 cos-sin=f16, 3 arith=f16,
 // 4 cos-sin=bf16, 5 arith=bf16.
 Cause single_cause(int key) {
@@ -1190,6 +1194,18 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                             ev.empty() ? "" : "; ", acc_bad, cur_spec, g4(rc), g4(ref_residual), g4(rw), clauses);
         }
         if (s.size() > 1) ev = "no single clause suffices; " + ev;
+        {
+          // The other single clauses that accept the case (with their evidence), angles=f32 aside: on a few pairs
+          // just past the allowance several do, and the verdict reads the rows together (join_precision): a row
+          // another row's widening also explains is that row's cause, not a second one.
+          std::vector<std::string> alts;
+          for (int key : avail) {
+            if (key == 1 || (s.size() == 1 && s[0] == key)) continue;
+            if ((key == 0 && !any_flushed) || (key == 3 && !f16_range) || (key == 5 && !bf16_range)) continue;
+            if (passes(widen({key}, 0))) alts.push_back("--contract " + exact_short_spec(widen({key}, 0)));
+          }
+          if (!alts.empty()) ev += fmt::format("; {} {}", kAlsoAccepted, fmt::join(alts, " or "));
+        }
         for (const auto& p : contract_presets()) {
           std::string err;
           auto pc = parse_contract(p.spec, &err);
@@ -1404,6 +1420,8 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
   double primary_ratio = -1;
   int primary = -1;  // the row with the largest excess: its widening is the main cause
   std::vector<Contract> widened;
+  std::vector<std::vector<Contract>> accepting;  // per row: its widening and the other single clauses accepting it
+  std::vector<double> ratios;
   for (const std::string& text : diagnoses) {
     const size_t at = text.find("diagnosis: ");
     if (at == std::string::npos) return std::nullopt;
@@ -1416,10 +1434,40 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
     if (!c) return std::nullopt;
     const double ratio = precision_excess(text);
     widened.push_back(*c);
+    ratios.push_back(ratio);
+    accepting.push_back({*c});
+    if (const size_t a = text.find(kAlsoAccepted); a != std::string::npos && a < w) {
+      std::string_view rest = std::string_view(text).substr(a + kAlsoAccepted.size());
+      rest = rest.substr(0, std::min(rest.find(';'), rest.find(')')));
+      static constexpr std::string_view kSpec = " --contract ";
+      for (size_t k = rest.find(kSpec); k != std::string_view::npos; k = rest.find(kSpec, k + 1)) {
+        std::string_view spec = rest.substr(k + kSpec.size());
+        spec = spec.substr(0, spec.find(' '));
+        if (const std::optional<Contract> alt = parse_contract(spec, &err)) accepting.back().push_back(*alt);
+      }
+    }
     if (ratio > primary_ratio) {
       primary_ratio = ratio;
       primary = int(widened.size()) - 1;
     }
+  }
+  // Whether contract b allows at least what a does, clause by clause (each clause's allowance only grows as it
+  // widens).
+  auto covers = [](const Contract& b, const Contract& a) {
+    if (a.flush_denormals && !b.flush_denormals) return false;
+    if (a.angles == Contract::Angles::f32) {
+      if (b.angles != Contract::Angles::f32 || (a.angle_ulps == 0) != (b.angle_ulps == 0) ||
+          a.angle_ulps > b.angle_ulps)
+        return false;
+    }
+    return unit_roundoff(a.cos_sin) <= unit_roundoff(b.cos_sin) && unit_roundoff(a.arith) <= unit_roundoff(b.arith);
+  };
+  for (size_t row = 0; row < widened.size(); ++row) {
+    // A row the main widening also accepts is the main cause's.
+    const bool by_primary = std::any_of(accepting[row].begin(), accepting[row].end(),
+                                        [&](const Contract& a) { return covers(widened[size_t(primary)], a); });
+    const Contract* c = by_primary ? &widened[size_t(primary)] : &widened[row];
+    const double ratio = ratios[row];
     const std::array<bool, 4> f = widened_families(*c);
     for (int k = 0; k < 4; ++k)
       if (f[k]) {
@@ -1427,7 +1475,7 @@ std::optional<PrecisionJoin> join_precision(const std::vector<std::string>& diag
         family_ratio[k] = std::max(family_ratio[k], ratio);
       }
     if (!joined) {
-      joined = c;
+      joined = *c;
       continue;
     }
     if (c->angles == Contract::Angles::f32) {

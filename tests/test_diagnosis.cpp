@@ -801,6 +801,32 @@ TEST(DiagnosisJoin, TheRowFarthestOutNamesTheCauseAndTheContractCoversEveryRow) 
   EXPECT_EQ(k->spec, "angles=f32:700,cos-sin=bf16");
 }
 
+// A row whose case the main widening also accepts (its detail lists the other single clauses that accept it) is the
+// main cause's, not a second cause: a bf16 cache's rows just past the allowance at f16 outputs were "arithmetic
+// at f16 precision" beside it (issue 23: one cache blamed on a cache, narrow arithmetic and angle drift).
+TEST(DiagnosisJoin, ARowTheMainWideningAlsoAcceptsIsTheMainCauses) {
+  const Contract base{};
+  const std::vector<std::string> rows = {
+      "diagnosis: cos/sin at bf16 precision (63 pair(s) beyond the default allowance, the worst at 8608x it; at most "
+      "0.4x the allowance with cos-sin=bf16; also accepted by --contract arith=bf16); would pass with --contract "
+      "cos-sin=bf16",
+      "diagnosis: arithmetic at f16 precision (2 pair(s) beyond the default allowance, the worst at 2.904x it; at "
+      "most 0.9x the allowance with arith=f16; also accepted by --contract cos-sin=bf16 or --contract arith=bf16; "
+      "the hf-eager-bf16 preset also accepts it); would pass with --contract arith=f16"};
+  const std::optional<PrecisionJoin> j = join_precision(rows, base);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->causes, "cos/sin at bf16 precision (up to 8608x the allowance)");
+  EXPECT_EQ(j->spec, "cos-sin=bf16");
+  // Without the list the row needs its own clause, named apart.
+  const std::optional<PrecisionJoin> k = join_precision(
+      {rows[0], "diagnosis: arithmetic at f16 precision (the worst at 2.904x it); would pass with --contract arith=f16"},
+      base);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->causes, "cos/sin at bf16 precision (up to 8608x the allowance); besides, on rows up to 2.904x it: "
+                       "arithmetic at f16 precision");
+  EXPECT_EQ(k->spec, "cos-sin=bf16,arith=f16");
+}
+
 TEST(DiagnosisJoin, OnlyPrecisionDiagnosesWithAContractJoin) {
   const Contract base{};
   // Not a precision cause; a precision cause whose widening does not pass the whole case (no contract given);

@@ -189,7 +189,8 @@ std::vector<std::string> mutant_stems() {
   return stems;
 }
 
-// Each run: the reduced gate (`--cases 40 --property-cases 1 --shrink-tries 0`) on its kernel under its contract,
+// Each run: the reduced gate (`--cases 40 --property-cases 1 --shrink-tries 0`, and `--failing-cases 0`: the verdict is
+// what is read, not the replay files, which were ~16 MB per failing run) on its kernel under its contract,
 // its output in run.log and its verdict in run.log.json; status: the exit codes (-1: no exit).
 void run_gates(const std::vector<GateRun>& runs, const fs::path& dir, const std::string& extra, std::vector<int>& status) {
   fs::remove_all(dir);
@@ -203,8 +204,8 @@ void run_gates(const std::vector<GateRun>& runs, const fs::path& dir, const std:
       const GateRun& r = runs[next];
       const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + ROPECHECK_MUTANT_DIR + "/" + r.stem +
                               ".so --contract " + r.contract + " " + extra +
-                              " --cases 40 --property-cases 1 --shrink-tries 0 --budget-seconds 20 --call-timeout 3 "
-                              "--quiet --report-dir " + (dir / (r.stem + "-" + std::to_string(next))).string() +
+                              " --cases 40 --property-cases 1 --shrink-tries 0 --failing-cases 0 --budget-seconds 20 "
+                              "--call-timeout 3 --quiet --report-dir " + (dir / (r.stem + "-" + std::to_string(next))).string() +
                               " --verdict-json " + r.log + ".json > " + r.log + " 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
       pid_t pid;

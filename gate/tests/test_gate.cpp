@@ -1369,6 +1369,30 @@ TEST(GateCli, AFailingBriefVerdictIsALinePerFailingRowAndAReplayThatReruns) {
 // A kernel that stores bf16 by truncation (vLLM's CPU kernel; mut_truncating_bf16): under the default contract
 // its rows name truncating stores (each element's rounding direction) and suggest the clause that states it, and
 // the verdict names it; under stores=truncate it passes (docs/error-model.md, "stores=truncate").
+// --failing-cases N: replay files per row besides the smallest; 3 without the option (as before it existed).
+TEST(GateCli, FailingCasesSetsHowManyReplayFilesARowWrites) {
+  const std::string d = tmpdir("failing-cases");
+  const std::string common = " --kernel " + mutant("mut_sign") + " --dtype f32 --layout interleaved --cases 20 "
+                             "--property-cases 1 --shrink-tries 0 --quiet --report-dir ";
+  auto count = [](const std::string& dir, const std::string& suffix) {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string f = e.path().filename().string();
+      n += f.rfind("random.", 0) == 0 && f.size() > suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+    return n;
+  };
+  ASSERT_EQ(run_cli("gate" + common + d + "/default", d + "/default.log"), 1);
+  ASSERT_EQ(run_cli("gate --failing-cases 0" + common + d + "/zero", d + "/zero.log"), 1);
+  ASSERT_EQ(run_cli("gate --failing-cases 1" + common + d + "/one", d + "/one.log"), 1);
+  EXPECT_EQ(count(d + "/default", ".smallest.json"), 1u);
+  EXPECT_EQ(count(d + "/default", ".json"), 4u);  // the smallest and 3 more
+  EXPECT_EQ(count(d + "/zero", ".json"), 1u);
+  EXPECT_EQ(count(d + "/one", ".json"), 2u);
+  EXPECT_EQ(count(d + "/one", ".0.json"), 1u);
+  EXPECT_EQ(run_cli("gate --failing-cases -1" + common + d + "/bad", d + "/bad.log"), 2);
+}
+
 TEST(GateCli, TruncatingStoresAreNamedAndPassUnderTheirClause) {
   const std::string d = tmpdir("truncating");
   const std::string k = mutant("mut_truncating_bf16");
