@@ -31,7 +31,10 @@ namespace ropecheck::gate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Rng = Mt19937_64;  // std::mt19937_64's sequence (gate/mt64.hpp)
+using Rng = Mt19937_64;
+
+// Failing cases a row keeps for its diagnosis (the richest of them is diagnosed) besides its smallest.
+constexpr uint64_t kDiagnosedFailing = 3;  // std::mt19937_64's sequence (gate/mt64.hpp)
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -306,7 +309,9 @@ class Gate {
       r.smallest_message = rec.failure;
       r.smallest_fault = fault;
     }
-    if (r.failing.size() < opt_.failing_cases) r.failing.push_back(std::move(rec));
+    // Three are kept whatever --failing-cases says: the diagnosis reads the richest of them; more are kept only to
+    // be written.
+    if (r.failing.size() < std::max<uint64_t>(kDiagnosedFailing, opt_.failing_cases)) r.failing.push_back(std::move(rec));
   }
 
   // What a property's smallest failing execution shows: its fault, else the first of its calls that fails
@@ -449,8 +454,8 @@ void Gate::diagnose_row(CheckRow& r) {
   // The most evidence: the largest failing case the row kept (before shrinking), else the smallest.
   // (At most 1 << 16 elements: the diagnosis measures every pair against each candidate explanation.)
   const CaseRecord* richest = &*r.smallest;
-  for (const CaseRecord& f : r.failing)
-    if (f.property.empty() && f.c.n_elements() > richest->c.n_elements() && f.c.n_elements() <= (size_t(1) << 16))
+  for (size_t k = 0; k < std::min<size_t>(r.failing.size(), kDiagnosedFailing); ++k)
+    if (const CaseRecord& f = r.failing[k]; f.property.empty() && f.c.n_elements() > richest->c.n_elements() && f.c.n_elements() <= (size_t(1) << 16))
       richest = &f;
   const CaseRecord& rec = *richest;
   if (!r.smallest->property.empty()) {
@@ -982,7 +987,7 @@ void Gate::save_files() {
       const std::string p = (std::filesystem::path(opt_.report_dir) / (slug(r.name) + ".smallest.json")).string();
       write_record(p, *r.smallest);
       r.smallest_file = p;
-      for (size_t k = 0; k < r.failing.size(); ++k)
+      for (size_t k = 0; k < std::min<size_t>(r.failing.size(), opt_.failing_cases); ++k)
         write_record((std::filesystem::path(opt_.report_dir) / fmt::format("{}.{}.json", slug(r.name), k)).string(),
                      r.failing[k]);
     } catch (const std::exception& e) {

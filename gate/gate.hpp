@@ -59,7 +59,8 @@ struct GateOptions {
   uint64_t random_cases = kDefaultRandomCases;
   uint64_t property_cases = kDefaultPropertyCases;
   uint64_t shrink_tries = 400;  // candidates a property row's first failure is shrunk through, at most
-  uint64_t failing_cases = 3;   // failing cases kept and written per row besides its smallest (--failing-cases)
+  uint64_t failing_cases = 3;   // failing cases written per row besides its smallest (--failing-cases); the
+                                // diagnosis reads the same three kept cases whatever this is
   double budget_seconds = 60;  // a cap on the whole run
   double call_timeout_seconds = 10;
   std::string report_dir;  // where failing cases are written (empty: nowhere)

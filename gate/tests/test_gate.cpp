@@ -1545,8 +1545,10 @@ TEST(MutationSuite, EveryPlantedBugIsCaughtAndCorrectKernelsPass) {
   while (next < runs.size() || !running.empty()) {
     if (next < runs.size() && running.size() < 2) {
       const Run& r = runs[next++];
+      // (--failing-cases 0: the verdict and the printed output are what is read; the smallest case's replay file
+      // is still written. Measured 108 -> 98 CPU s for the whole test.)
       const std::string cmd = std::string(ROPECHECK_CLI) + " gate --verbose --kernel " + mutant(r.stem) + " " + r.args +
-                              " --cases 100 --budget-seconds 20 --call-timeout 3 --quiet --report-dir " + d + "/" + r.name + " > " +
+                              " --cases 100 --failing-cases 0 --budget-seconds 20 --call-timeout 3 --quiet --report-dir " + d + "/" + r.name + " > " +
                               d + "/" + r.name + ".log 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
       pid_t pid;
