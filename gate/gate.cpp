@@ -31,10 +31,10 @@ namespace ropecheck::gate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Rng = Mt19937_64;
+using Rng = Mt19937_64;  // std::mt19937_64's sequence (gate/mt64.hpp)
 
 // Failing cases a row keeps for its diagnosis (the richest of them is diagnosed) besides its smallest.
-constexpr uint64_t kDiagnosedFailing = 3;  // std::mt19937_64's sequence (gate/mt64.hpp)
+constexpr uint64_t kDiagnosedFailing = 3;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -1156,12 +1156,12 @@ GateResult Gate::run() {
     // Truncation, where a row's case shows it element by element: its error per element is below one ulp, twice
     // the correctly rounded one, so a row whose smallest case is only a precision excess of at most 2x the
     // allowance (a few pairs, too few elements to show each one's direction) is what truncation does there.
+    const std::string trunc_tail(name_of(Cause::truncating_stores_tail)), trunc(name_of(Cause::truncating_stores)),
+        bias(name_of(Cause::radial_bias));
     std::string truncation;
     for (const auto& r : res_.rows)
       if (r.failed_check && r.smallest_fault.empty())
-        if (const std::string c = cause_of(r); c == "truncating stores in a tail loop" ||
-                                               (c == "truncating stores" && truncation.empty()))
-          truncation = c;
+        if (const std::string c = cause_of(r); c == trunc_tail || (c == trunc && truncation.empty())) truncation = c;
     for (const auto& r : res_.rows) {
       if (!r.failed_check) continue;
       std::string cause = cause_of(r);
@@ -1207,9 +1207,9 @@ GateResult Gate::run() {
       for (std::string& rc : row_causes)
         if (rc == coarser) rc = finer;
     };
-    absorb("truncating stores in a tail loop", "truncating stores");
-    absorb("truncating stores in a tail loop", "radial bias");
-    absorb("truncating stores", "radial bias");
+    absorb(trunc_tail, trunc);
+    absorb(trunc_tail, bias);
+    absorb(trunc, bias);
     // A plain radial bias is named only when nothing else explains the failing rows (issue 23, scope 4): a
     // kernel that rotates by the wrong angle or crashes also moves the mean radial error, and its bias row
     // fails with it; the row still says so (the table, the brief verdict's FAILED line).
