@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "properties/failure.hpp"
 #include "properties/suite.hpp"
 #include "reference/reference.hpp"
 
@@ -383,7 +384,7 @@ Bytes run_or_discard(KernelHandle& k, const RopeCase& c, const RunRequest& r) {
   RunResult res = k.run(c, r);
   if (res.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this configuration");
   if (res.status == RunResult::Status::failed)
-    RC_FAIL((r.in_place ? "in-place call: " : "") + res.failure + "\n  case: " + c.summary());
+    RC_FAIL(FailureText((r.in_place ? "in-place call: " : "") + res.failure).in(c).str());
   return std::move(res.out);
 }
 
@@ -391,7 +392,7 @@ std::optional<Bytes> run_if_accepted(KernelHandle& k, const RopeCase& c, const R
   RunResult res = k.run(c, r);
   if (res.status == RunResult::Status::declined) return std::nullopt;
   if (res.status == RunResult::Status::failed)
-    RC_FAIL((r.in_place ? "in-place call: " : "") + res.failure + "\n  case: " + c.summary());
+    RC_FAIL(FailureText((r.in_place ? "in-place call: " : "") + res.failure).in(c).str());
   return std::move(res.out);
 }
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "properties/failure.hpp"
+
 namespace ropecheck {
 
 std::string describe_element(Dtype d, uint32_t bits) {
@@ -24,24 +26,25 @@ struct PairSite {
   size_t k0, k1;
 };
 
-std::string site_text(const RopeCase& c, const ReferenceOutput& ref, const void* got, const PairSite& s) {
-  const Dtype d = c.dtype;
-  std::ostringstream o;
-  o << "  case: " << c.summary() << "\n"
-    << "  token " << s.token << " (position " << c.pair_position(s.token, s.pair) << "), head " << s.head << ", pair " << s.pair
-    << " = dims (" << (s.k0 - head_offset(c, s.token, s.head)) << ", " << (s.k1 - head_offset(c, s.token, s.head))
-    << ")\n";
-  const uint32_t in0 = load_bits(d, c.input.data(), s.k0), in1 = load_bits(d, c.input.data(), s.k1);
-  const uint32_t g0 = load_bits(d, got, s.k0), g1 = load_bits(d, got, s.k1);
-  const uint32_t r0 = load_bits(d, ref.rounded.data(), s.k0), r1 = load_bits(d, ref.rounded.data(), s.k1);
-  o << "  input:   " << describe_element(d, in0) << ", " << describe_element(d, in1) << "\n"
-    << "  got:     " << describe_element(d, g0) << ", " << describe_element(d, g1) << "\n"
-    << "  rounded: " << describe_element(d, r0) << ", " << describe_element(d, r1) << "\n";
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "  exact:   %a, %a (%.17g, %.17g)\n", ref.exact[s.k0], ref.exact[s.k1],
-                ref.exact[s.k0], ref.exact[s.k1]);
-  o << buf;
-  return o.str();
+// A finding's message: its headline, then the pair's case, site, input, got, the reference rounded and exact
+// (FailureText's shape; the trailing newline separates the findings of Judgement::report).
+std::string pair_finding(std::string_view headline, const RopeCase& c, const ReferenceOutput& ref, const void* got,
+                         const PairSite& s) {
+  char exact[128];
+  std::snprintf(exact, sizeof exact, "%a, %a (%.17g, %.17g)", ref.exact[s.k0], ref.exact[s.k1], ref.exact[s.k0],
+                ref.exact[s.k1]);
+  return FailureText(headline)
+             .in(c)
+             .line("token " + std::to_string(s.token) + " (position " +
+                   std::to_string(c.pair_position(s.token, s.pair)) + "), head " + std::to_string(s.head) + ", pair " +
+                   std::to_string(s.pair) + " = dims (" + std::to_string(s.k0 - head_offset(c, s.token, s.head)) +
+                   ", " + std::to_string(s.k1 - head_offset(c, s.token, s.head)) + ")")
+             .elements("input", c, c.input.data(), {s.k0, s.k1})
+             .elements("got", c, got, {s.k0, s.k1})
+             .elements("rounded", c, ref.rounded.data(), {s.k0, s.k1})
+             .line("exact", exact)
+             .str() +
+         "\n";
 }
 
 std::string fmt_element_change(Dtype d, uint32_t dim, uint32_t in, uint32_t got) {
@@ -298,7 +301,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (!why.empty()) {
           special_ok = false;
           add_finding(std::isnan(r0) || std::isnan(r1) ? "nan" : finite_in ? "finite" : "non-finite", 0,
-                      [&] { return "special values: " + why + "\n" + site_text(c, ref, got, s); });
+                      [&] { return pair_finding("special values: " + why, c, ref, got, s); });
         }
         if (!special_ok || !finite_in) continue;
         if (!std::isfinite(y0) || !std::isfinite(y1) || !std::isfinite(es[0]) || !std::isfinite(es[1]))
@@ -312,9 +315,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           }
           if (!bad.empty())
             add_finding("identity", 0, [&] {
-              return std::string("identity: an angle of 0 must give the input's ") +
-                     (cr.identity_bits ? "bits (identity=bits)" : "values (identity=values)") + ":" + bad + "\n" +
-                     site_text(c, ref, got, s);
+              return pair_finding(std::string("identity: an angle of 0 must give the input's ") +
+                                      (cr.identity_bits ? "bits (identity=bits)" : "values (identity=values)") + ":" +
+                                      bad,
+                                  c, ref, got, s);
             });
         }
         // The rounding noise's share of the angle: the allowance without the angle clause, as an angle.
@@ -367,20 +371,20 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
               std::snprintf(head, sizeof head,
                             "accuracy: the pair's length is off by %.4g u (allowed %.4g: the rounding share; an angle "
                             "error turns a pair, it never changes its length); pair error %.4g u (allowed %.4g), "
-                            "|angle| %.6g rad\n",
+                            "|angle| %.6g rad",
                             length_err, length_allowed, pe.e, allow.total, phi);
             } else if (cr.flat > 0) {
               std::snprintf(head, sizeof head,
-                            "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)\n", pe.e,
+                            "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)", pe.e,
                             cr.flat, pe.radial, pe.tangential);
             } else {
               std::snprintf(head, sizeof head,
                             "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
-                            "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad = %.3g f32 ulps of |angle|%s\n",
+                            "%.4g u (allowed %.4g); |angle| %.6g rad, angle error %.3g rad = %.3g f32 ulps of |angle|%s",
                             pe.e, allow.total, pe.radial, allow.radial, pe.tangential, allow.tangential, phi, pe.angle,
                             pe.angle_ulps, pe.within_noise ? " (within the rounding noise's reach)" : "");
             }
-            return head + site_text(c, ref, got, s);
+            return pair_finding(head, c, ref, got, s);
           });
         }
       }
@@ -391,12 +395,13 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         const uint32_t in = load_bits(d, c.input.data(), e), g = load_bits(d, got, e);
         if (!keeps_input(cr, d, in, g))
           add_finding("pass-through", 0, [&] {  // (the text only for a finding that is kept)
-            std::ostringstream o;
-            o << "pass-through: dim " << k << " of token " << t << " head " << h << " changed from "
-              << describe_element(d, in) << " to " << describe_element(d, g)
-              << (cr.identity_bits ? " (identity=bits: its bits)" : " (identity=values: its value)")
-              << "\n  case: " << c.summary() << "\n";
-            return o.str();
+            return FailureText("pass-through: dim " + std::to_string(k) + " of token " + std::to_string(t) +
+                               " head " + std::to_string(h) + " changed from " + describe_element(d, in) + " to " +
+                               describe_element(d, g) +
+                               (cr.identity_bits ? " (identity=bits: its bits)" : " (identity=values: its value)"))
+                       .in(c)
+                       .str() +
+                   "\n";
           });
       }
     }

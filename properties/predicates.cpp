@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "properties/failure.hpp"
 #include "properties/judge.hpp"
 #include "reference/reference.hpp"
 
@@ -56,11 +57,7 @@ double model_deviation(AngleModel model, const RopeCase& c, uint32_t pair, int64
 }
 
 std::string bits_text(const RopeCase& c, const void* buf, size_t k) {
-  char b[64];
-  const uint32_t bits = load_bits(c.dtype, buf, k);
-  std::snprintf(b, sizeof b, c.dtype == Dtype::f32 ? "0x%08" PRIx32 " (%a)" : "0x%04" PRIx32 " (%a)", bits,
-                bits_to_double(c.dtype, bits));
-  return b;
+  return describe_element(c.dtype, load_bits(c.dtype, buf, k));  // one element format for every message
 }
 
 std::string element_where(const RopeCase& c, size_t k) {
@@ -134,20 +131,22 @@ std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, co
           rule = fmt::format("they differ by {:.4g} u, allowed {:.4g} u = both allowances", dist / unit, bi + bh);
         }
         if (!ok)
-          return fmt::format(
-              "layouts disagree ({}) on pair {} of token {} (position {}), head {}:\n  input: {}, {}\n  {}: {}, {}\n"
-              "  {}:  {}, {}\n  case: {}",
-              rule, i, t, ci.positions[t], h, bits_text(ci, ci.input.data(), ki[0]),
-              bits_text(ci, ci.input.data(), ki[1]), to_string(ci.layout), bits_text(ci, oi.data(), ki[0]),
-              bits_text(ci, oi.data(), ki[1]), to_string(ch.layout), bits_text(ch, oh.data(), kh[0]),
-              bits_text(ch, oh.data(), kh[1]), ci.summary());
+          return FailureText(fmt::format("layouts disagree ({}) on pair {} of token {} (position {}), head {}", rule, i,
+                                         t, ci.positions[t], h))
+              .in(ci)
+              .elements("input", ci, ci.input.data(), {ki[0], ki[1]})
+              .elements(to_string(ci.layout), ci, oi.data(), {ki[0], ki[1]})
+              .elements(to_string(ch.layout), ch, oh.data(), {kh[0], kh[1]})
+              .str();
       }
       for (uint32_t k = 0; k < ci.head_dim; ++k)
         if (!is_rotated(ci, k) &&
             !same_output(d, load_bits(d, oi.data(), b + k), load_bits(d, oh.data(), b + k), identity_bits))
-          return fmt::format("layouts disagree on pass-through dim {} at {}: {} vs {}\n  case: {}", k,
-                             element_where(ci, b + k), bits_text(ci, oi.data(), b + k), bits_text(ch, oh.data(), b + k),
-                             ci.summary());
+          return FailureText(fmt::format("layouts disagree on pass-through dim {} at {}", k, element_where(ci, b + k)))
+              .in(ci)
+              .elements(to_string(ci.layout), ci, oi.data(), {b + k})
+              .elements(to_string(ch.layout), ch, oh.data(), {b + k})
+              .str();
     }
   return "";
 }
@@ -156,17 +155,23 @@ std::string in_place_violation(const RopeCase& c, const Bytes& out_of_place, con
                                bool identity_bits) {
   const size_t k = first_output_difference(c, out_of_place.data(), in_place.data(), identity_bits);
   if (k == SIZE_MAX) return "";
-  return "in-place result differs from out-of-place at " + element_where(c, k) + ": input " +
-         bits_text(c, c.input.data(), k) + ", out of place " + bits_text(c, out_of_place.data(), k) + ", in place " +
-         bits_text(c, in_place.data(), k) + (identity_bits ? " (identity=bits)" : " (identity=values)") +
-         "\n  case: " + c.summary();
+  return FailureText("in-place result differs from out-of-place at " + element_where(c, k) +
+                     (identity_bits ? " (identity=bits)" : " (identity=values)"))
+      .in(c)
+      .elements("input", c, c.input.data(), {k})
+      .elements("out of place", c, out_of_place.data(), {k})
+      .elements("in place", c, in_place.data(), {k})
+      .str();
 }
 
 std::string input_touched(const RopeCase& c, const Bytes& before, const Bytes& after) {
   const size_t k = first_difference(c, before.data(), after.data());
   if (k == SIZE_MAX) return "";
-  return "the kernel wrote to its input (out != in) at " + element_where(c, k) + ": was " +
-         bits_text(c, before.data(), k) + ", now " + bits_text(c, after.data(), k) + "\n  case: " + c.summary();
+  return FailureText("the kernel wrote to its input (out != in) at " + element_where(c, k))
+      .in(c)
+      .elements("was", c, before.data(), {k})
+      .elements("now", c, after.data(), {k})
+      .str();
 }
 
 }  // namespace ropecheck::props

@@ -29,7 +29,7 @@ double pair_error_allowance(const RopeCase& c, double bound, double n);
 // The angle model's deviation from the exact rotation for pair i at position m, as a multiple of ||x||:
 // min(|model angle - exact angle| + slack, 2); 0 for the exact model.
 double model_deviation(AngleModel model, const RopeCase& c, uint32_t pair, int64_t m);
-// Hex bits of an element for messages.
+// An element of buf for messages: describe_element (its bits, hexfloat and decimal), as FailureText prints it.
 std::string bits_text(const RopeCase& c, const void* buf, size_t k);
 // "token T (position M), head H, dim D[ (pass-through)]"
 std::string element_where(const RopeCase& c, size_t k);

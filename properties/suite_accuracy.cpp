@@ -4,6 +4,7 @@
 //    handle's criteria (judge_output);
 //  - special values: NaN and +-Inf inputs are judged by judge_output's documented rules (the reference gives
 //    the exact special results).
+#include "properties/failure.hpp"
 #include "properties/generators.hpp"
 #include "properties/judge.hpp"
 #include "properties/suite.hpp"
@@ -24,8 +25,10 @@ Property property_WithinBoundOfReference(KernelHandle& ker, Dtype d, Layout l, c
     const Bytes out = run_or_discard(ker, c);
     const Judgement j = judge_with(ker, c, out);
     if (!j.ok())
-      RC_FAIL("accuracy of " + ker.name() + " under the " + std::string(to_string(ker.angle_model())) +
-              " angle model: " + j.report());
+      RC_FAIL(FailureText("accuracy of " + ker.name() + " under the " + std::string(to_string(ker.angle_model())) +
+                          " angle model")
+                  .note(": " + j.report())
+                  .str());
   };
 }
 
@@ -38,8 +41,10 @@ Property property_SpecialValuesFollowTheRules(KernelHandle& ker, Dtype d, Layout
       const Bytes& out = *got;
       const Judgement j = judge_with(ker, c, out);
       if (!j.ok())
-        RC_FAIL("special values" + std::string(pass ? " (in place)" : "") + " of " + ker.name() + " under the " +
-                std::string(to_string(ker.angle_model())) + " angle model: " + j.report());
+        RC_FAIL(FailureText("special values" + std::string(pass ? " (in place)" : "") + " of " + ker.name() +
+                            " under the " + std::string(to_string(ker.angle_model())) + " angle model")
+                    .note(": " + j.report())
+                    .str());
     }
   };
 }

@@ -15,8 +15,10 @@
 // the rounding of the double sums that evaluate it.
 #include <algorithm>
 #include <cmath>
-#include <sstream>
+#include <string>
+#include <vector>
 
+#include "properties/failure.hpp"
 #include "properties/generators.hpp"
 #include "properties/suite.hpp"
 
@@ -88,16 +90,21 @@ Property property_OrthogonalityBasisMatrix(KernelHandle& ker, Dtype d, Layout l,
         // (M^T M)_jq = <R e_j + f_j, R e_q + f_q>, ||f|| <= eps, R orthogonal.
         const double tol = ej + eq + ej * eq + sum_slack(n, abs_sum);
         if (!(std::fabs(dot - expected) <= tol)) {
-          std::ostringstream o;
-          o << "orthogonality: (M^T M)[" << j << "][" << q << "] = " << hexfloat(dot) << " (" << dot
-            << "), expected " << expected << ", |difference| " << std::fabs(dot - expected) << " > tolerance " << tol
-            << " = eps_j + eps_q + eps_j eps_q + sum rounding, eps = B u max(s, min_normal)/s = " << eps
-            << " (B = " << bound << " u)\n  case: " << c.summary() << "\n  position " << m << ", basis scale s = 2^"
-            << k << "\n  column " << j << " bits:";
-          for (uint32_t r = 0; r < n && r < 64; ++r) o << ' ' << bits_text(c, out.data(), size_t(j) * n + r);
-          o << "\n  column " << q << " bits:";
-          for (uint32_t r = 0; r < n && r < 64; ++r) o << ' ' << bits_text(c, out.data(), size_t(q) * n + r);
-          RC_FAIL(o.str());
+          auto column = [&](uint32_t col) {  // the first 64 elements of the kernel's output for s e_col
+            std::vector<size_t> ks;
+            for (uint32_t r = 0; r < n && r < 64; ++r) ks.push_back(size_t(col) * n + r);
+            return ks;
+          };
+          RC_FAIL(FailureText("orthogonality")
+                      .sides("(M^T M)[" + std::to_string(j) + "][" + std::to_string(q) + "]", dot,
+                             "I[" + std::to_string(j) + "][" + std::to_string(q) + "]", expected, tol)
+                      .because("eps_j + eps_q + eps_j eps_q + sum rounding, eps = B u max(s, min_normal)/s = " +
+                               number_text(eps) + " (B = " + number_text(bound) + " u)")
+                      .in(c)
+                      .line("position " + std::to_string(m) + ", basis scale s = 2^" + std::to_string(k))
+                      .elements("column " + std::to_string(j), c, out.data(), column(j))
+                      .elements("column " + std::to_string(q), c, out.data(), column(q))
+                      .str());
         }
       }
     }
@@ -139,27 +146,31 @@ Property property_InnerProductsPreserved(KernelHandle& ker, Dtype d, Layout l, c
           // Per pair: <R x_i, R y_i> = <x_i, y_i> exactly.
           const double tol_i = ti + sum_slack(2, pa + pb);
           if (!(std::fabs(a - b) <= tol_i)) {
-            std::ostringstream o;
-            o << "inner product of pair " << i << " not preserved: <x,y> = " << a << ", <Rx,Ry> = " << b
-              << ", |difference| " << std::fabs(a - b) << " > tolerance " << tol_i
-              << " (E_x ||y|| + ||x|| E_y + E_x E_y, E = B u max(||.||, min_normal), B = " << bound << " u)\n  case: "
-              << c.summary() << "\n  tokens " << t << ", " << t + 1 << " at position " << c.positions[t] << ", head "
-              << h << "\n  x: " << bits_text(c, c.input.data(), px.k0) << ", " << bits_text(c, c.input.data(), px.k1)
-              << "\n  y: " << bits_text(c, c.input.data(), py.k0) << ", " << bits_text(c, c.input.data(), py.k1)
-              << "\n  Rx: " << bits_text(c, out.data(), px.k0) << ", " << bits_text(c, out.data(), px.k1)
-              << "\n  Ry: " << bits_text(c, out.data(), py.k0) << ", " << bits_text(c, out.data(), py.k1);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("inner product of pair " + std::to_string(i) + " not preserved")
+                        .sides("<Rx,Ry>", b, "<x,y>", a, tol_i)
+                        .because("E_x ||y|| + ||x|| E_y + E_x E_y + sum rounding, E = B u max(||.||, min_normal), B = " +
+                                 number_text(bound) + " u")
+                        .in(c)
+                        .line("tokens " + std::to_string(t) + ", " + std::to_string(t + 1) + " at position " +
+                              std::to_string(c.positions[t]) + ", head " + std::to_string(h))
+                        .elements("x", c, c.input.data(), {px.k0, px.k1})
+                        .elements("y", c, c.input.data(), {py.k0, py.k1})
+                        .elements("Rx", c, out.data(), {px.k0, px.k1})
+                        .elements("Ry", c, out.data(), {py.k0, py.k1})
+                        .str());
           }
           ip_in += a, ip_out += b, abs_in += pa, abs_out += pb, tol += ti;
         }
         // Whole head.
         const double tol_h = tol + sum_slack(c.head_dim, abs_in) + sum_slack(c.head_dim, abs_out);
         if (!(std::fabs(ip_in - ip_out) <= tol_h)) {
-          std::ostringstream o;
-          o << "inner product of head " << h << " not preserved: <x,y> = " << ip_in << ", <Rx,Ry> = " << ip_out
-            << ", |difference| " << std::fabs(ip_in - ip_out) << " > tolerance " << tol_h << "\n  case: "
-            << c.summary() << "\n  tokens " << t << ", " << t + 1 << " at position " << c.positions[t];
-          RC_FAIL(o.str());
+          RC_FAIL(FailureText("inner product of head " + std::to_string(h) + " not preserved")
+                      .sides("<Rx,Ry>", ip_out, "<x,y>", ip_in, tol_h)
+                      .because("the pairs' tolerances + sum rounding")
+                      .in(c)
+                      .line("tokens " + std::to_string(t) + ", " + std::to_string(t + 1) + " at position " +
+                            std::to_string(c.positions[t]))
+                      .str());
         }
       }
     }
@@ -183,13 +194,15 @@ Property property_NormPreserved(KernelHandle& ker, Dtype d, Layout l, const Scop
           // | ||y|| - ||Rx|| | <= ||y - Rx|| <= E, and ||Rx|| = ||x||; each norm rounds by <= 2^-52.
           const double tol = e + (nx + ny) * 0x1p-51;
           if (!(std::fabs(ny - nx) <= tol)) {
-            std::ostringstream o;
-            o << "norm of pair " << i << " not preserved: ||x|| = " << nx << ", ||Rx|| = " << ny << ", |difference| "
-              << std::fabs(ny - nx) << " > tolerance " << tol << " (B u max(||x||, min_normal), B = " << bound
-              << " u)\n  case: " << c.summary() << "\n  token " << t << " (position " << c.positions[t] << "), head "
-              << h << "\n  x: " << bits_text(c, c.input.data(), p.k0) << ", " << bits_text(c, c.input.data(), p.k1)
-              << "\n  Rx: " << bits_text(c, out.data(), p.k0) << ", " << bits_text(c, out.data(), p.k1);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("norm of pair " + std::to_string(i) + " not preserved")
+                        .sides("||Rx||", ny, "||x||", nx, tol)
+                        .because("B u max(||x||, min_normal) + norm rounding, B = " + number_text(bound) + " u")
+                        .in(c)
+                        .line("token " + std::to_string(t) + " (position " + std::to_string(c.positions[t]) +
+                              "), head " + std::to_string(h))
+                        .elements("x", c, c.input.data(), {p.k0, p.k1})
+                        .elements("Rx", c, out.data(), {p.k0, p.k1})
+                        .str());
           }
           sx += x0 * x0 + x1 * x1, sy += y0 * y0 + y1 * y1, se += e * e;
         }
@@ -203,11 +216,12 @@ Property property_NormPreserved(KernelHandle& ker, Dtype d, Layout l, const Scop
         const double nx = std::sqrt(sx), ny = std::sqrt(sy);
         const double tol = std::sqrt(se) + (nx + ny) * double(c.head_dim + 4) * 0x1p-52;
         if (!(std::fabs(ny - nx) <= tol)) {
-          std::ostringstream o;
-          o << "norm of head " << h << " not preserved: ||x|| = " << nx << ", ||Rx|| = " << ny << ", |difference| "
-            << std::fabs(ny - nx) << " > tolerance " << tol << "\n  case: " << c.summary() << "\n  token " << t
-            << " (position " << c.positions[t] << ")";
-          RC_FAIL(o.str());
+          RC_FAIL(FailureText("norm of head " + std::to_string(h) + " not preserved")
+                      .sides("||Rx||", ny, "||x||", nx, tol)
+                      .because("sqrt(sum of the pairs' E^2) + norm rounding")
+                      .in(c)
+                      .line("token " + std::to_string(t) + " (position " + std::to_string(c.positions[t]) + ")")
+                      .str());
         }
       }
     }
@@ -273,30 +287,32 @@ Property property_RelativeInvariance(KernelHandle& ker, Dtype d, Layout l, const
         }
         const double tol_i = toli + sum_slack(2, absi);
         if (!(std::fabs(ipi[0] - ipi[1]) <= tol_i)) {
-          std::ostringstream o;
-          o << "relative invariance broken for pair " << i << " of head " << h << ": <R_m q, R_n k> = " << ipi[0]
-            << ", <R_(m+t) q, R_(n+t) k> = " << ipi[1] << ", |difference| " << std::fabs(ipi[0] - ipi[1])
-            << " > tolerance " << tol_i << " (B = " << bound << " u, angle model " << to_string(ker.angle_model())
-            << ")\n  case: " << c.summary() << "\n  m = " << m << ", n = " << n << ", t = " << shift
-            << "\n  q: " << bits_text(c, c.input.data(), pq.k0) << ", " << bits_text(c, c.input.data(), pq.k1)
-            << "\n  k: " << bits_text(c, c.input.data(), pk.k0) << ", " << bits_text(c, c.input.data(), pk.k1);
+          FailureText f("relative invariance broken for pair " + std::to_string(i) + " of head " + std::to_string(h));
+          f.sides("<R_m q, R_n k>", ipi[0], "<R_(m+t) q, R_(n+t) k>", ipi[1], tol_i)
+              .because("both sides' E_q ||k|| + ||q|| E_k + E_q E_k + sum rounding (B = " + number_text(bound) +
+                       " u, angle model " + std::string(to_string(ker.angle_model())) + ")")
+              .in(c)
+              .line("m = " + std::to_string(m) + ", n = " + std::to_string(n) + ", t = " + std::to_string(shift))
+              .elements("q", c, c.input.data(), {pq.k0, pq.k1})
+              .elements("k", c, c.input.data(), {pk.k0, pk.k1});
           for (int tok = 0; tok < 4; ++tok) {
             const PairView p = pair_at(c, size_t(tok), h, i);
-            o << "\n  out token " << tok << " (position " << c.positions[size_t(tok)]
-              << "): " << bits_text(c, out.data(), p.k0) << ", " << bits_text(c, out.data(), p.k1);
+            f.elements("out token " + std::to_string(tok) + " (position " + std::to_string(c.positions[size_t(tok)]) +
+                           ")",
+                       c, out.data(), {p.k0, p.k1});
           }
-          RC_FAIL(o.str());
+          RC_FAIL(f.str());
         }
         ip[0] += ipi[0], ip[1] += ipi[1], abs_sum += absi, tol += toli;
       }
       const double tol_h = tol + sum_slack(c.head_dim, abs_sum);
       if (!(std::fabs(ip[0] - ip[1]) <= tol_h)) {
-        std::ostringstream o;
-        o << "relative invariance broken for head " << h << ": <R_m q, R_n k> = " << ip[0]
-          << ", <R_(m+t) q, R_(n+t) k> = " << ip[1] << ", |difference| " << std::fabs(ip[0] - ip[1])
-          << " > tolerance " << tol_h << "\n  case: " << c.summary() << "\n  m = " << m << ", n = " << n
-          << ", t = " << shift;
-        RC_FAIL(o.str());
+        RC_FAIL(FailureText("relative invariance broken for head " + std::to_string(h))
+                    .sides("<R_m q, R_n k>", ip[0], "<R_(m+t) q, R_(n+t) k>", ip[1], tol_h)
+                    .because("the pairs' tolerances + sum rounding")
+                    .in(c)
+                    .line("m = " + std::to_string(m) + ", n = " + std::to_string(n) + ", t = " + std::to_string(shift))
+                    .str());
       }
     }
   };
@@ -344,16 +360,20 @@ Property property_Composition(KernelHandle& ker, Dtype d, Layout l, const Scope&
           const double dist = pair_norm(y0v - z0, y1v - z1);
           const double tol = (e1 + e2 + e3) + (pair_norm(y0v, y1v) + pair_norm(z0, z1)) * 0x1p-50;
           if (!(dist <= tol)) {
-            std::ostringstream o;
-            o << "composition broken for pair " << i << ": ||K_a(K_b x) - K_(a+b) x|| = " << dist << " > tolerance "
-              << tol << " = E_b + E_a + E_(a+b) = " << e1 << " + " << e2 << " + " << e3 << " (bounds " << Bb << ", "
-              << Ba << ", " << Bab << " u, angle model " << to_string(ker.angle_model()) << ")\n  case: " << cb.summary()
-              << "\n  token " << t << ", head " << h << ": a = " << a[t] << ", b = " << b[t]
-              << "\n  x: " << bits_text(cb, cb.input.data(), p.k0) << ", " << bits_text(cb, cb.input.data(), p.k1)
-              << "\n  K_b x: " << bits_text(cb, y1.data(), p.k0) << ", " << bits_text(cb, y1.data(), p.k1)
-              << "\n  K_a(K_b x): " << bits_text(cb, y2.data(), p.k0) << ", " << bits_text(cb, y2.data(), p.k1)
-              << "\n  K_(a+b) x: " << bits_text(cb, z.data(), p.k0) << ", " << bits_text(cb, z.data(), p.k1);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("composition broken for pair " + std::to_string(i))
+                        .distance("||K_a(K_b x) - K_(a+b) x||", dist, tol)
+                        .because("E_b + E_a + E_(a+b) = " + number_text(e1) + " + " + number_text(e2) + " + " +
+                                 number_text(e3) + " (bounds " + number_text(Bb) + ", " + number_text(Ba) + ", " +
+                                 number_text(Bab) + " u, angle model " + std::string(to_string(ker.angle_model())) +
+                                 ")")
+                        .in(cb)
+                        .line("token " + std::to_string(t) + ", head " + std::to_string(h) + ": a = " +
+                              std::to_string(a[t]) + ", b = " + std::to_string(b[t]))
+                        .elements("x", cb, cb.input.data(), {p.k0, p.k1})
+                        .elements("K_b x", cb, y1.data(), {p.k0, p.k1})
+                        .elements("K_a(K_b x)", cb, y2.data(), {p.k0, p.k1})
+                        .elements("K_(a+b) x", cb, z.data(), {p.k0, p.k1})
+                        .str());
           }
         }
       }

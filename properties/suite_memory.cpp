@@ -3,8 +3,8 @@
 // in-place equals out-of-place, and the two layouts agree: interleaved(x) = P^-1 halfsplit(P x) (the same
 // output under the identity clause).
 #include <algorithm>
-#include <sstream>
 
+#include "properties/failure.hpp"
 #include "properties/generators.hpp"
 #include "properties/suite.hpp"
 
@@ -23,15 +23,19 @@ Property property_PositionZeroIsIdentity(KernelHandle& ker, Dtype d, Layout l, c
         // values (+-0 alike, any NaN for a NaN).
         const Judgement j = judge_with(ker, c, out);
         if (!j.ok())
-          RC_FAIL(std::string("position 0 is not the identity (identity=values)") + (pass ? " (in place)" : "") +
-                  ": " + j.report(2));
+          RC_FAIL(FailureText(std::string("position 0 is not the identity (identity=values)") + (pass ? " (in place)" : ""))
+                      .note(": " + j.report(2))
+                      .str());
         continue;
       }
       const size_t k = first_difference(c, out.data(), c.input.data());
       if (k != SIZE_MAX)
-        RC_FAIL(std::string("position 0 is not the identity (identity=bits)") + (pass ? " (in place)" : "") + " at " + element_where(c, k) +
-                ": input " + bits_text(c, c.input.data(), k) + ", got " + bits_text(c, out.data(), k) +
-                "\n  case: " + c.summary());
+        RC_FAIL(FailureText(std::string("position 0 is not the identity (identity=bits)") + (pass ? " (in place)" : ""))
+                    .note(" at " + element_where(c, k))
+                    .in(c)
+                    .elements("input", c, c.input.data(), {k})
+                    .elements("got", c, out.data(), {k})
+                    .str());
     }
   };
 }
@@ -69,10 +73,13 @@ Property property_PassThroughDimsKept(KernelHandle& ker, Dtype d, Layout l, cons
             if (is_rotated(c, k)) continue;
             const size_t e = head_offset(c, t, h) + k;
             if (!keeps_input(cr, d, load_bits(d, c.input.data(), e), load_bits(d, out.data(), e)))
-              RC_FAIL(std::string("pass-through dim changed") + (pass ? " (in place)" : "") + " at " + element_where(c, e) +
-                      ": input " + bits_text(c, c.input.data(), e) + ", got " + bits_text(c, out.data(), e) +
-                      (cr.identity_bits ? " (identity=bits: its bits)" : " (identity=values: its value)") +
-                      "\n  case: " + c.summary());
+              RC_FAIL(FailureText(std::string("pass-through dim changed") + (pass ? " (in place)" : ""))
+                          .note(" at " + element_where(c, e) +
+                                (cr.identity_bits ? " (identity=bits: its bits kept)" : " (identity=values: its value kept)"))
+                          .in(c)
+                          .elements("input", c, c.input.data(), {e})
+                          .elements("got", c, out.data(), {e})
+                          .str());
           }
     }
   };
@@ -84,7 +91,7 @@ Property property_InputUntouchedOutOfPlace(KernelHandle& ker, Dtype d, Layout l,
     RunResult r = ker.run(c, {false, 0xa5});
     if (r.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this configuration");
     // A handle that checks the input itself (the gate's host) reports a change as a failed call.
-    if (r.status == RunResult::Status::failed) RC_FAIL(r.failure + "\n  case: " + c.summary());
+    if (r.status == RunResult::Status::failed) RC_FAIL(FailureText(r.failure).in(c).str());
     if (r.input_after) {
       const std::string why = input_touched(c, c.input, *r.input_after);
       if (!why.empty()) RC_FAIL(why);

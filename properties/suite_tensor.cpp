@@ -24,6 +24,7 @@
 #include <optional>
 #include <sstream>
 
+#include "properties/failure.hpp"
 #include "properties/generators.hpp"
 #include "properties/suite.hpp"
 #include "reference/reference.hpp"
@@ -63,26 +64,29 @@ RunResult run_taken(KernelHandle& ker, const RopeCase& c, const char* what) {
   RunResult r = ker.run(c, {});
   if (r.status == RunResult::Status::declined) r = ker.run(c, {true, -1});
   if (r.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this call shape");
-  if (r.status == RunResult::Status::failed) RC_FAIL(std::string(what) + ": " + r.failure + "\n  case: " + c.summary());
+  if (r.status == RunResult::Status::failed) RC_FAIL(FailureText(std::string(what) + ": " + r.failure).in(c).str());
   return r;
 }
 
-// Where the first differing element of two compact outputs of c is, and both values.
-std::string first_difference(const RopeCase& c, const Bytes& a, const Bytes& b) {
-  for (size_t e = 0; e < c.n_elements(); ++e)
-    if (load_bits(c.dtype, a.data(), e) != load_bits(c.dtype, b.data(), e))
-      return element_where(c, e) + ": " + bits_text(c, a.data(), e) + " vs " + bits_text(c, b.data(), e);
-  return "";
-}
 
 // a = b: bit for bit for a kernel that promises it, else every pair within both calls' allowances.
 void expect_equivalent(const KernelHandle& ker, const RopeCase& ca, const Bytes& oa, const RopeCase& cb,
                        const Bytes& ob, const char* what, const std::string& context) {
   if (oa == ob) return;
-  if (ker.bit_exact_shapes())
-    RC_FAIL(std::string(what) + ": not bit-identical (the kernel gives a head the same bits whatever the call's "
-                                "shape): " + first_difference(ca, oa, ob) + "\n  " + context + "\n  case a: " +
-            ca.summary() + "\n  case b: " + cb.summary());
+  if (ker.bit_exact_shapes()) {
+    const size_t e = oa.size() == ob.size() ? props::first_difference(ca, oa.data(), ob.data()) : SIZE_MAX;
+    if (e == SIZE_MAX)
+      RC_FAIL(FailureText(std::string(what) + ": outputs of " + std::to_string(oa.size()) + " and " +
+                          std::to_string(ob.size()) + " bytes").line(context).in(ca, "case a").in(cb, "case b").str());
+    RC_FAIL(FailureText(std::string(what) + ": not bit-identical (the kernel gives a head the same bits whatever the "
+                                            "call's shape) at " + element_where(ca, e))
+                .line(context)
+                .in(ca, "case a")
+                .in(cb, "case b")
+                .elements("a", ca, oa.data(), {e})
+                .elements("b", cb, ob.data(), {e})
+                .str());
+  }
   expect_same_rotation(ker, ca, oa, cb, ob, what, [](size_t, uint32_t) { return 0.0; }, context);
 }
 
@@ -195,7 +199,7 @@ Property property_QAndKEqualTwoCalls(KernelHandle& ker, Dtype d, Layout l, const
       RunResult r = ker.run(c, {});
       if (r.status == RunResult::Status::declined) r = ker.run(c, {true, -1});
       if (r.status == RunResult::Status::declined) return std::nullopt;
-      if (r.status == RunResult::Status::failed) RC_FAIL("q and k (inverse): " + r.failure + "\n  case: " + c.summary());
+      if (r.status == RunResult::Status::failed) RC_FAIL(FailureText("q and k (inverse): " + r.failure).in(c).str());
       return r;
     };
     const std::optional<RunResult> ia = run_inverse(bi);
@@ -312,7 +316,7 @@ Property property_TableKindsAgree(KernelHandle& ker, Dtype d, Layout l, const Sc
         if (tensor) t.tensor = TensorCall{};
         for (bool in_place : {false, true}) {
           RunResult r = ker.run(t, {in_place, -1});
-          if (r.status == RunResult::Status::failed) RC_FAIL("table kinds: " + r.failure + "\n  case: " + t.summary());
+          if (r.status == RunResult::Status::failed) RC_FAIL(FailureText("table kinds: " + r.failure).in(t).str());
           if (r.status == RunResult::Status::ok) return std::move(r.out);
         }
       }
@@ -357,23 +361,31 @@ Property property_SameCallTwiceSameOutput(KernelHandle& ker, Dtype d, Layout l, 
     RunResult a = ker.run(c, {});
     if (a.status == RunResult::Status::declined) a = ker.run(c, {in_place = true, -1});
     if (a.status == RunResult::Status::declined) RC_DISCARD("the kernel declines this call shape");
-    if (a.status == RunResult::Status::failed) RC_FAIL("same call twice: " + a.failure + "\n  case: " + c.summary());
+    if (a.status == RunResult::Status::failed) RC_FAIL(FailureText("same call twice: " + a.failure).in(c).str());
     const RunResult b = ker.run(c, {in_place, -1});
     if (b.status != RunResult::Status::ok)
-      RC_FAIL("same call twice: the first call was taken, the second " +
-              (b.status == RunResult::Status::declined ? std::string("declined") : b.failure) + "\n  case: " + c.summary());
+      RC_FAIL(FailureText("same call twice: the first call was taken, the second " +
+                          (b.status == RunResult::Status::declined ? std::string("declined") : b.failure))
+                  .in(c)
+                  .str());
     const bool bits = ker.criteria(c).identity_bits;
     const char* form = in_place ? " (in place)" : "";
     if (const size_t e = first_output_difference(c, a.out.data(), b.out.data(), bits); e != SIZE_MAX)
-      RC_FAIL(std::string("same call twice: q's output differs between two identical calls") + form + " at " +
-              element_where(c, e) + ": " + bits_text(c, a.out.data(), e) + " then " + bits_text(c, b.out.data(), e) +
-              "\n  case: " + c.summary());
+      RC_FAIL(FailureText(std::string("same call twice: q's output differs between two identical calls") + form + " at " +
+                          element_where(c, e))
+                  .in(c)
+                  .elements("first", c, a.out.data(), {e})
+                  .elements("then", c, b.out.data(), {e})
+                  .str());
     if (c.tensor->k_heads) {
       const RopeCase kc = k_alone(c);
       if (const size_t e = first_output_difference(kc, a.k_out.data(), b.k_out.data(), bits); e != SIZE_MAX)
-        RC_FAIL(std::string("same call twice: k's output differs between two identical calls") + form + " at " +
-                element_where(kc, e) + ": " + bits_text(kc, a.k_out.data(), e) + " then " +
-                bits_text(kc, b.k_out.data(), e) + "\n  case: " + c.summary());
+        RC_FAIL(FailureText(std::string("same call twice: k's output differs between two identical calls") + form +
+                            " at " + element_where(kc, e))
+                    .in(c)
+                    .elements("first", kc, a.k_out.data(), {e})
+                    .elements("then", kc, b.k_out.data(), {e})
+                    .str());
     }
   };
 }

@@ -25,8 +25,9 @@
 #include <cmath>
 #include <functional>
 #include <optional>
-#include <sstream>
+#include <string>
 
+#include "properties/failure.hpp"
 #include "properties/generators.hpp"
 #include "properties/suite.hpp"
 
@@ -41,9 +42,6 @@ double deviation(const KernelHandle& k, const RopeCase& c, uint32_t i, size_t t)
   return model_deviation(k.angle_model(), c, i, c.pair_position(t, i));
 }
 
-std::string pair_text(const RopeCase& c, const void* buf, const PairView& p) {
-  return bits_text(c, buf, p.k0) + ", " + bits_text(c, buf, p.k1);
-}
 
 // rotary_dim > 2 (ntk's exponent R/(R-2)), head_dim grown to hold it; the input redrawn.
 void at_least_four(RopeCase& c, gen::Values v) {
@@ -90,14 +88,19 @@ void expect_same_rotation(const KernelHandle& ker, const RopeCase& ca, const Byt
         const double d = std::min(dphi(t, i), 2.0) * ny;
         const double tol = (ea + eb + d) * (1 + 0x1p-40) + (pair_norm(a0, a1) + pair_norm(b0, b1)) * 0x1p-50;
         if (!(dist <= tol)) {
-          std::ostringstream o;
-          o << what << ": pair " << i << " of token " << t << " (position " << ca.pair_position(t, i) << ", axis "
-            << ca.axis_of(i) << "), head " << h << " differs by " << dist << " > tolerance " << tol
-            << " = E_a + E_b + |dphi| ||y*|| = " << ea << " + " << eb << " + " << d << " (bounds " << Ba << ", " << Bb
-            << " u)\n  " << context << "\n  case a: " << ca.summary() << "\n  case b: " << cb.summary()
-            << "\n  input: " << pair_text(ca, ca.input.data(), p) << "\n  a: " << pair_text(ca, oa.data(), p)
-            << "\n  b: " << pair_text(cb, ob.data(), p);
-          RC_FAIL(o.str());
+          RC_FAIL(FailureText(std::string(what) + ": pair " + std::to_string(i) + " of token " + std::to_string(t) +
+                              " (position " + std::to_string(ca.pair_position(t, i)) + ", axis " +
+                              std::to_string(ca.axis_of(i)) + "), head " + std::to_string(h))
+                      .distance("||a - b||", dist, tol)
+                      .because("E_a + E_b + |dphi| ||y*|| = " + number_text(ea) + " + " + number_text(eb) + " + " +
+                               number_text(d) + " (bounds " + number_text(Ba) + ", " + number_text(Bb) + " u)")
+                      .line(context)
+                      .in(ca, "case a")
+                      .in(cb, "case b")
+                      .elements("input", ca, ca.input.data(), {p.k0, p.k1})
+                      .elements("a", ca, oa.data(), {p.k0, p.k1})
+                      .elements("b", cb, ob.data(), {p.k0, p.k1})
+                      .str());
         }
       }
       const bool identity_bits = ker.criteria(ca).identity_bits;
@@ -105,8 +108,11 @@ void expect_same_rotation(const KernelHandle& ker, const RopeCase& ca, const Byt
         if (is_rotated(ca, k)) continue;
         const size_t e = head_offset(ca, t, h) + k;
         if (!same_output(ca.dtype, load_bits(ca.dtype, oa.data(), e), load_bits(ca.dtype, ob.data(), e), identity_bits))
-          RC_FAIL(std::string(what) + ": pass-through element differs at " + element_where(ca, e) + ": " +
-                  bits_text(ca, oa.data(), e) + " vs " + bits_text(cb, ob.data(), e) + "\n  case a: " + ca.summary());
+          RC_FAIL(FailureText(std::string(what) + ": pass-through element differs at " + element_where(ca, e))
+                      .in(ca, "case a")
+                      .elements("a", ca, oa.data(), {e})
+                      .elements("b", cb, ob.data(), {e})
+                      .str());
       }
     }
 }
@@ -129,13 +135,17 @@ Property property_AttentionFactorScalesNorms(KernelHandle& ker, Dtype d, Layout 
           const double e = pair_error_allowance(c, bound, s * nx);
           const double tol = e + (s * nx + ny) * 0x1p-50;
           if (!(std::fabs(ny - s * nx) <= tol)) {
-            std::ostringstream o;
-            o << "attention factor: ||out pair " << i << "|| = " << ny << ", s ||x|| = " << s << " * " << nx << " = "
-              << s * nx << " (ratio " << (nx > 0 ? ny / nx : 0.0) << "), |difference| " << std::fabs(ny - s * nx)
-              << " > tolerance " << tol << " (B u max(s||x||, min_normal), B = " << bound << " u)\n  case: "
-              << c.summary() << "\n  token " << t << " (position " << c.pair_position(t, i) << "), head " << h
-              << "\n  x: " << pair_text(c, c.input.data(), p) << "\n  out: " << pair_text(c, out.data(), p);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("attention factor")
+                        .sides("||out pair " + std::to_string(i) + "||", ny, "s ||x||", s * nx, tol)
+                        .because("B u max(s||x||, min_normal) + norm rounding, B = " + number_text(bound) + " u")
+                        .in(c)
+                        .line("s = " + number_text(s) + ", ||x|| = " + number_text(nx) + ", ratio ||out|| / ||x|| = " +
+                              number_text(nx > 0 ? ny / nx : 0.0))
+                        .line("token " + std::to_string(t) + " (position " + std::to_string(c.pair_position(t, i)) +
+                              "), head " + std::to_string(h))
+                        .elements("x", c, c.input.data(), {p.k0, p.k1})
+                        .elements("out", c, out.data(), {p.k0, p.k1})
+                        .str());
           }
         }
   };
@@ -168,13 +178,17 @@ Property property_InverseUndoesForward(KernelHandle& ker, Dtype d, Layout l, con
           const double tol = pair_error_allowance(ci, bi, s * ny) + s * pair_error_allowance(c, bf, s * nx) +
                              (s * s * nx + pair_norm(z0, z1)) * 0x1p-50;
           if (!(err <= tol)) {
-            std::ostringstream o;
-            o << "inverse: ||inverse(forward(x)) - s^2 x|| = " << err << " > tolerance " << tol << " for pair " << i
-              << " (s = " << s << "; forward B = " << bf << " u, inverse B = " << bi << " u)\n  case: " << c.summary()
-              << "\n  token " << t << " (position " << c.pair_position(t, i) << "), head " << h
-              << "\n  x: " << pair_text(c, c.input.data(), p) << "\n  forward: " << pair_text(c, y.data(), p)
-              << "\n  inverse: " << pair_text(c, z.data(), p);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("inverse: pair " + std::to_string(i) + " not restored")
+                        .distance("||inverse(forward(x)) - s^2 x||", err, tol)
+                        .because("E_I(s ||y||) + s E_F(s ||x||) + norm rounding (s = " + number_text(s) +
+                                 "; forward B = " + number_text(bf) + " u, inverse B = " + number_text(bi) + " u)")
+                        .in(c)
+                        .line("token " + std::to_string(t) + " (position " + std::to_string(c.pair_position(t, i)) +
+                              "), head " + std::to_string(h))
+                        .elements("x", c, c.input.data(), {p.k0, p.k1})
+                        .elements("forward", c, y.data(), {p.k0, p.k1})
+                        .elements("inverse", c, z.data(), {p.k0, p.k1})
+                        .str());
           }
         }
   };
@@ -209,15 +223,18 @@ Property property_InverseIsForwardTransposed(KernelHandle& ker, Dtype d, Layout 
           const double tol = pair_error_allowance(c, bf, s * nx) * ny + nx * pair_error_allowance(ci, bi, s * ny) +
                              (pair_norm(f0, f1) * ny + nx * pair_norm(g0, g1)) * 0x1p-50;
           if (!(std::fabs(lhs - rhs) <= tol)) {
-            std::ostringstream o;
-            o << "adjoint: <forward(x), y> = " << lhs << " but <x, inverse(y)> = " << rhs << " for pair " << i
-              << ": |difference| " << std::fabs(lhs - rhs) << " > tolerance " << tol
-              << " = E_F(s||x||) ||y|| + ||x|| E_I(s||y||) (s = " << s << "; forward B = " << bf
-              << " u, inverse B = " << bi << " u)\n  case: " << c.summary() << "\n  token " << t << " (position "
-              << c.pair_position(t, i) << "), head " << h << "\n  x: " << pair_text(c, c.input.data(), p)
-              << "\n  forward(x): " << pair_text(c, fx.data(), p) << "\n  y: " << pair_text(ci, ci.input.data(), p)
-              << "\n  inverse(y): " << pair_text(ci, iy.data(), p);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("adjoint: pair " + std::to_string(i) + " is not transposed")
+                        .sides("<forward(x), y>", lhs, "<x, inverse(y)>", rhs, tol)
+                        .because("E_F(s||x||) ||y|| + ||x|| E_I(s||y||) + rounding (s = " + number_text(s) +
+                                 "; forward B = " + number_text(bf) + " u, inverse B = " + number_text(bi) + " u)")
+                        .in(c)
+                        .line("token " + std::to_string(t) + " (position " + std::to_string(c.pair_position(t, i)) +
+                              "), head " + std::to_string(h))
+                        .elements("x", c, c.input.data(), {p.k0, p.k1})
+                        .elements("forward(x)", c, fx.data(), {p.k0, p.k1})
+                        .elements("y", ci, ci.input.data(), {p.k0, p.k1})
+                        .elements("inverse(y)", ci, iy.data(), {p.k0, p.k1})
+                        .str());
           }
         }
   };
@@ -281,21 +298,23 @@ Property property_RelativeInvariancePerAxis(KernelHandle& ker, Dtype d, Layout l
           toli += eq[side] * nk + nq * ek + eq[side] * ek;
         }
         const double tol_i = toli + sum_slack(2, absi);
-        auto ctx = [&] {  // the failure's context (formatted only for a failure)
-          std::ostringstream o;
-          o << "axis " << a << " of " << axes << " moved by t = " << shift << "; pair " << i << " is on axis "
-            << c.axis_of(i) << "\n  case: " << c.summary() << "\n  positions (axis-major, tokens q k q' k'):";
-          for (int64_t m : c.positions) o << ' ' << m;
-          o << "\n  pair_axis:";
-          for (uint8_t x : c.pair_axis) o << ' ' << int(x);
-          return o.str();
+        auto context = [&](FailureText& f) -> FailureText& {  // the failure's context (formatted only for a failure)
+          std::string pos, axis;
+          for (int64_t m : c.positions) pos += ' ' + std::to_string(m);
+          for (uint8_t x : c.pair_axis) axis += ' ' + std::to_string(int(x));
+          return f.in(c)
+              .line("axis " + std::to_string(a) + " of " + std::to_string(axes) + " moved by t = " +
+                    std::to_string(shift) + "; pair " + std::to_string(i) + " is on axis " +
+                    std::to_string(c.axis_of(i)))
+              .line("positions (axis-major, tokens q k q' k'):" + pos)
+              .line("pair_axis:" + axis);
         };
         if (!(std::fabs(ip[0] - ip[1]) <= tol_i)) {
-          std::ostringstream o;
-          o << "relative invariance per axis broken for pair " << i << " of head " << h << ": <q_i, k_i> = " << ip[0]
-            << ", <q'_i, k'_i> = " << ip[1] << ", |difference| " << std::fabs(ip[0] - ip[1]) << " > tolerance "
-            << tol_i << " (B = " << bound << " u)\n  " << ctx();
-          RC_FAIL(o.str());
+          FailureText f("relative invariance per axis broken for pair " + std::to_string(i) + " of head " +
+                        std::to_string(h));
+          f.sides("<q_i, k_i>", ip[0], "<q'_i, k'_i>", ip[1], tol_i)
+              .because("both sides' E_q ||k|| + ||q|| E_k + E_q E_k + sum rounding (B = " + number_text(bound) + " u)");
+          RC_FAIL(context(f).str());
         }
         if (c.axis_of(i) != a) {
           const PairView q1 = pair_at(c, 2, h, i);
@@ -303,11 +322,13 @@ Property property_RelativeInvariancePerAxis(KernelHandle& ker, Dtype d, Layout l
                                         value(c, out.data(), q1.k1) - value(c, out.data(), pq.k1));
           const double tol = (eq[0] + eq[1]) * (1 + 0x1p-40) + nq * 0x1p-48;
           if (!(dist <= tol)) {
-            std::ostringstream o;
-            o << "pair " << i << " (axis " << c.axis_of(i) << ") of head " << h << " moved when only axis " << a
-              << " moved: ||q'_i - q_i|| = " << dist << " > tolerance " << tol << " (B = " << bound << " u)\n  "
-              << ctx() << "\n  q_i: " << pair_text(c, out.data(), pq) << "\n  q'_i: " << pair_text(c, out.data(), q1);
-            RC_FAIL(o.str());
+            FailureText f("pair " + std::to_string(i) + " (axis " + std::to_string(c.axis_of(i)) + ") of head " +
+                          std::to_string(h) + " moved when only axis " + std::to_string(a) + " moved");
+            f.distance("||q'_i - q_i||", dist, tol).because("E_q + E_q' (B = " + number_text(bound) + " u)");
+            RC_FAIL(context(f)
+                        .elements("q_i", c, out.data(), {pq.k0, pq.k1})
+                        .elements("q'_i", c, out.data(), {q1.k0, q1.k1})
+                        .str());
           }
         }
       }
@@ -414,10 +435,12 @@ Property property_OffsetSliceEqualsSubHead(KernelHandle& ker, Dtype d, Layout l,
           if (is_rotated(c, k)) continue;
           const size_t e = head_offset(c, t, h) + k;
           if (!keeps_input(cr, d, load_bits(d, c.input.data(), e), load_bits(d, out.data(), e)))
-            RC_FAIL("offset slice: an element outside [o, o+R) changed at " + element_where(c, e) + ": input " +
-                    bits_text(c, c.input.data(), e) + ", got " + bits_text(c, out.data(), e) +
-                    (cr.identity_bits ? " (identity=bits: its bits)" : " (identity=values: its value)") +
-                    "\n  case: " + c.summary());
+            RC_FAIL(FailureText("offset slice: an element outside [o, o+R) changed at " + element_where(c, e) +
+                                (cr.identity_bits ? " (identity=bits: its bits kept)" : " (identity=values: its value kept)"))
+                        .in(c)
+                        .elements("input", c, c.input.data(), {e})
+                        .elements("got", c, out.data(), {e})
+                        .str());
         }
         for (uint32_t i = 0; i < c.n_pairs_per_head(); ++i) {
           const PairView p = pair_at(c, t, h, i), q = pair_at(sub, t, h, i);
@@ -428,13 +451,16 @@ Property property_OffsetSliceEqualsSubHead(KernelHandle& ker, Dtype d, Layout l,
           const double tol = (pair_error_allowance(c, Bc, ny) + pair_error_allowance(sub, Bs, ny)) * (1 + 0x1p-40) +
                              (pair_norm(a0, a1) + pair_norm(b0, b1)) * 0x1p-50;
           if (!(dist <= tol)) {
-            std::ostringstream o;
-            o << "offset slice != sub-head: pair " << i << " of token " << t << ", head " << h << " differs by "
-              << dist << " > tolerance " << tol << " = E_a + E_b (bounds " << Bc << ", " << Bs
-              << " u)\n  case: " << c.summary() << "\n  sub-head case: " << sub.summary()
-              << "\n  input: " << pair_text(c, c.input.data(), p) << "\n  slice: " << pair_text(c, out.data(), p)
-              << "\n  sub-head: " << pair_text(sub, os.data(), q);
-            RC_FAIL(o.str());
+            RC_FAIL(FailureText("offset slice != sub-head: pair " + std::to_string(i) + " of token " + std::to_string(t) +
+                                ", head " + std::to_string(h))
+                        .distance("||slice - sub-head||", dist, tol)
+                        .because("E_a + E_b (bounds " + number_text(Bc) + ", " + number_text(Bs) + " u)")
+                        .in(c)
+                        .in(sub, "sub-head case")
+                        .elements("input", c, c.input.data(), {p.k0, p.k1})
+                        .elements("slice", c, out.data(), {p.k0, p.k1})
+                        .elements("sub-head", sub, os.data(), {q.k0, q.k1})
+                        .str());
           }
         }
       }
@@ -475,8 +501,10 @@ Property property_VariantsWithinBoundOfReference(KernelHandle& ker, Dtype d, Lay
       const Bytes& out = *got;
       const Judgement j = judge_with(ker, ck, out);
       if (!j.ok())
-        RC_FAIL("variant accuracy (rule " + std::string(kind ? to_string(*kind) : "none") + ") of " + ker.name() +
-                " under the " + std::string(to_string(ker.angle_model())) + " angle model: " + j.report());
+        RC_FAIL(FailureText("variant accuracy (rule " + std::string(kind ? to_string(*kind) : "none") + ") of " +
+                            ker.name() + " under the " + std::string(to_string(ker.angle_model())) + " angle model")
+                    .note(": " + j.report())
+                    .str());
     }
     if (!any) RC_DISCARD("the kernel declines this configuration under every rule");
   };

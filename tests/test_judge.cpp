@@ -2,7 +2,7 @@
 // what the sweep's reports show): on the correctly rounded output with one
 // pair planted far off, the planted pair is its bucket's worst, with its site
 // and bits; ties keep the first pair; a bucket without a finite pair has no
-// entry; and nothing is recorded unless asked.
+// entry; and nothing is recorded unless asked. And the one shape of every failure text (FailureText).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "core/rope_case.hpp"
 #include "properties/contract.hpp"
 #include "properties/error_model.hpp"
+#include "properties/failure.hpp"
 #include "properties/judge.hpp"
 #include "reference/reference.hpp"
 
@@ -154,4 +155,36 @@ TEST(JudgeOverflow, AProductBeyondTheArithmeticRangeMayOverflowAndNothingElse) {
     else
       EXPECT_NE(j.report().find("the kernel's output is not finite"), std::string::npos) << j.report();
   }
+}
+
+// One failure text for every property and check (properties/failure.hpp): the headline with both sides, the
+// difference and the tolerance with how it is made, then indented lines -- the case, where, each element as
+// bits (hexfloat = decimal).
+TEST(FailureText, OneShapeHeadlineThenIndentedCaseAndElements) {
+  RopeCase c;
+  c.dtype = Dtype::bf16;
+  c.head_dim = 2;
+  c.rotary_dim = 2;
+  c.positions = {5};
+  c.input.resize(c.n_bytes());
+  store_f32(c.dtype, c.input.data(), 0, 1.0f);
+  store_f32(c.dtype, c.input.data(), 1, -0.5f);
+  const std::string t = FailureText("norm of pair 0 not preserved")
+                            .sides("||Rx||", 1.25, "||x||", 1.0, 0.0078125)
+                            .because("B u max(||x||, min_normal)")
+                            .in(c)
+                            .line("token 0 (position 5), head 0")
+                            .elements("x", c, c.input.data(), {0, 1})
+                            .note("a note after the headline is a line of its own")
+                            .str();
+  EXPECT_EQ(t, "norm of pair 0 not preserved: ||Rx|| = 1.25, ||x|| = 1, |difference| 0.25 > tolerance 0.0078125 = "
+               "B u max(||x||, min_normal)\n"
+               "  case: " + c.summary() + "\n"
+               "  token 0 (position 5), head 0\n"
+               "  x: 0x3f80 (0x1p+0 = 1), 0xbf00 (-0x1p-1 = -0.5)\n"
+               "  a note after the headline is a line of its own");
+  EXPECT_EQ(FailureText("composition broken for pair 2").distance("||a - b||", 3e-7, 1e-7).str(),
+            "composition broken for pair 2: ||a - b|| = 3e-07 > tolerance 1e-07");
+  // Detail already formatted (a judgement's report) keeps its lines, without a trailing newline.
+  EXPECT_EQ(FailureText("accuracy").detail("a\n  b\n").str(), "accuracy\na\n  b");
 }

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <regex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -341,6 +343,19 @@ uint64_t expectation_seed(const std::string& id) {
   return h;
 }
 
+// Every failure in the one shape (properties/failure.hpp): a headline, the case on an indented line, and every
+// element quoted as bits with its hexfloat and decimal value ("0x3f80 (0x1p+0 = 1)").
+void expect_failure_shape(const std::string& text, const std::string& what) {
+  ASSERT_FALSE(text.empty()) << what;
+  EXPECT_NE(text[0], ' ') << what << ": the first line is the headline\n" << text;
+  EXPECT_TRUE(text.find("\n  case: ") != std::string::npos || text.find("\n  case a: ") != std::string::npos)
+      << what << ": no case line\n" << text;
+  static const std::regex element(R"(\b0x[0-9a-f]{4,8} \(([^()]*)\))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), element); it != std::sregex_iterator(); ++it)
+    EXPECT_NE((*it)[1].str().find(" = "), std::string::npos)
+        << what << ": element " << it->str() << " without its decimal value\n" << text;
+}
+
 void expect_caught(const Mutant& m, const std::vector<Expectation>& props) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.disableShrinking = true;  // detection is what is tested; shrinking big cases is slow
@@ -355,6 +370,9 @@ void expect_caught(const Mutant& m, const std::vector<Expectation>& props) {
         << ") did not catch the mutant kernel '" << m.impl.name << "' in " << params.maxSuccess
         << " cases: it has lost its power";
     // Caught for the reason the expectation names, not another (an error code, a decline read as a failure).
+    if (failed)
+      expect_failure_shape(result.get<rc::detail::FailureResult>().description,
+                           std::string(e.property) + " on " + m.impl.name);
     if (failed && e.finding) {
       const std::string& text = result.get<rc::detail::FailureResult>().description;
       bool named = false;
