@@ -6,12 +6,12 @@
 #                                   FUZZ_JOBS (1; at most 2) processes. Exit 1 on any crash.
 #   scripts/fuzz.sh --long [SECS]   a longer local campaign: SECS (3600) per target, one job per core, the
 #                                   corpus kept in build-fuzz/campaign/<target>/ across runs.
-#   scripts/fuzz.sh planted [DIR]   build fuzz_differential with the SIMD tail bug planted
-#                                   (-DROPECHECK_PLANT_SIMD_TAIL_BUG=ON) into DIR (build-fuzz-planted) and
+#   scripts/fuzz.sh planted [DIR]   build fuzz_differential_planted (fuzz_differential with the SIMD tail bug
+#                                   planted in simd_kernels.cpp alone) in the fuzz tree DIR (build-fuzz) and
 #                                   fuzz from an EMPTY corpus for at most FUZZ_SECONDS: passes only if the
-#                                   fuzzer finds the bug (a crash whose report names a SIMD implementation;
-#                                   with FUZZ_UNPLANTED_BINARY=build-fuzz/out/fuzz_differential, the crash
-#                                   input must also pass the build without the bug).
+#                                   fuzzer finds the bug (a crash whose report names a SIMD implementation,
+#                                   and whose input passes the tree's fuzz_differential, without the bug).
+#                                   `ci` runs it last, for FUZZ_PLANTED_SECONDS (60).
 #   scripts/fuzz.sh coverage [CORPUS_DIR...]
 #                                   source coverage of reference/ and impls/ reached by the seed corpus
 #                                   (plus any CORPUS_DIR): clang-14 -fprofile-instr-generate, llvm-cov-14.
@@ -101,15 +101,21 @@ case "$mode" in
       if [ "$mode" = --long ]; then work="$bd/campaign/$t"; else work="$bd/ci-corpus/$t"; rm -rf "$work"; fi
       run_target "$t" "$out/$t" "$secs" "$jobs" "$work" "$bd/artifacts/$t" "$root/fuzz/corpus/$t" || status=1
     done
+    # CI: the planted SIMD tail bug must be found from an empty corpus (fuzz_differential_planted, built in this
+    # same tree), within FUZZ_PLANTED_SECONDS (60).
+    if [ "$mode" = ci ]; then
+      FUZZ_SECONDS=${FUZZ_PLANTED_SECONDS:-60} "$root/scripts/fuzz.sh" planted "$bd" || status=1
+    fi
     exit $status
     ;;
   planted)
-    bd=${1:-$root/build-fuzz-planted}
-    ROPECHECK_FUZZ_BUILD_DIR="$bd" OUT="$bd/out" WORK="$bd" \
-      ROPECHECK_FUZZ_CMAKE_ARGS="-DROPECHECK_PLANT_SIMD_TAIL_BUG=ON ${ROPECHECK_FUZZ_CMAKE_ARGS:-}" \
-      scripts/build-fuzzers.sh
-    grep -q '^ROPECHECK_PLANT_SIMD_TAIL_BUG:BOOL=ON' "$bd/CMakeCache.txt" ||
-      die "the build has no ROPECHECK_PLANT_SIMD_TAIL_BUG option (impls/simd/CMakeLists.txt)"
+    # fuzz_differential_planted: fuzz_differential with only simd_kernels.cpp recompiled with the planted bug
+    # (fuzz/CMakeLists.txt), in the fuzz tree the fuzzers use (BUILD_DIR, default build-fuzz); the crash input
+    # must also pass the tree's fuzz_differential, which has no planted bug.
+    bd=${1:-${ROPECHECK_FUZZ_BUILD_DIR:-$root/build-fuzz}}
+    ROPECHECK_FUZZ_BUILD_DIR="$bd" OUT="$bd/out" WORK="$bd" scripts/build-fuzzers.sh
+    cmake --build "$bd" -j "${ROPECHECK_FUZZ_BUILD_JOBS:-$(nproc)}" --target fuzz_differential_planted
+    FUZZ_UNPLANTED_BINARY=${FUZZ_UNPLANTED_BINARY:-$bd/fuzz/fuzz_differential}
     art="$bd/artifacts/planted"
     work="$bd/planted-corpus-$$"
     others="$bd/artifacts/planted-other"
@@ -118,16 +124,16 @@ case "$mode" in
     # Fuzz from an empty corpus until the planted bug is found or the budget is spent. A crash that is
     # not the planted bug (another open finding) is set aside and fuzzing resumes for the time left.
     while left=$((secs - (SECONDS - start))); [ "$left" -gt 0 ]; do
-      if run_target fuzz_differential "$bd/out/fuzz_differential" "$left" 1 "$work" "$art"; then
+      if run_target fuzz_differential "$bd/fuzz/fuzz_differential_planted" "$left" 1 "$work" "$art"; then
         break  # ran out of time
       fi
       crash=$(ls "$art"/crash-* 2>/dev/null | head -1)
       [ -n "$crash" ] || { echo "fuzz.sh planted: the fuzzer failed without a crash input" >&2; exit 1; }
-      report=$("$bd/out/fuzz_differential" "$crash" 2>&1 || true)
+      report=$("$bd/fuzz/fuzz_differential_planted" "$crash" 2>&1 || true)
       planted=0
       grep -qE "^ropecheck fuzz: implementation 'simd[^']*'|AddressSanitizer: (heap|stack)-buffer-overflow" \
         <<<"$report" && planted=1
-      if [ "$planted" = 1 ] && [ -n "${FUZZ_UNPLANTED_BINARY:-}" ]; then
+      if [ "$planted" = 1 ]; then
         # The same input must pass the build without the planted bug.
         "$FUZZ_UNPLANTED_BINARY" "$crash" >"$art/unplanted.log" 2>&1 || planted=0
       fi
@@ -135,7 +141,7 @@ case "$mode" in
         rm -rf "$work"
         echo "fuzz.sh planted: FOUND in $((SECONDS - start)) s: $(grep -m1 -E "^ropecheck fuzz:|AddressSanitizer" <<<"$report")"
         echo "fuzz.sh planted: reproducer $crash"
-        [ -n "${FUZZ_UNPLANTED_BINARY:-}" ] && echo "fuzz.sh planted: it passes without the planted bug ($FUZZ_UNPLANTED_BINARY)"
+        echo "fuzz.sh planted: it passes without the planted bug ($FUZZ_UNPLANTED_BINARY)"
         exit 0
       fi
       echo "fuzz.sh planted: a different failure (kept in $others), fuzzing on: $(grep -m1 -E '^ropecheck fuzz:|ERROR' <<<"$report")" >&2
