@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ccache-env.sh
-cmake --preset asan >/dev/null
+gen=()
+command -v ninja >/dev/null && [ ! -f build-asan/CMakeCache.txt ] && gen=(-G Ninja)
+cmake --preset asan "${gen[@]}" >/dev/null
 cmake --build --preset asan --target test_gate test_hostile ropecheck ropecheck_mutants ropecheck_hostile
 # The isolation and host tests (the attached host's included), and the hostile kernels whose behaviour goes through the host's every path
 # (load failures, signals, fork, exit, closed descriptors, argument and guard writes, declined writes,
