@@ -35,6 +35,7 @@ command -v clang++-14 >/dev/null || die "clang++-14 not found (apt-get install c
 # Returns 1 if the fuzzer left a crash/leak/timeout/oom artifact.
 run_target() {
   local t=$1 bin=$2 s=$3 j=$4 work=$5 art=$6
+  local name=${RUN_NAME:-$t}  # what the log lines call it
   shift 6
   mkdir -p "$work" "$art"
   rm -f "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-* "$art"/fuzz-*.log
@@ -53,18 +54,18 @@ run_target() {
   fi
   local execs
   execs=$(grep -h 'stat::average_exec_per_sec' "$log" | awk '{print $2}' | paste -sd+ - || true)
-  echo "== $t: ${s}s x $j job(s), exit $rc, exec/s ${execs:-?}, corpus $(find "$work" -type f | wc -l) files"
+  echo "== $name: ${s}s x $j job(s), exit $rc, exec/s ${execs:-?}, corpus $(find "$work" -type f | wc -l) files"
   if compgen -G "$art/crash-*" >/dev/null || compgen -G "$art/leak-*" >/dev/null ||
      compgen -G "$art/timeout-*" >/dev/null || compgen -G "$art/oom-*" >/dev/null; then
     grep -h -A30 -E '^ropecheck fuzz:|ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|runtime error' \
       "$log" | head -60 >&2 || true
-    echo "== $t: FAILED; inputs: $(ls "$art" | grep -E '^(crash|leak|timeout|oom)-' | tr '\n' ' ')" >&2
+    echo "== $name: FAILED; inputs: $(ls "$art" | grep -E '^(crash|leak|timeout|oom)-' | tr '\n' ' ')" >&2
     return 1
   fi
   # A fuzzer that stopped with an error but left no input (a bad flag, a missing corpus) fuzzed nothing.
   if [ "$rc" -ne 0 ]; then
     tail -20 "$log" >&2
-    echo "== $t: FAILED: the fuzzer exited $rc without a crash input (see $log)" >&2
+    echo "== $name: FAILED: the fuzzer exited $rc without a crash input (see $log)" >&2
     return 1
   fi
   return 0
@@ -124,7 +125,8 @@ case "$mode" in
     # Fuzz from an empty corpus until the planted bug is found or the budget is spent. A crash that is
     # not the planted bug (another open finding) is set aside and fuzzing resumes for the time left.
     while left=$((secs - (SECONDS - start))); [ "$left" -gt 0 ]; do
-      if run_target fuzz_differential "$bd/fuzz/fuzz_differential_planted" "$left" 1 "$work" "$art"; then
+      if RUN_NAME="fuzz_differential_planted (a crash here is the planted bug it must find)" \
+           run_target fuzz_differential "$bd/fuzz/fuzz_differential_planted" "$left" 1 "$work" "$art"; then
         break  # ran out of time
       fi
       crash=$(ls "$art"/crash-* 2>/dev/null | head -1)
