@@ -1,9 +1,7 @@
 #include "properties/predicates.hpp"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
