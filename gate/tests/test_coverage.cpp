@@ -9,6 +9,7 @@
 
 #include "core/features.hpp"
 #include "gate/case_json.hpp"
+#include "gate/gate.hpp"
 #include "impls/plugin_loader.hpp"
 #include "support.hpp"
 
@@ -344,4 +345,19 @@ TEST(Coverage, CaseSetsExportWhatTheProgramReadsAndCheckRequiresIt) {
     test::write_outputs(d + "/llama", *find_implementation("scalar"));
     EXPECT_EQ(run_cli("cases check --dir " + d + "/llama", d + "/l-scalar.log"), 0) << slurp(d + "/l-scalar.log");
   }
+}
+
+// Issue 23 ("coverage hidden"): a kernel that accepted 1 106 of 8 783 calls, the rest declined, was not warned.
+// The coverage line -- the verdict's first lines, brief or not -- says that most were declined and are not checked
+// whenever fewer than half were accepted, and says nothing of it at half or more.
+TEST(CoverageLine, WarnsWhenMostCallsWereDeclined) {
+  gate::GateResult g;
+  g.coverage.sent = 8783;
+  g.coverage.accepted = 1106;
+  EXPECT_EQ(gate::coverage_line(g),
+            "coverage: 1106 of 8783 calls accepted (12 %): most were declined (RC_UNSUPPORTED), and are not checked");
+  g.coverage.accepted = 4392;  // half, rounded up: not "most"
+  EXPECT_EQ(gate::coverage_line(g), "coverage: 4392 of 8783 calls accepted (50 %)");
+  g.coverage.accepted = 4391;
+  EXPECT_NE(gate::coverage_line(g).find("most were declined"), std::string::npos);
 }
