@@ -1159,15 +1159,29 @@ GateResult Gate::run() {
     const std::string trunc_tail(name_of(Cause::truncating_stores_tail)), trunc(name_of(Cause::truncating_stores)),
         bias(name_of(Cause::radial_bias));
     std::string truncation;
+    bool table_truncated = false;  // a row's case shows a truncating cos/sin table
+    const std::string trunc_table(name_of(Cause::truncating_cos_sin_table));
     for (const auto& r : res_.rows)
-      if (r.failed_check && r.smallest_fault.empty())
-        if (const std::string c = cause_of(r); c == trunc_tail || (c == trunc && truncation.empty())) truncation = c;
+      if (r.failed_check && r.smallest_fault.empty()) {
+        const std::string c = cause_of(r);
+        if (c == trunc_tail || (c == trunc && truncation.empty())) truncation = c;
+        table_truncated |= c == trunc_table;
+      }
+    // A truncating table is a narrow cache too, and shortens pairs: the rows whose cases are too small to show each
+    // pair's direction (or whose outputs are as coarse as the table: bf16) show it as the cache's precision or as a
+    // radial bias, and are its rows.
+    // (By id: a bias row names "radial bias of a bf16 cos/sin cache" when a cache's share would explain it.)
+    auto part_of_table = [](const std::string& cause) {
+      const std::string_view id = cause_id(cause);
+      return id == id_of(Cause::cos_sin_bf16) || id == id_of(Cause::cos_sin_f16) || id == id_of(Cause::radial_bias);
+    };
     for (const auto& r : res_.rows) {
       if (!r.failed_check) continue;
       std::string cause = cause_of(r);
       if (!truncation.empty() && r.smallest_fault.empty() && is_precision_cause(cause) &&
           precision_excess(r.diagnosis) <= 2.0)
         cause = truncation;
+      if (table_truncated && r.smallest_fault.empty() && part_of_table(cause)) cause = trunc_table;
       if ((!r.smallest_fault.empty() || !r.diagnosis.empty()) && cause.find("unexplained") == std::string::npos)
         explained.push_back(cause);
       if (cause == "radial bias" && r.name.rfind("bias ", 0) != 0) bias_diagnosed_in_a_case = true;

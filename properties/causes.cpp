@@ -59,6 +59,7 @@ constexpr std::array kCauses = {
     CauseName{Cause::unexplained, "unexplained", "unexplained"},
     CauseName{Cause::truncating_stores, "truncating-stores", "truncating stores"},
     CauseName{Cause::truncating_stores_tail, "truncating-stores-tail", "truncating stores in a tail loop"},
+    CauseName{Cause::truncating_cos_sin_table, "truncating-cos-sin-table", "truncating cos/sin table"},
     // faults of a call (gate/gate_checks.cpp)
     CauseName{Cause::crash, "crash", "crash"},
     CauseName{Cause::hang, "hang", "hang"},

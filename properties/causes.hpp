@@ -59,6 +59,7 @@ enum class Cause : uint8_t {
   unexplained,
   truncating_stores,
   truncating_stores_tail,
+  truncating_cos_sin_table,
   crash,
   hang,
   forbidden_system_call,

@@ -405,6 +405,71 @@ std::optional<Truncation> truncation_signature(const Ctx& x, const std::vector<R
   return std::nullopt;
 }
 
+// ---- narrow caches: the values a cos/sin table of a narrow type holds -------------------------------
+
+// v rounded to format t's precision, to nearest even or toward zero (t's subnormal quantum below its normals;
+// no overflow: cos and sin, times an attention factor).
+double round_to(const Format& t, double v, bool toward_zero) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  int e;
+  std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+  const double q = std::ldexp(1.0, std::max(e, t.emin + 1) - t.precision);
+  return (toward_zero ? std::trunc(v / q) : std::nearbyint(v / q)) * q;
+}
+
+struct CacheEvidence {
+  uint64_t support = 0, against = 0;
+  // Most pairs that can tell follow the table, few do not (a pair where the table's rounding is lost in the
+  // output's own error or an f32 angle's drift tells nothing).
+  bool holds() const { return support >= 4 && against * 8 <= support; }
+  // Pairs that can tell say it is not the table (nothing read is no evidence against it: an angle's drift may
+  // hide every pair's rounding at huge positions).
+  bool contradicted() const { return against >= 4 && against * 8 > support; }
+};
+
+// Is the output what a kernel computes from a cos/sin table in format t (rounded to nearest, or truncated)?
+// Each pair's cos and sin are read from the reference -- the exact output over the input, e / x as complex
+// numbers (the attention factor included, as a table holds it) -- and rounded to t; the pair's prediction is
+// x times them. A pair supports the table when the output is that prediction and is against it when it is not;
+// it is no evidence where an f32 angle's drift (up to `drift_k` f32 ulps of |angle|: real tables are built from
+// f32 angles) could move the pair as much as the table's rounding does. At f32 outputs the output is compared
+// with the prediction up to the output's rounding (a pair where the table moves it less than that, or than a
+// quarter of the output's error, tells nothing); at 16-bit outputs the stored values are compared with the
+// prediction's, where those differ from the correctly rounded output's (elsewhere the table does not show).
+// Only for outputs finer than t (the caller asks for those).
+CacheEvidence cache_evidence(const Ctx& x, const std::vector<Rec>& recs, const Format& t, bool toward_zero,
+                             double drift_k) {
+  CacheEvidence ev;
+  const Dtype d = x.c.dtype;
+  const Format fd = format_of(d);
+  const double u_d = fd.unit_roundoff();
+  for (const Rec& r : recs) {
+    if (r.zero || !(r.norm > 0)) continue;
+    const double x0 = r.x[0], x1 = r.x[1], n2 = x0 * x0 + x1 * x1;
+    if (!(n2 > 0)) continue;
+    const double e0 = x.ref.exact[r.k0], e1 = x.ref.exact[r.k1];
+    const double c = round_to(t, (e0 * x0 + e1 * x1) / n2, toward_zero),
+                 s = round_to(t, (e1 * x0 - e0 * x1) / n2, toward_zero);
+    const double p0 = x0 * c - x1 * s, p1 = x0 * s + x1 * c;
+    const double effect = pair_hypot(p0 - e0, p1 - e1);
+    const double drift = r.norm * drift_k * std::fabs(r.phi) * 0x1p-23;
+    if (effect <= 4 * drift) continue;
+    if (fd.precision >= 24) {
+      const double err = pair_hypot(r.y[0] - e0, r.y[1] - e1), miss = pair_hypot(r.y[0] - p0, r.y[1] - p1);
+      const double room = drift + 4 * u_d * r.norm;
+      if (effect <= 4 * room || effect < err / 4) continue;
+      if (miss <= std::max(err / 4, room)) ++ev.support;
+      else ++ev.against;
+    } else {
+      const double q0 = round_to(fd, p0, false), q1 = round_to(fd, p1, false);
+      if (q0 == load_f32(d, x.ref.rounded.data(), r.k0) && q1 == load_f32(d, x.ref.rounded.data(), r.k1)) continue;
+      if (r.y[0] == q0 && r.y[1] == q1) ++ev.support;
+      else ++ev.against;
+    }
+  }
+  return ev;
+}
+
 // ---- precision: widened contracts ---------------------------------------------
 
 // A precision diagnosis' detail lists the other single clauses that accept its case after this, each
@@ -939,6 +1004,32 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
     }
 
+    // ---- 2b. a truncating cos/sin table ------------------------------------------------
+    // A table converted to a narrow type by truncation (keeping bf16's high 16 bits of an f32) is up to one ulp of
+    // the type off where a table rounded to nearest is half of one: what cos-sin=bf16 describes is the rounded
+    // table, and a case it happens to accept does not make the truncation right. Read where the outputs are finer
+    // than the table (a bf16 table at f16 or f32 outputs, an f16 one at f32): the output is x times cos and sin
+    // truncated, not rounded (cache_evidence).
+    // Before the radial bias, which it causes (truncation shortens (cos, sin)).
+    if (cr.flat <= 0) {
+      const double drift = std::max(real_f32_max_k(c), cur.angles == Contract::Angles::f32 ? cur.angle_ulps : 0.0);
+      for (const Dtype t : {Dtype::bf16, Dtype::f16}) {
+        if (format_of(t).precision >= fmt_d.precision) continue;  // the output's rounding is as coarse as the table's
+        const CacheEvidence tz = cache_evidence(x, recs, format_of(t), true, drift);
+        if (!tz.holds()) continue;
+        const CacheEvidence rn = cache_evidence(x, recs, format_of(t), false, drift);
+        if (rn.holds()) continue;
+        dg.cause = Cause::truncating_cos_sin_table;
+        dg.detail = fmt::format(
+            "the cos/sin the kernel used are those of a {} table made by truncation (toward zero): {} of {} pairs "
+            "that can tell are the input times them; rounded to nearest, {} of {}; a bug (a table rounded to "
+            "nearest is what cos-sin={} describes); {} pair(s) beyond the {} allowance, largest error {} u{}",
+            to_string(t), tz.support, tz.support + tz.against, rn.support, rn.support + rn.against, to_string(t),
+            acc_bad, cur_spec, g4(ref_residual), also(true));
+        return dg;
+      }
+    }
+
     // ---- 2. radial bias ----------------------------------------------------------
     // Not when flushing subnormals alone explains the output: a flushed pair is shortened too (to 0).
     bool flush_explains = false;
@@ -1103,8 +1194,21 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       };
       const bool f16_range = in_range_of(Dtype::f16), bf16_range = in_range_of(Dtype::bf16);
       const double k_real = real_f32_max_k(c);
+      // A narrow cache in an otherwise f32 pipeline, at f32 outputs: its values must not be contradicted by the
+      // output (the table's signature, cache_evidence), not only its allowance accept it -- an f32 kernel whose sin/cos are
+      // merely inaccurate (a short polynomial) has errors of an f16 cache's size and no f16 anywhere.
+      const double drift = std::max(k_real, cur.angles == Contract::Angles::f32 ? cur.angle_ulps : 0.0);
+      const bool f32_out = fmt_d.precision >= 24;
+      const bool f16_table = !f32_out || !cache_evidence(x, recs, format_of(Dtype::f16), false, drift).contradicted();
+      const bool bf16_table = !f32_out || !cache_evidence(x, recs, format_of(Dtype::bf16), false, drift).contradicted();
+      auto table_ok = [&](const std::vector<int>& s) {
+        auto has = [&](int key) { return std::find(s.begin(), s.end(), key) != s.end(); };
+        if (has(3) || has(5)) return true;  // narrow arithmetic too: its rounding hides the table's
+        return (!has(2) || f16_table) && (!has(4) || bf16_table);
+      };
       for (const auto& s : sets) {
         const bool angle = std::find(s.begin(), s.end(), 1) != s.end();
+        if (!table_ok(s)) continue;
         if (std::find(s.begin(), s.end(), 0) != s.end() && !any_flushed) continue;
         if (std::find(s.begin(), s.end(), 3) != s.end() && !f16_range) continue;
         if (std::find(s.begin(), s.end(), 5) != s.end() && !bf16_range) continue;
@@ -1202,6 +1306,7 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           for (int key : avail) {
             if (key == 1 || (s.size() == 1 && s[0] == key)) continue;
             if ((key == 0 && !any_flushed) || (key == 3 && !f16_range) || (key == 5 && !bf16_range)) continue;
+            if (!table_ok({key})) continue;
             if (passes(widen({key}, 0))) alts.push_back("--contract " + exact_short_spec(widen({key}, 0)));
           }
           if (!alts.empty()) ev += fmt::format("; {} {}", kAlsoAccepted, fmt::join(alts, " or "));

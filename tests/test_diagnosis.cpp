@@ -297,6 +297,10 @@ const std::vector<PlantedBug>& planted() {
       // was "arithmetic at f16 precision; would pass with arith=f16", and later "cos/sin at bf16 precision".
       {"mut_truncating_tail", [] { return make_case(Dtype::bf16, Layout::half_split, 64, 40); },
        Cause::truncating_stores_tail, Cause::none, "pairs 16..19 of each head's 20 (a tail of 4) are truncated"},
+      // Issue 23: a cos/sin table converted to bf16 by truncation (up to one bf16 ulp off, where cos-sin=bf16 allows
+      // half of one) was "cos/sin at bf16 precision; would pass with --contract cos-sin=bf16", a contract it fails.
+      {"mut_truncated_cache", f32_case, Cause::truncating_cos_sin_table, Cause::none,
+       "the cos/sin the kernel used are those of a bf16 table made by truncation"},
       {"mut_nan_flushed", nan_case, Cause::nan_inputs_zeroed, Cause::nan_inputs_zeroed, "4 pair(s) holding a NaN"},
       // Issue 23: both were "f32 angle drift" with K from 994 to 50 795.
       {"mut_position_bf16",
@@ -454,6 +458,64 @@ TEST(Diagnosis, PhaseOnlyErrorIsAngleDriftNotANarrowCache) {
   ASSERT_EQ(run_kernel(local("drifted-theta", drifted_theta_kernel), c, out), RC_OK);
   const Contract cache = *parse_contract("angles=f32,cos-sin=f16", &err);
   EXPECT_TRUE(judge_output(c, reference_rope(c), out.data(), criteria(cache)).ok());
+}
+
+// sin/cos from short Taylor polynomials (degrees 5 and 6 after reduction to |x| <= pi/4): errors up to ~2^-14.7 of
+// the pair's length, at every angle -- within what an f16 cache makes, but not what one makes: the outputs are not
+// those of cos/sin rounded to f16. At f32 outputs, whose rounding is far finer than a narrow cache's, a cache clause
+// is named only where the cache's values predict the output (docs/gate.md, "Plausible pipelines"); this was "cos/sin
+// at f16 precision; would pass with --contract cos-sin=f16" for a kernel that has no f16 anywhere.
+int poly_sincos_kernel(const rc_rope_args* a) {
+  const Dtype d = Dtype(a->dtype);
+  const uint32_t hd = a->head_dim, rd = a->rotary_dim, np = rd / 2;
+  auto sin_cos = [](double angle, float& s, float& c) {
+    const double q = std::nearbyint(angle / (M_PI / 2));
+    const float r = float(angle - q * (M_PI / 2)), r2 = r * r;
+    const float sr = r * (1 - r2 / 6 * (1 - r2 / 20)), cr = 1 - r2 / 2 * (1 - r2 / 12 * (1 - r2 / 30));
+    switch (int64_t(q) & 3) {
+      case 0: s = sr, c = cr; break;
+      case 1: s = cr, c = -sr; break;
+      case 2: s = -sr, c = -cr; break;
+      default: s = -cr, c = sr; break;
+    }
+  };
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t i = 0; i < np; ++i) {
+      const double theta = a->inv_freq ? a->inv_freq[i] : std::pow(a->base, -2.0 * i / rd);
+      float s, c;
+      sin_cos(double(a->positions[t]) * a->position_scale * theta, s, c);
+      for (uint32_t h = 0; h < a->n_heads; ++h) {
+        const size_t base = (size_t(t) * a->n_heads + h) * hd;
+        const auto [d0, d1] = pair_dims(Layout(a->layout), rd, i);
+        const float x0 = load_f32(d, a->in, base + d0), x1 = load_f32(d, a->in, base + d1);
+        store_f32(d, a->out, base + d0, x0 * c - x1 * s);
+        store_f32(d, a->out, base + d1, x0 * s + x1 * c);
+      }
+    }
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = rd; k < hd; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
+        store_bits(d, a->out, e, load_bits(d, a->in, e));
+      }
+  return RC_OK;
+}
+
+TEST(Diagnosis, ANarrowCacheIsNamedOnlyWhereItsValuesPredictTheOutput) {
+  const RopeCase c = make_case(Dtype::f32, Layout::interleaved, 64, 64, {1, 2, 3, 7, 60, 100, 200, 300});
+  const Outcome o = judge_and_diagnose(local("poly-sincos", poly_sincos_kernel), c, default_contract());
+  std::printf("poly sin/cos: %s\n", o.dg.text().c_str());
+  ASSERT_FALSE(o.passed);
+  EXPECT_NE(o.dg.cause, Cause::cos_sin_f16) << o.dg.text();
+  EXPECT_NE(o.dg.cause, Cause::cos_sin_bf16) << o.dg.text();
+  EXPECT_EQ(o.dg.clause.find("cos-sin="), std::string::npos) << o.dg.text();
+  EXPECT_EQ(o.dg.contract.find("cos-sin="), std::string::npos) << o.dg.text();
+  // The clause alone accepts the output: the signature is what is tested, not the allowance.
+  std::string err;
+  EXPECT_TRUE(judge_and_diagnose(local("poly-sincos", poly_sincos_kernel), c, *parse_contract("cos-sin=f16", &err)).passed);
+  // Real narrow caches at f32 outputs keep their names (the cache's values predict every failing pair).
+  EXPECT_EQ(judge_and_diagnose(load("ok_f16_cache"), c, default_contract()).dg.cause, Cause::cos_sin_f16);
+  EXPECT_EQ(judge_and_diagnose(load("mut_bf16_cache"), c, default_contract()).dg.cause, Cause::cos_sin_bf16);
 }
 
 // Arithmetic in bf16 describes f32 outputs only when they are bf16 values (docs/gate.md, "Plausible pipelines"):

@@ -318,6 +318,10 @@ MK_KERNEL_DEFINITION(const rc_rope_args* a) {
       c = mk_bits_f32(mk_f32_to_bf16(c) << 16); /* BUG: cos/sin cache stored in bf16 */
       s = mk_bits_f32(mk_f32_to_bf16(s) << 16);
 #endif
+#ifdef MUT_BF16_CACHE_TRUNCATED
+      c = mk_bits_f32(mk_f32_bits(c) & 0xffff0000u); /* BUG: the bf16 cache keeps cos's high 16 bits (truncates) */
+      s = mk_bits_f32(mk_f32_bits(s) & 0xffff0000u);
+#endif
       row[i].c = c;
       row[i].s = s;
       row[i].identity = angle == 0;
