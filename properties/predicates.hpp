@@ -44,6 +44,8 @@ size_t first_output_difference(const RopeCase& c, const void* a, const void* b, 
 RopeCase half_split_twin(const RopeCase& interleaved);
 // For every element of a buffer in layout `from`, its index in layout `to` (pass-through dims kept).
 std::vector<size_t> relayout(const RopeCase& c, Layout from, Layout to);
+// The same per head: dims[k] is where dim k of a head in `from` goes in `to` (pass-through dims stay).
+std::vector<uint32_t> relayout_dims(const RopeCase& c, Layout from, Layout to);
 // interleaved(x) = P^-1 halfsplit(P x): the same output (same_output under the identity clause: identity_bits)
 // when `bit_exact`, else the rotated pairs within both outputs' allowances (bounds bi, bh) and the pass-through
 // elements the same output. Empty when it holds, else why not.
