@@ -1235,6 +1235,25 @@ GateResult Gate::run() {
       causes.erase(plain_bias);
     // The cause that explains the most failing rows first (issue 23, scope 4: the verdict's cause), then the
     // others by the rows they explain (ties in row order).
+    // A row read as part of a truncation (its case too small to show each element's or pair's direction, or a
+    // bias row) says so, and drops the clause its own diagnosis suggested: the kernel fails under it (issue 23,
+    // scope 4: rows add detail, never contradict). Its cause id is then the verdict's.
+    {
+      const std::string finer[] = {trunc_tail, trunc, trunc_table};
+      size_t k = 0;
+      for (auto& r : res_.rows) {
+        if (!r.failed_check) continue;
+        const std::string& rc = row_causes[k++];
+        if (!r.smallest_fault.empty() || cause_of(r) == rc ||
+            std::find(std::begin(finer), std::end(finer), rc) == std::end(finer))
+          continue;
+        std::string own = r.diagnosis.empty() ? r.name : r.diagnosis;
+        if (own.rfind("diagnosis: ", 0) == 0) own = own.substr(11);
+        for (const char* suggestion : {"; would pass with --contract ", ": would pass with "})
+          if (const size_t at = own.find(suggestion); at != std::string::npos) own.resize(at);
+        r.diagnosis = fmt::format("{} (this row's cases show it in part: {})", rc, own);
+      }
+    }
     auto rows_of = [&](const std::string& c) { return std::count(row_causes.begin(), row_causes.end(), c); };
     std::stable_sort(causes.begin(), causes.end(),
                      [&](const std::string& a, const std::string& b) { return rows_of(a) > rows_of(b); });

@@ -1409,6 +1409,31 @@ TEST(GateCli, TruncatingStoresAreNamedAndPassUnderTheirClause) {
             std::string::npos);
 }
 
+// A bf16 cos/sin table made by truncation (issue 23): the verdict names it; every failing row either shows it or says
+// it shows it in part, with the verdict's cause id, and none suggests cos-sin=bf16, a contract the kernel fails.
+TEST(GateCli, ATruncatingTableIsTheCauseOfEveryRowAndNoneSuggestsACacheClause) {
+  const std::string d = tmpdir("truncated-table");
+  const std::string common = " --cases 40 --property-cases 1 --shrink-tries 0 --failing-cases 0 --quiet --report-dir ";
+  ASSERT_EQ(run_cli("gate --kernel " + mutant("mut_truncated_cache") + common + d + "/a --verdict-json " + d + "/v.json",
+                    d + "/default.log"),
+            1);
+  const std::string log = slurp(d + "/default.log");
+  EXPECT_NE(log.find("\nverdict: FAIL (failed: truncating cos/sin table)\n"), std::string::npos) << log;
+  EXPECT_EQ(log.find("would pass with --contract cos-sin=bf16"), std::string::npos) << log;
+  EXPECT_EQ(log.find("would pass with cos-sin=bf16"), std::string::npos) << log;
+  const nlohmann::json v = nlohmann::json::parse(slurp(d + "/v.json"));
+  EXPECT_EQ(v["cause_id"], "truncating-cos-sin-table");
+  size_t failing = 0, in_part = 0;
+  for (const auto& row : v["rows"]) {
+    if (row["result"] != "fail") continue;
+    ++failing;
+    EXPECT_EQ(row["cause_id"], "truncating-cos-sin-table") << row.dump();
+    in_part += row["diagnosis"].get<std::string>().find("this row's cases show it in part: ") != std::string::npos;
+  }
+  EXPECT_GE(failing, 10u) << log;
+  EXPECT_GE(in_part, 1u) << log;  // (the bf16 rows, at least: a bf16 table's direction is not read at bf16 outputs)
+}
+
 TEST(GateCli, PropertyRowsShrinkDiagnoseAndReplay) {
   const std::string d = tmpdir("property-rows");
   const int rc = run_cli("gate --kernel " + mutant("mut_layout_pairing") + " --cases 20 --property-cases 10 "
