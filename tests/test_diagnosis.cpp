@@ -95,6 +95,19 @@ Outcome judge_and_diagnose(const Implementation& k, const RopeCase& c, const Con
 
 // ---- local kernels: the mutants' shape (theta and angle in double, cos/sin rounded to f32, the rotation in
 // f32, round-to-nearest-even stores, pass-through copied), with the pair computation given.
+// The pass-through dims (rotary_dim .. head_dim) copied bit for bit; RC_OK.
+int copy_pass_through(const rc_rope_args* a) {
+  const Dtype d = Dtype(a->dtype);
+  const uint32_t hd = a->head_dim, rd = a->rotary_dim;
+  for (uint64_t t = 0; t < a->n_tokens; ++t)
+    for (uint32_t h = 0; h < a->n_heads; ++h)
+      for (uint32_t k = rd; k < hd; ++k) {
+        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
+        store_bits(d, a->out, e, load_bits(d, a->in, e));
+      }
+  return RC_OK;
+}
+
 using PairFn = std::function<void(float x0, float x1, float c, float s, float& y0, float& y1)>;
 
 int shaped_kernel(const rc_rope_args* a, bool copy_zero_angle, const PairFn& rot) {
@@ -119,13 +132,7 @@ int shaped_kernel(const rc_rope_args* a, bool copy_zero_angle, const PairFn& rot
         store_f32(d, a->out, base + d1, y1);
       }
     }
-  for (uint64_t t = 0; t < a->n_tokens; ++t)
-    for (uint32_t h = 0; h < a->n_heads; ++h)
-      for (uint32_t k = rd; k < hd; ++k) {
-        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
-        store_bits(d, a->out, e, load_bits(d, a->in, e));
-      }
-  return RC_OK;
+  return copy_pass_through(a);
 }
 
 // cos and sin swapped: y0 = x0 s - x1 c, y1 = x0 c + x1 s.
@@ -184,13 +191,7 @@ int drifted_theta_kernel(const rc_rope_args* a) {
         store_f32(d, a->out, base + d1, float(x0 * s + x1 * c));
       }
     }
-  for (uint64_t t = 0; t < a->n_tokens; ++t)
-    for (uint32_t h = 0; h < a->n_heads; ++h)
-      for (uint32_t k = rd; k < hd; ++k) {
-        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
-        store_bits(d, a->out, e, load_bits(d, a->in, e));
-      }
-  return RC_OK;
+  return copy_pass_through(a);
 }
 
 // The angle 6.3% too large: an angle drift of ~2^-4 |phi|, about 10^6 f32 ulps of |phi|.
@@ -249,13 +250,7 @@ int hf_eager_bf16_kernel(const rc_rope_args* a) {
         store_f32(d, a->out, base + d1, bf16r(bf16r(x1 * c) + bf16r(x0 * s)));
       }
     }
-  for (uint64_t t = 0; t < a->n_tokens; ++t)
-    for (uint32_t h = 0; h < a->n_heads; ++h)
-      for (uint32_t k = rd; k < hd; ++k) {
-        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
-        store_bits(d, a->out, e, load_bits(d, a->in, e));
-      }
-  return RC_OK;
+  return copy_pass_through(a);
 }
 
 // ---- the planted bugs -----------------------------------------------------------
@@ -492,13 +487,7 @@ int poly_sincos_kernel(const rc_rope_args* a) {
         store_f32(d, a->out, base + d1, x0 * s + x1 * c);
       }
     }
-  for (uint64_t t = 0; t < a->n_tokens; ++t)
-    for (uint32_t h = 0; h < a->n_heads; ++h)
-      for (uint32_t k = rd; k < hd; ++k) {
-        const size_t e = (size_t(t) * a->n_heads + h) * hd + k;
-        store_bits(d, a->out, e, load_bits(d, a->in, e));
-      }
-  return RC_OK;
+  return copy_pass_through(a);
 }
 
 TEST(Diagnosis, ANarrowCacheIsNamedOnlyWhereItsValuesPredictTheOutput) {
