@@ -23,6 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# ccache's settings for this clone (paths hashed relative to it): the planted build below compiles
+# simd_kernels.cpp again (~190 s under ASan here), which missed the cache at every new clone path without them.
+. scripts/ccache-env.sh
 mode=${1:-ci}
 [ $# -gt 0 ] && shift
 secs=${FUZZ_SECONDS:-60}
