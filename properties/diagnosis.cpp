@@ -1011,13 +1011,16 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     // than the table (a bf16 table at f16 or f32 outputs, an f16 one at f32): the output is x times cos and sin
     // truncated, not rounded (cache_evidence).
     // Before the radial bias, which it causes (truncation shortens (cos, sin)).
+    // The angle drift a table's reading allows for (cache_evidence): what an f32 pipeline's angles can need here, or
+    // the contract's K where that is larger (also for the cache clauses of stage 3).
+    const double table_drift_k =
+        std::max(real_f32_max_k(c), cur.angles == Contract::Angles::f32 ? cur.angle_ulps : 0.0);
     if (cr.flat <= 0) {
-      const double drift = std::max(real_f32_max_k(c), cur.angles == Contract::Angles::f32 ? cur.angle_ulps : 0.0);
       for (const Dtype t : {Dtype::bf16, Dtype::f16}) {
         if (format_of(t).precision >= fmt_d.precision) continue;  // the output's rounding is as coarse as the table's
-        const CacheEvidence tz = cache_evidence(x, recs, format_of(t), true, drift);
+        const CacheEvidence tz = cache_evidence(x, recs, format_of(t), true, table_drift_k);
         if (!tz.holds()) continue;
-        const CacheEvidence rn = cache_evidence(x, recs, format_of(t), false, drift);
+        const CacheEvidence rn = cache_evidence(x, recs, format_of(t), false, table_drift_k);
         if (rn.holds()) continue;
         dg.cause = Cause::truncating_cos_sin_table;
         dg.detail = fmt::format(
@@ -1197,10 +1200,11 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       // A narrow cache in an otherwise f32 pipeline, at f32 outputs: its values must not be contradicted by the
       // output (the table's signature, cache_evidence), not only its allowance accept it -- an f32 kernel whose sin/cos are
       // merely inaccurate (a short polynomial) has errors of an f16 cache's size and no f16 anywhere.
-      const double drift = std::max(k_real, cur.angles == Contract::Angles::f32 ? cur.angle_ulps : 0.0);
       const bool f32_out = fmt_d.precision >= 24;
-      const bool f16_table = !f32_out || !cache_evidence(x, recs, format_of(Dtype::f16), false, drift).contradicted();
-      const bool bf16_table = !f32_out || !cache_evidence(x, recs, format_of(Dtype::bf16), false, drift).contradicted();
+      const bool f16_table =
+          !f32_out || !cache_evidence(x, recs, format_of(Dtype::f16), false, table_drift_k).contradicted();
+      const bool bf16_table =
+          !f32_out || !cache_evidence(x, recs, format_of(Dtype::bf16), false, table_drift_k).contradicted();
       auto table_ok = [&](const std::vector<int>& s) {
         auto has = [&](int key) { return std::find(s.begin(), s.end(), key) != s.end(); };
         if (has(3) || has(5)) return true;  // narrow arithmetic too: its rounding hides the table's
