@@ -548,6 +548,98 @@ TEST(SimdKernelsV3, BitIdenticalToScalarOnEveryTargetDtypeLayout) {
   EXPECT_GT(inverse, cases / 4);
 }
 
+// f32 cos/sin tables (the kinds a SIMD target reads row by row: cos_sin_2, cat, full) on every target, both
+// layouts, tails, pass-through dims, in place and out of place, forward and inverse: bit for bit the scalar
+// kernel's. Rows hold identity pairs (row 0: cos 1, sin 0 everywhere; row 5: one pair cos 1, sin -0), and a
+// row of values beyond 1 (the overflow fix); inputs hold -0, quiet and signalling NaNs with payloads, Inf and
+// overflow candidates. Identity pairs keep the input's exact bits (NaN payloads too: no NaN == NaN here).
+TEST(SimdKernelsV3, F32TableRowsBitIdenticalWithIdentityPairsAndValuesBeyondOne) {
+  const Implementation* scalar = find_implementation("scalar");
+  ASSERT_NE(scalar, nullptr);
+  std::mt19937_64 rng(2029);
+  const uint32_t specials[] = {0x80000000u, 0x7fc00001u, 0x7f800001u, 0xffa00005u, 0xff800000u, 0x7f7fffffu,
+                               0x00000001u};
+  size_t identity_checked = 0;
+  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full})
+    for (Layout l : kAllLayouts)
+      for (uint32_t rd : {2u, 6u, 20u, 34u, 64u, 72u, 128u, 130u})
+        for (Direction dir : {Direction::forward, Direction::inverse}) {
+          const uint32_t np = rd / 2, off = uint32_t(rng() % 3), tail = uint32_t(rng() % 3);
+          RopeCase c = make_v2_case(Dtype::f32, l, {rd, off, tail, 1, false, 1.0, 0}, rng, true);
+          c.direction = dir;
+          c.positions = {0, 5, 7, 0, 3, 6};
+          c.input.resize(c.n_bytes());
+          for (size_t e = 0; e < c.n_elements(); ++e)
+            if (rng() % 4 == 0) store_bits(Dtype::f32, c.input.data(), e, specials[rng() % std::size(specials)]);
+          CosSinTable t;
+          t.kind = k;
+          t.dtype = Dtype::f32;
+          t.rows = 8;
+          std::uniform_real_distribution<double> u(-2, 2);
+          for (size_t r = 0; r < t.rows; ++r)
+            for (uint32_t i = 0; i < np; ++i) {
+              const double ang = double(r) * std::pow(10000.0, -2.0 * i / double(rd));
+              double cv = double(float(std::cos(ang))), sv = double(float(std::sin(ang)));
+              if (r == 5 && i == np / 2) cv = 1.0, sv = -0.0;  // one identity pair in a later row
+              if (r == 6) cv = double(float(u(rng))), sv = double(float(u(rng)));  // beyond 1: the fix
+              t.cos.push_back(cv);
+              t.sin.push_back(sv);
+            }
+          c.inv_freq.clear();
+          c.freq_rule.reset();
+          c.table = std::move(t);
+          ASSERT_EQ(c.validate(), "") << c.summary();
+          Bytes want(c.n_bytes(), 0), want_ip = c.input;
+          const rc_rope_args w = c.args(c.input.data(), want.data(), 3), wi = c.args(want_ip.data(), want_ip.data(), 3);
+          ASSERT_EQ(scalar->fn(&w), RC_OK) << c.summary();
+          ASSERT_EQ(scalar->fn(&wi), RC_OK) << c.summary();
+          for (const Implementation* impl : simd_impls()) {
+            Bytes got(c.n_bytes(), 0), got_ip = c.input;
+            const rc_rope_args g = c.args(c.input.data(), got.data(), 3), gi = c.args(got_ip.data(), got_ip.data(), 3);
+            ASSERT_EQ(impl->fn(&g), RC_OK) << impl->name << " " << c.summary();
+            ASSERT_EQ(impl->fn(&gi), RC_OK) << impl->name << " " << c.summary();
+            std::string first;
+            EXPECT_EQ(count_mismatches(c, got, want, &first), 0u)
+                << impl->name << " vs scalar, " << c.summary() << "\n  first: " << first;
+            EXPECT_EQ(count_mismatches(c, got_ip, want_ip, &first), 0u)
+                << impl->name << " in place vs scalar in place, " << c.summary() << "\n  first: " << first;
+            // Identity pairs and pass-through dims: the input's exact bits, out of place and in place.
+            for (size_t tok = 0; tok < c.n_tokens(); ++tok)
+              for (size_t h = 0; h < c.n_heads; ++h)
+                for (uint32_t e = 0; e < c.head_dim; ++e) {
+                  const uint32_t pair = is_rotated(c, e) ? (l == Layout::interleaved ? (e - off) / 2 : (e - off) % np) : 0;
+                  const bool ident = !is_rotated(c, e) || c.positions[tok] == 0 || (c.positions[tok] == 5 && pair == np / 2);
+                  if (!ident) continue;
+                  const size_t kk = head_offset(c, tok, h) + e;
+                  ASSERT_EQ(load_bits(Dtype::f32, got.data(), kk), load_bits(Dtype::f32, c.input.data(), kk))
+                      << impl->name << " " << c.summary() << " token " << tok << " dim " << e;
+                  ASSERT_EQ(load_bits(Dtype::f32, got_ip.data(), kk), load_bits(Dtype::f32, c.input.data(), kk))
+                      << impl->name << " in place " << c.summary() << " token " << tok << " dim " << e;
+                  ++identity_checked;
+                }
+          }
+        }
+  EXPECT_GT(identity_checked, 0u);
+}
+
+// Position 0 computed (no table), f32: every pair the input's exact bits, signalling NaN payloads included.
+TEST(SimdKernels, PositionZeroKeepsSignallingNaNPayloadsF32) {
+  std::mt19937_64 rng(5);
+  for (Layout l : kAllLayouts)
+    for (uint32_t rd : {2u, 20u, 64u, 128u, 130u}) {
+      RopeCase c = make_case(Dtype::f32, l, rd, rd + 3, 3, {0, 0, 0}, rng, true);
+      for (size_t e = 0; e < c.n_elements(); e += 3) store_bits(Dtype::f32, c.input.data(), e, 0x7f800001u + uint32_t(e));
+      for (size_t e = 1; e < c.n_elements(); e += 5) store_bits(Dtype::f32, c.input.data(), e, 0x80000000u);
+      for (const Implementation* impl : simd_impls()) {
+        Bytes got, got_ip;
+        ASSERT_EQ(run_kernel(*impl, c, got), RC_OK);
+        ASSERT_EQ(run_kernel_in_place(*impl, c, got_ip), RC_OK);
+        EXPECT_EQ(got, c.input) << impl->name << " " << c.summary();
+        EXPECT_EQ(got_ip, c.input) << impl->name << " in place " << c.summary();
+      }
+    }
+}
+
 // A position outside the table is an error before anything is written, on every target.
 TEST(SimdKernelsV3, APositionOutsideTheTableWritesNothing) {
   std::mt19937_64 rng(2028);
