@@ -427,7 +427,22 @@ struct Row {
   std::vector<float> cc, ss;    // 2 * (np + kRowPad)
   std::vector<float> ceo, seo;  // np + kRowPad
   std::vector<float> ac, as;    // 4 * (np + kRowPad): each position axis's row, when pairs use several
+  std::vector<uint32_t> id;     // np + kRowPad: all ones where the pair is the identity (its bits copied)
+  std::vector<uint32_t> idd;    // 2 * (np + kRowPad): id per element (interleaved heads rotated in place)
 };
+
+// What the heads of one token read: the row's arrays, or c and s pointing into a caller's f32 table (which
+// holds exactly np values: then a head reads no lane past np, see Kernel).
+struct RowView {
+  const float* c;
+  const float* s;
+  const float *cc, *ss, *ceo, *seo;
+  const uint32_t *id, *idd;
+};
+
+// The identity mask of N lanes (f32 heads only: a blend keeps the input's bits, -0 and NaN payloads included;
+// 16-bit heads would round-trip them through f32, so their identity rows go to the scalar rotation).
+HWY_INLINE hn::Mask<DF> IdMask(const uint32_t* p) { return hn::MaskFromVec(hn::BitCast(DF(), hn::LoadU(DU(), p))); }
 
 // Half-split 16-bit heads whose loads deinterleave for free (kPairs): 2N
 // consecutive elements of each half are loaded as N u32 lanes, even elements
@@ -437,24 +452,26 @@ struct Row {
 template <int S>
 constexpr bool kHalfBlocks = kPairs<S> && S != kF32;
 
-HWY_INLINE void EvenOddRows(Row& row, size_t np, size_t N) {
+HWY_INLINE void EvenOddRows(Row& row, const float* c, const float* s, size_t np, size_t N) {
   for (size_t b = 0; b + 2 * N <= np; b += 2 * N)
     for (size_t k = 0; k < N; ++k) {
-      row.ceo[b + k] = row.c[b + 2 * k];
-      row.ceo[b + N + k] = row.c[b + 2 * k + 1];
-      row.seo[b + k] = row.s[b + 2 * k];
-      row.seo[b + N + k] = row.s[b + 2 * k + 1];
+      row.ceo[b + k] = c[b + 2 * k];
+      row.ceo[b + N + k] = c[b + 2 * k + 1];
+      row.seo[b + k] = s[b + 2 * k];
+      row.seo[b + N + k] = s[b + 2 * k + 1];
     }
 }
 
 // Half-split head: pair i is (i, i + half).
-template <int S>
-HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* out, size_t half, const Row& row) {
+// kId (f32 only): pairs whose row.id is set keep x's bits.
+template <int S, bool kId>
+HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* out, size_t half, const RowView& row) {
   using T = typename Io<S>::T;
+  static_assert(!kId || S == kF32);
   const DF df;
   const size_t N = hn::Lanes(df);
-  const float* c = row.c.data();
-  const float* s = row.s.data();
+  const float* c = row.c;
+  const float* s = row.s;
   size_t i = 0;
   VF y0, y1;
   if constexpr (kHalfBlocks<S>) {
@@ -464,8 +481,8 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
       PF(in + half + i);
       Io<S>::LoadPairs(in + i, x0e, x0o);
       Io<S>::LoadPairs(in + half + i, x1e, x1o);
-      Rotate(x0e, x1e, hn::LoadU(df, row.ceo.data() + i), hn::LoadU(df, row.seo.data() + i), y0, y1);
-      Rotate(x0o, x1o, hn::LoadU(df, row.ceo.data() + i + N), hn::LoadU(df, row.seo.data() + i + N), y0o, y1o);
+      Rotate(x0e, x1e, hn::LoadU(df, row.ceo + i), hn::LoadU(df, row.seo + i), y0, y1);
+      Rotate(x0o, x1o, hn::LoadU(df, row.ceo + i + N), hn::LoadU(df, row.seo + i + N), y0o, y1o);
       Io<S>::StorePairs(y0, y0o, out + i);
       Io<S>::StorePairs(y1, y1o, out + half + i);
     }
@@ -473,7 +490,13 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
   for (; i + N <= half; i += N) {
     PF(in + i);
     PF(in + half + i);
-    Rotate(Io<S>::Load(in + i), Io<S>::Load(in + half + i), hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
+    const VF x0 = Io<S>::Load(in + i), x1 = Io<S>::Load(in + half + i);
+    Rotate(x0, x1, hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
+    if constexpr (kId) {
+      const auto m = IdMask(row.id + i);
+      y0 = hn::IfThenElse(m, x0, y0);
+      y1 = hn::IfThenElse(m, x1, y1);
+    }
     Io<S>::Store(y0, out + i);
     Io<S>::Store(y1, out + half + i);
   }
@@ -482,7 +505,13 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
     HWY_ALIGN T b0[kRowPad] = {}, b1[kRowPad] = {};
     std::memcpy(b0, in + i, r * sizeof(T));
     std::memcpy(b1, in + half + i, r * sizeof(T));
-    Rotate(Io<S>::Load(b0), Io<S>::Load(b1), hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
+    const VF x0 = Io<S>::Load(b0), x1 = Io<S>::Load(b1);
+    Rotate(x0, x1, hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
+    if constexpr (kId) {
+      const auto m = IdMask(row.id + i);
+      y0 = hn::IfThenElse(m, x0, y0);
+      y1 = hn::IfThenElse(m, x1, y1);
+    }
     Io<S>::Store(y0, b0);
     Io<S>::Store(y1, b1);
     const size_t keep = TailKeep(r);
@@ -492,20 +521,26 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
 }
 
 // Interleaved head: pair i is (2i, 2i + 1).
-template <int S>
-HWY_INLINE void HeadInterleaved(const typename Io<S>::T* in, typename Io<S>::T* out, size_t npairs, const Row& row) {
+template <int S, bool kId>
+HWY_INLINE void HeadInterleaved(const typename Io<S>::T* in, typename Io<S>::T* out, size_t npairs, const RowView& row) {
   using T = typename Io<S>::T;
+  static_assert(!kId || S == kF32);
   const DF df;
   const size_t N = hn::Lanes(df);
   if constexpr (kPairs<S>) {
-    const float* c = row.c.data();
-    const float* s = row.s.data();
+    const float* c = row.c;
+    const float* s = row.s;
     size_t i = 0;
     VF x0, x1, y0, y1;
     for (; i + N <= npairs; i += N) {
       PF(in + 2 * i);
       Io<S>::LoadPairs(in + 2 * i, x0, x1);
       Rotate(x0, x1, hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
+      if constexpr (kId) {
+        const auto m = IdMask(row.id + i);
+        y0 = hn::IfThenElse(m, x0, y0);
+        y1 = hn::IfThenElse(m, x1, y1);
+      }
       Io<S>::StorePairs(y0, y1, out + 2 * i);
     }
     if (i < npairs) {
@@ -514,22 +549,34 @@ HWY_INLINE void HeadInterleaved(const typename Io<S>::T* in, typename Io<S>::T* 
       std::memcpy(b, in + 2 * i, 2 * r * sizeof(T));
       Io<S>::LoadPairs(b, x0, x1);
       Rotate(x0, x1, hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
+      if constexpr (kId) {
+        const auto m = IdMask(row.id + i);
+        y0 = hn::IfThenElse(m, x0, y0);
+        y1 = hn::IfThenElse(m, x1, y1);
+      }
       Io<S>::StorePairs(y0, y1, b);
       std::memcpy(out + 2 * i, b, 2 * TailKeep(r) * sizeof(T));
     }
   } else {
 #if HWY_TARGET != HWY_SCALAR
-    const float* cc = row.cc.data();
-    const float* ss = row.ss.data();
+    const float* cc = row.cc;
+    const float* ss = row.ss;
     const size_t n = 2 * npairs;  // elements; N is even
     size_t i = 0;
-    for (; i + N <= n; i += N, PF(in + i))
-      Io<S>::Store(RotateInPlace(Io<S>::Load(in + i), hn::LoadU(df, cc + i), hn::LoadU(df, ss + i)), out + i);
+    for (; i + N <= n; i += N, PF(in + i)) {
+      const VF x = Io<S>::Load(in + i);
+      VF y = RotateInPlace(x, hn::LoadU(df, cc + i), hn::LoadU(df, ss + i));
+      if constexpr (kId) y = hn::IfThenElse(IdMask(row.idd + i), x, y);
+      Io<S>::Store(y, out + i);
+    }
     if (i < n) {  // r < N <= kRowPad elements: whole pairs
       const size_t r = n - i;
       HWY_ALIGN T b[kRowPad] = {};
       std::memcpy(b, in + i, r * sizeof(T));
-      Io<S>::Store(RotateInPlace(Io<S>::Load(b), hn::LoadU(df, cc + i), hn::LoadU(df, ss + i)), b);
+      const VF x = Io<S>::Load(b);
+      VF y = RotateInPlace(x, hn::LoadU(df, cc + i), hn::LoadU(df, ss + i));
+      if constexpr (kId) y = hn::IfThenElse(IdMask(row.idd + i), x, y);
+      Io<S>::Store(y, b);
       std::memcpy(out + i, b, 2 * TailKeep(r / 2) * sizeof(T));
     }
 #endif
@@ -621,19 +668,112 @@ struct CallV3 {
   const GivenTable* table = nullptr;
 };
 
+// cc, ss of a row (DupRow) with vector code: each f32 widened to a u64 lane and doubled, as TrigRowT does.
+// Reads c and s only below np.
+HWY_INLINE void DupRowVec(const float* c, const float* s, float* cc, float* ss, size_t np) {
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const DD dd;
+  const DU64 du;
+  const hn::Rebind<uint32_t, DD> du32;
+  const hn::Repartition<float, DU64> df2;
+  const size_t Nd = hn::Lanes(dd);
+  for (; i + Nd <= np; i += Nd) {
+    const auto cu = hn::PromoteTo(du, hn::LoadU(du32, reinterpret_cast<const uint32_t*>(c + i)));
+    const auto su = hn::PromoteTo(du, hn::LoadU(du32, reinterpret_cast<const uint32_t*>(s + i)));
+    hn::StoreU(hn::BitCast(df2, hn::Or(cu, hn::ShiftLeft<32>(cu))), df2, cc + 2 * i);
+    hn::StoreU(hn::BitCast(df2, hn::Or(hn::Xor(su, hn::Set(du, 0x80000000ull)), hn::ShiftLeft<32>(su))), df2,
+               ss + 2 * i);
+  }
+#endif
+  DupRow(c, s, cc, ss, i, np);
+}
+
+// A caller's row, once with vector code: whether some pair is the identity (cos exactly 1 and sin 0, as
+// given_row decides) and whether some value is beyond 1 or NaN (the overflow fix's test, as the scalar loop
+// `!(|c| <= 1) || !(|s| <= 1)` had it). Reads c and s only below np.
+HWY_INLINE void ScanRow(const float* c, const float* s, size_t np, bool& ident, bool& beyond) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF one = hn::Set(df, 1.0f), zero = hn::Zero(df);
+  VF id = zero, bad = zero;
+  size_t i = 0;
+  for (; i + N <= np; i += N) {
+    const VF cv = hn::LoadU(df, c + i), sv = hn::LoadU(df, s + i);
+    id = hn::Or(id, hn::VecFromMask(df, hn::And(hn::Eq(cv, one), hn::Eq(sv, zero))));
+    bad = hn::Or(bad, hn::VecFromMask(df, hn::Not(hn::And(hn::Le(hn::Abs(cv), one), hn::Le(hn::Abs(sv), one)))));
+  }
+  ident = !hn::AllFalse(df, hn::MaskFromVec(id));
+  beyond = !hn::AllFalse(df, hn::MaskFromVec(bad));
+  for (; i < np; ++i) {
+    ident = ident || (c[i] == 1.0f && s[i] == 0.0f);
+    beyond = beyond || !(std::fabs(c[i]) <= 1.0f) || !(std::fabs(s[i]) <= 1.0f);
+  }
+}
+
+// The identity masks of a row (rare: a position at 0, a zero frequency, a table's cos 1 / sin 0 entries).
+template <class F>
+HWY_INLINE void IdRows(Row& row, size_t np, F&& is_identity) {
+  for (size_t i = 0; i < np; ++i) row.id[i] = row.idd[2 * i] = row.idd[2 * i + 1] = is_identity(i) ? ~0u : 0u;
+}
+
+// Whether a table's rows are read in place: f32 cos and sin, pair i's at column i of each row (cos_sin_2; cat;
+// full in the half-split layout, where pair i's first element is i), one position axis, forward.
+HWY_INLINE bool TableReadInPlace(const rc_rope_args* a, const GivenTable& g, bool inverse, const CallV2& v) {
+  const uint32_t k = a->table_kind;
+  if (inverse || v.single != 0 || g.dtype[0] != Dtype::f32) return false;
+  if (k == RC_TABLE_COS_SIN_CAT) return true;
+  if (k == RC_TABLE_COS_SIN_2 || (k == RC_TABLE_COS_SIN_FULL && a->layout == RC_HALF_SPLIT)) return g.dtype[1] == Dtype::f32;
+  return false;
+}
+
+// Every head of one token. The common call (no fix, no pass-through copies) is a plain loop over the heads.
+template <int S, bool kInterleaved, bool kId>
+HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, typename Io<S>::T* out, size_t np,
+                           size_t o, size_t end, const RowView& row, bool fix, bool copy_head, bool copy_tail,
+                           std::vector<typename Io<S>::T>& saved) {
+  using T = typename Io<S>::T;
+  const size_t hd = a->head_dim;
+  const uint32_t nh = a->n_heads;
+  if (!fix && !copy_head && !copy_tail) {
+    for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
+      if constexpr (kInterleaved) {
+        HeadInterleaved<S, kId>(in + o, out + o, np, row);
+      } else {
+        HeadHalfSplit<S, kId>(in + o, out + o, np, row);
+      }
+    }
+    return;
+  }
+  const bool in_place = a->in == a->out;
+  for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
+    if (fix && in_place) saved.assign(in + o, in + o + a->rotary_dim);
+    if constexpr (kInterleaved) {
+      HeadInterleaved<S, kId>(in + o, out + o, np, row);
+    } else {
+      HeadHalfSplit<S, kId>(in + o, out + o, np, row);
+    }
+    if (fix) FixOverflowedPairs(a, in_place ? saved.data() : in + o, out + o, np, row.c, row.s);
+    if (copy_head) std::memcpy(out, in, o * sizeof(T));
+    if (copy_tail) std::memcpy(out + end, in + end, (hd - end) * sizeof(T));
+  }
+}
+
 template <int S, bool kInterleaved>
 void Kernel(const rc_rope_args* a, const CallV3& v3) {
   using T = typename Io<S>::T;
   const T* in = static_cast<const T*>(a->in);
   T* out = static_cast<T*>(a->out);
   const size_t np = a->rotary_dim / 2;
-  const ThetaTable& th = theta_table_cached(a);
+  const ThetaTable* th = v3.table ? nullptr : &theta_table_cached(a);  // a table call needs no theta
   const CallV2 v = GetCallV2(a);
   constexpr bool kDup = kInterleaved && !kPairs<S>;  // RotateInPlace's rows
   // Reused across calls (a decode call is a few hundred ns; four allocations
   // were a visible part of it). Padding lanes are written by TrigRow only
-  // with values that are never stored.
-  thread_local Row row;
+  // with values that are never stored. (One access to the thread_local: its
+  // guard is not paid per token and head.)
+  thread_local Row tl_row;
+  Row& row = tl_row;
   if (row.c.size() < np + kRowPad) {
     row.c.assign(np + kRowPad, 0.0f);
     row.s.assign(np + kRowPad, 0.0f);
@@ -641,6 +781,8 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
     row.ss.assign(2 * (np + kRowPad), 0.0f);
     row.ceo.assign(np + kRowPad, 0.0f);
     row.seo.assign(np + kRowPad, 0.0f);
+    row.id.assign(np + kRowPad, 0u);
+    row.idd.assign(2 * (np + kRowPad), 0u);
     row.ac.clear();
     row.as.clear();
   }
@@ -650,15 +792,51 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
   const size_t o = v.offset, end = v.offset + a->rotary_dim;
   const bool copy_head = a->out != a->in && o > 0;
   const bool copy_tail = a->out != a->in && end < a->head_dim;
+  const size_t token_elems = size_t(a->n_heads) * a->head_dim;
   TokenAngle m[4];
-  thread_local std::vector<CosSin> given;  // a table's row, as the scalar kernel takes it (impls/given_table.hpp)
+  thread_local std::vector<CosSin> tl_given;  // a table's row, as the scalar kernel takes it (impls/given_table.hpp)
+  thread_local std::vector<T> tl_saved;       // an in-place head's rotated slice, for the overflow fix
+  std::vector<CosSin>& given = tl_given;
   if (v3.table) given.resize(np);
+  // f32 rows read where the caller's table holds them. A head reads c and s below np only when np is a
+  // multiple of N (no partial vector), or not at all when interleaved heads rotate in place (cc, ss).
+  const bool in_table = v3.table && TableReadInPlace(a, *v3.table, v3.inverse, v);
+  const bool view_table = in_table && (kDup || np % N == 0);
+  RowView view{row.c.data(), row.s.data(), row.cc.data(), row.ss.data(), row.ceo.data(), row.seo.data(),
+               row.id.data(), row.idd.data()};
   // A product can overflow f32 where the exact output is finite: with an attention factor > 1, or a table row's
   // values beyond 1 (a row within [-1, 1] is as a computed one: no fix, and none of its per-head cost).
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
     bool fix = v.af > 1.0;
-    if (v3.table) {
-      if (given_row(a, *v3.table, t, v.af, v3.inverse, given.data())) {  // a pair copied: the scalar kernel's row
+    bool ident = false;  // some pair is the identity: f32 heads blend it, 16-bit tokens go to the scalar rotation
+    if (in_table) {
+      const GivenTable& g = *v3.table;
+      const int64_t r = a->positions[t];  // one axis
+      const float* c = reinterpret_cast<const float*>(g.base[0]) + r * g.row_stride[0];
+      const float* s = a->table_kind == RC_TABLE_COS_SIN_CAT ? c + np
+                                                               : reinterpret_cast<const float*>(g.base[1]) + r * g.row_stride[1];
+      bool beyond;
+      ScanRow(c, s, np, ident, beyond);
+      if constexpr (S != kF32) {
+        if (ident) {  // a pair copied: the scalar kernel's row
+          given_row(a, g, t, v.af, v3.inverse, given.data());
+          ropecheck::rotate_token_scalar(a, t, given.data());
+          continue;
+        }
+      }
+      fix = fix || beyond;
+      if (view_table) {
+        view.c = c;
+        view.s = s;
+      } else {  // a partial last vector would read past the row: a padded copy
+        std::memcpy(row.c.data(), c, np * sizeof(float));
+        std::memcpy(row.s.data(), s, np * sizeof(float));
+      }
+      if (kDup) DupRowVec(c, s, row.cc.data(), row.ss.data(), np);
+      if (ident) IdRows(row, np, [&](size_t i) { return c[i] == 1.0f && s[i] == 0.0f; });
+    } else if (v3.table) {
+      ident = given_row(a, *v3.table, t, v.af, v3.inverse, given.data());
+      if (S != kF32 && ident) {  // a pair copied: the scalar kernel's row
         ropecheck::rotate_token_scalar(a, t, given.data());
         continue;
       }
@@ -667,35 +845,33 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
         row.s[i] = given[i].s;
         fix = fix || !(std::fabs(given[i].c) <= 1.0f) || !(std::fabs(given[i].s) <= 1.0f);
       }
-      DupRow(row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr, kDup ? row.ss.data() : nullptr, 0, np);
+      if (kDup) DupRowVec(row.c.data(), row.s.data(), row.cc.data(), row.ss.data(), np);
+      if (ident) IdRows(row, np, [&](size_t i) { return given[i].identity; });
     } else {
-      const bool identity = TokenRow(a, th, v, t, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr,
-                                     kDup ? row.ss.data() : nullptr, row, m);
+      ident = TokenRow(a, *th, v, t, np, row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr,
+                       kDup ? row.ss.data() : nullptr, row, m);
       if (v3.inverse) {  // e^{-j phi}: the same row, sin negated
         for (size_t i = 0; i < np; ++i) row.s[i] = -row.s[i];
-        DupRow(row.c.data(), row.s.data(), kDup ? row.cc.data() : nullptr, kDup ? row.ss.data() : nullptr, 0, np);
+        if (kDup) DupRowVec(row.c.data(), row.s.data(), row.cc.data(), row.ss.data(), np);
       }
-      if (identity) {
-        rotate_token_scalar(a, th, m, v.pair_axis, t, row.c.data(), row.s.data());
+      if (ident) {
+        if constexpr (S != kF32) {
+          rotate_token_scalar(a, *th, m, v.pair_axis, t, row.c.data(), row.s.data());
+          continue;
+        }
+        IdRows(row, np, [&](size_t i) { return angle_is_zero(m[v.pair_axis ? v.pair_axis[i] : 0], *th, i); });
+      }
+    }
+    if (kEvenOdd) EvenOddRows(row, view.c, view.s, np, N);
+    const T* tin = in + size_t(t) * token_elems;
+    T* tout = out + size_t(t) * token_elems;
+    if constexpr (S == kF32) {
+      if (ident) {
+        TokenHeads<S, kInterleaved, true>(a, tin, tout, np, o, end, view, fix, copy_head, copy_tail, tl_saved);
         continue;
       }
     }
-    if (kEvenOdd) EvenOddRows(row, np, N);
-    for (uint32_t h = 0; h < a->n_heads; ++h) {
-      const size_t base = (size_t(t) * a->n_heads + h) * a->head_dim;
-      thread_local std::vector<T> saved;
-      if (fix && a->in == a->out) saved.assign(in + base + o, in + base + o + a->rotary_dim);
-      if constexpr (kInterleaved) {
-        HeadInterleaved<S>(in + base + o, out + base + o, np, row);
-      } else {
-        HeadHalfSplit<S>(in + base + o, out + base + o, np, row);
-      }
-      if (fix)
-        FixOverflowedPairs(a, a->in == a->out ? saved.data() : in + base + o, out + base + o, np, row.c.data(),
-                           row.s.data());
-      if (copy_head) std::memcpy(out + base, in + base, o * sizeof(T));
-      if (copy_tail) std::memcpy(out + base + end, in + base + end, (a->head_dim - end) * sizeof(T));
-    }
+    TokenHeads<S, kInterleaved, false>(a, tin, tout, np, o, end, view, fix, copy_head, copy_tail, tl_saved);
   }
 }
 
