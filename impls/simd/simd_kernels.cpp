@@ -691,24 +691,36 @@ HWY_INLINE void DupRowVec(const float* c, const float* s, float* cc, float* ss, 
 
 // A caller's row, once with vector code: whether some pair is the identity (cos exactly 1 and sin 0, as
 // given_row decides) and whether some value is beyond 1 or NaN (the overflow fix's test, as the scalar loop
-// `!(|c| <= 1) || !(|s| <= 1)` had it). Reads c and s only below np.
-HWY_INLINE void ScanRow(const float* c, const float* s, size_t np, bool& ident, bool& beyond) {
+// `!(|c| <= 1) || !(|s| <= 1)` had it), and whether every pair is the identity. Reads c and s only below np.
+HWY_INLINE void ScanRow(const float* c, const float* s, size_t np, bool& ident, bool& all, bool& beyond) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const VF one = hn::Set(df, 1.0f), zero = hn::Zero(df);
-  VF id = zero, bad = zero;
+  VF id = zero, nid = zero, bad = zero;
   size_t i = 0;
   for (; i + N <= np; i += N) {
     const VF cv = hn::LoadU(df, c + i), sv = hn::LoadU(df, s + i);
-    id = hn::Or(id, hn::VecFromMask(df, hn::And(hn::Eq(cv, one), hn::Eq(sv, zero))));
+    const VF m = hn::VecFromMask(df, hn::And(hn::Eq(cv, one), hn::Eq(sv, zero)));
+    id = hn::Or(id, m);
+    nid = hn::Or(nid, hn::Not(m));
     bad = hn::Or(bad, hn::VecFromMask(df, hn::Not(hn::And(hn::Le(hn::Abs(cv), one), hn::Le(hn::Abs(sv), one)))));
   }
   ident = !hn::AllFalse(df, hn::MaskFromVec(id));
+  all = hn::AllFalse(df, hn::MaskFromVec(nid));
   beyond = !hn::AllFalse(df, hn::MaskFromVec(bad));
   for (; i < np; ++i) {
-    ident = ident || (c[i] == 1.0f && s[i] == 0.0f);
+    const bool p = c[i] == 1.0f && s[i] == 0.0f;
+    ident = ident || p;
+    all = all && p;
     beyond = beyond || !(std::fabs(c[i]) <= 1.0f) || !(std::fabs(s[i]) <= 1.0f);
   }
+}
+
+// A token whose every pair is the identity (position 0 on its only axis, a table's row of cos 1, sin 0) is
+// its input, bit for bit, pass-through dims included: copied when out != in, untouched in place.
+template <class T>
+HWY_INLINE void CopyToken(const T* in, T* out, size_t elems) {
+  if (in != out) std::memcpy(out, in, elems * sizeof(T));
 }
 
 // The identity masks of a row (rare: a position at 0, a zero frequency, a table's cos 1 / sin 0 entries).
@@ -815,8 +827,12 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
       const float* c = reinterpret_cast<const float*>(g.base[0]) + r * g.row_stride[0];
       const float* s = a->table_kind == RC_TABLE_COS_SIN_CAT ? c + np
                                                                : reinterpret_cast<const float*>(g.base[1]) + r * g.row_stride[1];
-      bool beyond;
-      ScanRow(c, s, np, ident, beyond);
+      bool beyond, all;
+      ScanRow(c, s, np, ident, all, beyond);
+      if (all) {
+        CopyToken(in + size_t(t) * token_elems, out + size_t(t) * token_elems, token_elems);
+        continue;
+      }
       if constexpr (S != kF32) {
         if (ident) {  // a pair copied: the scalar kernel's row
           given_row(a, g, t, v.af, v3.inverse, given.data());
@@ -853,6 +869,12 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
       if (v3.inverse) {  // e^{-j phi}: the same row, sin negated
         for (size_t i = 0; i < np; ++i) row.s[i] = -row.s[i];
         if (kDup) DupRowVec(row.c.data(), row.s.data(), row.cc.data(), row.ss.data(), np);
+      }
+      // Every pair's angle is 0 (af is 1): m == 0 and every theta finite (in range when th->fast).
+      if (ident && v.single >= 0 && m[v.single].m == 0 &&
+          (th->fast || std::all_of(th->th.begin(), th->th.begin() + np, [](long double x) { return std::isfinite(x); }))) {
+        CopyToken(in + size_t(t) * token_elems, out + size_t(t) * token_elems, token_elems);
+        continue;
       }
       if (ident) {
         if constexpr (S != kF32) {
