@@ -28,6 +28,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -151,6 +154,61 @@ void BM_paired(benchmark::State& state, const Implementation* impl, Dtype d, Lay
   if (tk > 0) state.counters["x_memcpy"] = tm / tk;
 }
 
+// A copy of the same bytes with non-temporal (streaming) stores, the other bound a kernel's stores can aim at:
+// they bypass the cache, so a large copy does not read the destination lines first. 64-byte aligned buffers
+// (AlignedBuffer): AVX-512 or AVX streaming stores where the CPU has them (chosen at run time), SSE2's
+// otherwise (every x86-64), and memcpy on other architectures. The tail (< 64 bytes) is copied plainly; an
+// sfence orders the streamed stores before the next iteration.
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx512f"))) void nt_copy_avx512(const uint8_t* in, uint8_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), _mm512_load_si512(reinterpret_cast<const void*>(in + i)));
+  std::memcpy(out + i, in + i, n - i);
+  _mm_sfence();
+}
+__attribute__((target("avx"))) void nt_copy_avx(const uint8_t* in, uint8_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), _mm256_load_si256(reinterpret_cast<const __m256i*>(in + i)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i + 32),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(in + i + 32)));
+  }
+  std::memcpy(out + i, in + i, n - i);
+  _mm_sfence();
+}
+void nt_copy_sse2(const uint8_t* in, uint8_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (size_t k = 0; k < 64; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + k), _mm_load_si128(reinterpret_cast<const __m128i*>(in + i + k)));
+  std::memcpy(out + i, in + i, n - i);
+  _mm_sfence();
+}
+const char* nt_copy_kind() {
+  return __builtin_cpu_supports("avx512f") ? "AVX-512 vmovntdq" : __builtin_cpu_supports("avx") ? "AVX vmovntdq" : "SSE2 movntdq";
+}
+void nt_copy(const uint8_t* in, uint8_t* out, size_t n) {
+  static const auto fn = __builtin_cpu_supports("avx512f") ? &nt_copy_avx512
+                         : __builtin_cpu_supports("avx")   ? &nt_copy_avx
+                                                           : &nt_copy_sse2;
+  fn(in, out, n);
+}
+#else
+const char* nt_copy_kind() { return "memcpy (no streaming stores on this architecture)"; }
+void nt_copy(const uint8_t* in, uint8_t* out, size_t n) { std::memcpy(out, in, n); }
+#endif
+
+void BM_ntcopy(benchmark::State& state, Dtype d, Shape s) {
+  Data& data = data_for(d, Layout::interleaved, s);
+  for (auto _ : state) {
+    nt_copy(data.in.data(), data.out.data(), data.c.n_bytes());
+    benchmark::DoNotOptimize(data.out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * rw_bytes(data.c));
+}
+
 void BM_memcpy(benchmark::State& state, Dtype d, Shape s) {
   Data& data = data_for(d, Layout::interleaved, s);
   for (auto _ : state) {
@@ -270,6 +328,7 @@ void with_min(benchmark::internal::Benchmark* b) {
 void register_all() {
   for (const Shape& s : kShapes) {
     for (Dtype d : kAllDtypes) with_min(benchmark::RegisterBenchmark(bench_name("memcpy", d, "-", s).c_str(), BM_memcpy, d, s));
+    for (Dtype d : kAllDtypes) with_min(benchmark::RegisterBenchmark(bench_name("ntcopy", d, "-", s).c_str(), BM_ntcopy, d, s));
     with_min(benchmark::RegisterBenchmark((std::string("trig-row:scalar/f32/-/") + s.name).c_str(), BM_trig_row,
                                           false, s));
     with_min(benchmark::RegisterBenchmark((std::string("trig-row:simd/f32/-/") + s.name).c_str(), BM_trig_row,
@@ -472,7 +531,11 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
         "l2-1row = 1 x 2048 x 128 (the bytes of l2 with one cos/sin row instead of 64); prefill = 4096 x 32 x 128 "
         "(rotary_dim = head_dim = 128, base 10000). In and out are separate 64-byte aligned buffers. `x memcpy` "
         "is the kernel's GB/s over a memcpy of the same bytes measured in the same run (median, and best = "
-        "minimum time of the repetitions for both); `x scalar` over the `scalar` kernel (medians).\n\n";
+        "minimum time of the repetitions for both); `x NT copy` over a copy of the same bytes with non-temporal "
+        "(streaming) stores, "
+     << nt_copy_kind()
+     << " here, which does not read the destination's lines into the cache (median); `x scalar` over the "
+        "`scalar` kernel (medians).\n\n";
 
   auto get = [&](const std::map<std::string, double>& m, const std::string& k) {
     auto it = m.find(k);
@@ -481,20 +544,24 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
   auto ratio = [](double a, double b) { return a > 0 && b > 0 ? fmt(a / b) : std::string("?"); };
   for (const Shape& s : kShapes) {
     md << "## " << s.name << "\n\n";
-    md << "| kernel | dtype | layout | GB/s | x memcpy | x memcpy (best) | x scalar | us/call |\n"
-          "|---|---|---|---:|---:|---:|---:|---:|\n";
+    md << "| kernel | dtype | layout | GB/s | x memcpy | x memcpy (best) | x NT copy | x scalar | us/call |\n"
+          "|---|---|---|---:|---:|---:|---:|---:|---:|\n";
     for (Dtype d : kAllDtypes) {
-      const std::string n = bench_name("memcpy", d, "-", s);
-      md << "| memcpy | " << to_string(d) << " | - | " << fmt(get(col.gbps, n)) << " | 1.00 | 1.00 | | "
-         << fmt(get(col.ns_per_it, n) / 1e3) << " |\n";
+      const std::string n = bench_name("memcpy", d, "-", s), nt = bench_name("ntcopy", d, "-", s);
+      md << "| memcpy | " << to_string(d) << " | - | " << fmt(get(col.gbps, n)) << " | 1.00 | 1.00 | "
+         << ratio(get(col.gbps, n), get(col.gbps, nt)) << " | | " << fmt(get(col.ns_per_it, n) / 1e3) << " |\n";
+      md << "| NT copy | " << to_string(d) << " | - | " << fmt(get(col.gbps, nt)) << " | "
+         << ratio(get(col.gbps, nt), get(col.gbps, n)) << " | " << ratio(col.best_gbps(nt), col.best_gbps(n))
+         << " | 1.00 | | " << fmt(get(col.ns_per_it, nt) / 1e3) << " |\n";
     }
     for (const char* which : {"scalar", "simd"}) {
       const std::string tr = std::string("trig-row:") + which + "/f32/-/" + s.name;
-      const std::string mc = bench_name("memcpy", Dtype::f32, "-", s);
+      const std::string mc = bench_name("memcpy", Dtype::f32, "-", s), nt = bench_name("ntcopy", Dtype::f32, "-", s);
       if (get(col.gbps, tr) > 0)
         md << "| cos/sin rows alone (" << which << ") | f32-equiv | - | " << fmt(get(col.gbps, tr)) << " | "
            << ratio(get(col.gbps, tr), get(col.gbps, mc)) << " | " << ratio(col.best_gbps(tr), col.best_gbps(mc))
-           << " | | " << fmt(get(col.ns_per_it, tr) / 1e3) << " |\n";
+           << " | " << ratio(get(col.gbps, tr), get(col.gbps, nt)) << " | | " << fmt(get(col.ns_per_it, tr) / 1e3)
+           << " |\n";
     }
     for (const Implementation& impl : implementations())
       for (Dtype d : kAllDtypes)
@@ -503,11 +570,12 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
           const std::string n = bench_name("kernel:" + impl.name, d, ls.c_str(), s);
           const double g = get(col.gbps, n);
           if (g < 0) continue;
-          const std::string mc = bench_name("memcpy", d, "-", s);
+          const std::string mc = bench_name("memcpy", d, "-", s), nt = bench_name("ntcopy", d, "-", s);
           const double sc = get(col.gbps, bench_name("kernel:scalar", d, ls.c_str(), s));
           md << "| " << impl.name << " | " << to_string(d) << " | " << ls << " | " << fmt(g) << " | "
              << ratio(g, get(col.gbps, mc)) << " | " << ratio(col.best_gbps(n), col.best_gbps(mc)) << " | "
-             << ratio(g, sc) << " | " << fmt(get(col.ns_per_it, n) / 1e3) << " |\n";
+             << ratio(g, get(col.gbps, nt)) << " | " << ratio(g, sc) << " | " << fmt(get(col.ns_per_it, n) / 1e3)
+             << " |\n";
         }
     md << "\n";
   }
