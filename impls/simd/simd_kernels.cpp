@@ -739,6 +739,42 @@ HWY_INLINE bool TableReadInPlace(const rc_rope_args* a, const GivenTable& g, boo
   return false;
 }
 
+// f32 heads whose rotated slice is K whole vectors (rotary_dim 128 on AVX-512: K = 8 elements' vectors
+// interleaved, 4 pairs' vectors half-split): the token's row stays in 2K registers for all its heads instead
+// of being loaded again per head. The same operations as HeadInterleaved / HeadHalfSplit.
+#if HWY_TARGET != HWY_SCALAR
+template <size_t K, bool kInterleaved>
+HWY_INLINE void HeadsRowInRegisters(const float* in, float* out, uint32_t nh, size_t hd, const RowView& row) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const float* rc = kInterleaved ? row.cc : row.c;
+  const float* rs = kInterleaved ? row.ss : row.s;
+  VF c[K], s[K];
+  for (size_t k = 0; k < K; ++k) {
+    c[k] = hn::LoadU(df, rc + k * N);
+    s[k] = hn::LoadU(df, rs + k * N);
+  }
+  for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
+    if constexpr (kInterleaved) {
+      for (size_t k = 0; k < K; ++k) {
+        PF(in + k * N);
+        hn::StoreU(RotateInPlace(hn::LoadU(df, in + k * N), c[k], s[k]), df, out + k * N);
+      }
+    } else {
+      const size_t half = K * N;
+      for (size_t k = 0; k < K; ++k) {
+        PF(in + k * N);
+        PF(in + half + k * N);
+        VF y0, y1;
+        Rotate(hn::LoadU(df, in + k * N), hn::LoadU(df, in + half + k * N), c[k], s[k], y0, y1);
+        hn::StoreU(y0, df, out + k * N);
+        hn::StoreU(y1, df, out + half + k * N);
+      }
+    }
+  }
+}
+#endif
+
 // Every head of one token. The common call (no fix, no pass-through copies) is a plain loop over the heads.
 template <int S, bool kInterleaved, bool kId>
 HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, typename Io<S>::T* out, size_t np,
@@ -748,6 +784,14 @@ HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, t
   const size_t hd = a->head_dim;
   const uint32_t nh = a->n_heads;
   if (!fix && !copy_head && !copy_tail) {
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (S == kF32 && !kId) {
+      const size_t N = hn::Lanes(DF());
+      const size_t rn = kInterleaved ? 2 * np : np;  // elements of the row the heads read
+      if (rn == 8 * N && kInterleaved) return HeadsRowInRegisters<8, true>(in + o, out + o, nh, hd, row);
+      if (rn == 4 * N) return HeadsRowInRegisters<4, kInterleaved>(in + o, out + o, nh, hd, row);
+    }
+#endif
     for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
       if constexpr (kInterleaved) {
         HeadInterleaved<S, kId>(in + o, out + o, np, row);
