@@ -17,7 +17,9 @@
 // Markdown table of the medians (or the single runs) with ratios to memcpy
 // and to scalar, the CPU model and the date (scripts/bench.sh uses it);
 // `--reference_json`, `--gate_json` and `--gate_calls_json` add the sections of
-// bench_reference, bench_gate and bench_gate_calls from their JSON output.
+// bench_reference, bench_gate and bench_gate_calls from their JSON output;
+// `--extra_md=FILE` appends FILE verbatim (reports/mlas-outside.md: the
+// comparison with ONNX Runtime's MLAS kernel, measured outside the repository).
 #include <benchmark/benchmark.h>
 
 #include <nlohmann/json.hpp>
@@ -665,7 +667,7 @@ bool write_markdown(const std::string& path, const Collector& col, int repetitio
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string report_md, reference_json, gate_json, gate_calls_json;
+  std::string report_md, reference_json, gate_json, gate_calls_json, extra_md;
   std::string cmdline = "bench_kernels";
   int repetitions = 1;
   std::vector<char*> args;
@@ -685,6 +687,10 @@ int main(int argc, char** argv) {
     }
     if (a.rfind("--gate_calls_json=", 0) == 0) {
       gate_calls_json = a.substr(18);
+      continue;
+    }
+    if (a.rfind("--extra_md=", 0) == 0) {
+      extra_md = a.substr(11);
       continue;
     }
     if (a.rfind("--benchmark_repetitions=", 0) == 0) repetitions = std::max(1, std::atoi(a.c_str() + 24));
@@ -711,6 +717,16 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_kernels: --gate_json/--gate_calls_json: %s\n", e.what());
       return 2;
+    }
+    if (!extra_md.empty()) {  // a hand-written section measured elsewhere (reports/mlas-outside.md), verbatim
+      std::ifstream f(extra_md);
+      if (!f) {
+        std::fprintf(stderr, "bench_kernels: cannot read --extra_md=%s\n", extra_md.c_str());
+        return 2;
+      }
+      std::ostringstream text;
+      text << f.rdbuf();
+      reference_md += text.str();
     }
     if (!write_markdown(report_md, col, repetitions, cmdline, reference_md)) {
       std::fprintf(stderr, "bench_kernels: cannot write %s\n", report_md.c_str());

@@ -17,6 +17,9 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
+# The MLAS comparison (measured outside the repository, hand-written) is appended verbatim when present.
+MLAS_MD=""
+[ -f reports/mlas-outside.md ] && MLAS_MD=reports/mlas-outside.md
 cmake --build "$build" --target bench_kernels bench_reference bench_gate bench_gate_calls -j "$(nproc)"
 mkdir -p reports
 # The reference's elements/s first (one repetition: ~1 s per call, ~10 s for MPFR-only).
@@ -31,5 +34,6 @@ mkdir -p reports
   --benchmark_min_time="${MIN_TIME:-0.3}" \
   --benchmark_out=reports/benchmarks.json --benchmark_out_format=json \
   --report_md=reports/benchmarks.md --reference_json=reports/benchmarks_reference.json \
-  --gate_json=reports/benchmarks_gate.json --gate_calls_json=reports/benchmarks_gate_calls.json "$@"
+  --gate_json=reports/benchmarks_gate.json --gate_calls_json=reports/benchmarks_gate_calls.json \
+  ${MLAS_MD:+--extra_md="$MLAS_MD"} "$@"
 echo "bench.sh: wrote reports/benchmarks.json, reports/benchmarks_reference.json, reports/benchmarks_gate*.json and reports/benchmarks.md"

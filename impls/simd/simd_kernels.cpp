@@ -11,10 +11,12 @@
 // pair i takes axis pair_axis[i]'s value (TokenRow); the theta table comes
 // from the frequency rule when there is one (make_theta_table); the rotated
 // slice of each head starts at rotary_offset, and the elements before and
-// after it are copied when out != in. A token whose row holds an angle of
-// exactly 0 with attention factor 1 goes through the scalar rotation, which
-// copies such a pair's bits as `scalar` does (with another factor `scalar`
-// rotates every pair, and so does the vector path).
+// after it are copied when out != in. A pair whose angle is exactly 0 (or a
+// table's cos 1, sin 0) with attention factor 1 keeps its bits as `scalar`
+// does: a token of such pairs only is copied; otherwise f32 heads blend the
+// input back into them and 16-bit tokens go through the scalar rotation
+// (with another factor `scalar` rotates every pair, and so does the vector
+// path). f32 tables are read in place (docs/simd.md, item 9).
 // SIMD does the loads, the f32 rotation y0 = x0*c - x1*s,
 // y1 = x0*s + x1*c (the same f32 operations as `scalar`, no FMA), and the
 // stores. f16/bf16 loads and round-to-nearest-even stores are done with our
