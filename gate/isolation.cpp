@@ -289,16 +289,12 @@ void leave_the_gate(pid_t gate, int sock) {
 // A host that crashed is replaced by a new one. Forked from the gate, each replacement copies the gate's page
 // tables and makes every page of the gate's heap copy-on-write for the gate's next write: after many crashes
 // (a property shrinking a crash: a restart per candidate), most of a run went into page faults. So the first
-// start forks a zygote -- a copy of the gate that does nothing else, its memory fixed from then on -- and
-// every host is cloned from it (clone3 with CLONE_PARENT: still the gate's child, so the gate waits
+// restart forks a zygote -- a copy of the gate that does nothing else, its memory fixed from then on -- and
+// every later host is cloned from it (clone3 with CLONE_PARENT: still the gate's child, so the gate waits
 // for it, counts its CPU and is the parent its death signal follows, as for a forked host), with the host's
 // socket passed in. The clone does what glibc's fork does for a single-threaded idle process (CLONE_CHILD_SETTID
 // and CLONE_CHILD_CLEARTID at the thread's tid address, read by PR_GET_TID_ADDRESS); where any of it is
 // unavailable the zygote answers an error and the gate forks the host itself, as before.
-// The zygote is made at the first start, not at the first restart: the gate is young then, and a clone's
-// writes copy only the pages of that young heap it touches (its malloc walks the zygote's free lists). Made at
-// the first restart, after the gate's rows had grown and fragmented its heap, a kernel that crashes on every
-// call paid ~25 % more CPU per restart (h_kill_parent_kill's reduced gate: 5.4 -> 4.3 CPU-s, 805 starts).
 
 // clone3's arguments (linux/sched.h, version 0).
 struct CloneArgs {
@@ -964,7 +960,7 @@ void KernelHost::start() {
               alone_dir + "/kernel-stdout.txt", alone_dir + "/kernel-stderr.txt", alone_};
   std::fflush(stdout);
   std::fflush(stderr);
-  pid_t pid = spawn_from_zygote(s);  // cloned from the zygote where it can be (the first start makes it)
+  pid_t pid = starts_ > 0 ? spawn_from_zygote(s) : -1;  // a restart: cloned from the zygote where it can be
   if (pid < 0) pid = fork();
   if (pid < 0) {
     close(sv[0]);

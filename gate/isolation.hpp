@@ -169,7 +169,7 @@ class KernelHost {
  private:
   void stop();
   void ensure_arena(size_t bytes);
-  // A host cloned by the zygote (made at the first start; isolation.cpp, "the zygote"): its pid,
+  // A restart's host, cloned by the zygote (made at the first restart; isolation.cpp, "the zygote"): its pid,
   // or -1 where it cannot be (the caller forks).
   pid_t spawn_from_zygote(const HostSetup& s);
   void stop_zygote();

@@ -307,7 +307,7 @@ TEST(KernelHost, ACallAloneSeesNoStateAndLeavesTheRunningHostsState) {
   EXPECT_EQ(out.find("call 1"), out.rfind("call 1")) << out;  // (once: the running host's first call)
 }
 
-// Hosts are cloned by the zygote (isolation.cpp, "the zygote"), made at the first start: each
+// Hosts after the first are cloned by the zygote (isolation.cpp, "the zygote"), made at the first restart: each
 // is still this process's child (its crash is seen as the signal that ended it, its state fresh, its sandbox in
 // force), neither holds this process's output, and when the KernelHost ends, neither is left behind.
 TEST(KernelHost, RestartedHostsAreFreshChildrenAndNothingIsLeftBehind) {
