@@ -198,6 +198,28 @@ size_t count_mismatches(const RopeCase& c, const Bytes& a, const Bytes& b, std::
   return bad;
 }
 
+// Every SIMD target on c (ABI v3), out of place and in place, bit for bit what `scalar` gives out of place and in
+// place; `also(impl, got, got_in_place)` then checks more of each target's outputs.
+template <typename Also>
+void expect_targets_match_scalar(const Implementation& scalar, const RopeCase& c, Also also) {
+  Bytes want(c.n_bytes(), 0), want_ip = c.input;
+  const rc_rope_args w = c.args(c.input.data(), want.data(), 3), wi = c.args(want_ip.data(), want_ip.data(), 3);
+  ASSERT_EQ(scalar.fn(&w), RC_OK) << c.summary();
+  ASSERT_EQ(scalar.fn(&wi), RC_OK) << c.summary();
+  for (const Implementation* impl : simd_impls()) {
+    Bytes got(c.n_bytes(), 0), got_ip = c.input;
+    const rc_rope_args g = c.args(c.input.data(), got.data(), 3), gi = c.args(got_ip.data(), got_ip.data(), 3);
+    ASSERT_EQ(impl->fn(&g), RC_OK) << impl->name << " " << c.summary();
+    ASSERT_EQ(impl->fn(&gi), RC_OK) << impl->name << " " << c.summary();
+    std::string first;
+    EXPECT_EQ(count_mismatches(c, got, want, &first), 0u)
+        << impl->name << " vs scalar, " << c.summary() << "\n  first: " << first;
+    EXPECT_EQ(count_mismatches(c, got_ip, want_ip, &first), 0u)
+        << impl->name << " in place vs scalar in place, " << c.summary() << "\n  first: " << first;
+    also(impl, got, got_ip);
+  }
+}
+
 const uint32_t kRotaryDims[] = {2, 4, 6, 8, 10, 20, 24, 30, 34, 64, 72, 80, 96, 120, 128, 130, 256};
 
 // Every target x dtype x layout x rotary_dim (vector tails), partial rotary,
@@ -524,24 +546,10 @@ TEST(SimdKernelsV3, BitIdenticalToScalarOnEveryTargetDtypeLayout) {
           testing::add_random_v3_features(rng, c);
           if (c.table && rng() % 2) c.positions[0] = 0;  // row 0 of a rotation's table: cos 1, sin 0 (copied)
           ASSERT_EQ(c.validate(), "") << c.summary();
-          Bytes want(c.n_bytes(), 0), want_ip = c.input;
-          const rc_rope_args w = c.args(c.input.data(), want.data(), 3), wi = c.args(want_ip.data(), want_ip.data(), 3);
-          ASSERT_EQ(scalar->fn(&w), RC_OK) << c.summary();
-          ASSERT_EQ(scalar->fn(&wi), RC_OK) << c.summary();
           ++cases;
           tables += bool(c.table);
           inverse += c.direction == Direction::inverse;
-          for (const Implementation* impl : simd_impls()) {
-            Bytes got(c.n_bytes(), 0), got_ip = c.input;
-            const rc_rope_args g = c.args(c.input.data(), got.data(), 3), gi = c.args(got_ip.data(), got_ip.data(), 3);
-            ASSERT_EQ(impl->fn(&g), RC_OK) << impl->name << " " << c.summary();
-            ASSERT_EQ(impl->fn(&gi), RC_OK) << impl->name << " " << c.summary();
-            std::string first;
-            EXPECT_EQ(count_mismatches(c, got, want, &first), 0u)
-                << impl->name << " vs scalar, " << c.summary() << "\n  first: " << first;
-            EXPECT_EQ(count_mismatches(c, got_ip, want_ip, &first), 0u)
-                << impl->name << " in place vs scalar in place, " << c.summary() << "\n  first: " << first;
-          }
+          ASSERT_NO_FATAL_FAILURE(expect_targets_match_scalar(*scalar, c, [](auto&&...) {}));
         }
   EXPECT_EQ(cases, 3 * v2_shapes().size() * 6);
   EXPECT_GT(tables, cases / 2);
@@ -589,20 +597,8 @@ TEST(SimdKernelsV3, F32TableRowsBitIdenticalWithIdentityPairsAndValuesBeyondOne)
           c.freq_rule.reset();
           c.table = std::move(t);
           ASSERT_EQ(c.validate(), "") << c.summary();
-          Bytes want(c.n_bytes(), 0), want_ip = c.input;
-          const rc_rope_args w = c.args(c.input.data(), want.data(), 3), wi = c.args(want_ip.data(), want_ip.data(), 3);
-          ASSERT_EQ(scalar->fn(&w), RC_OK) << c.summary();
-          ASSERT_EQ(scalar->fn(&wi), RC_OK) << c.summary();
-          for (const Implementation* impl : simd_impls()) {
-            Bytes got(c.n_bytes(), 0), got_ip = c.input;
-            const rc_rope_args g = c.args(c.input.data(), got.data(), 3), gi = c.args(got_ip.data(), got_ip.data(), 3);
-            ASSERT_EQ(impl->fn(&g), RC_OK) << impl->name << " " << c.summary();
-            ASSERT_EQ(impl->fn(&gi), RC_OK) << impl->name << " " << c.summary();
-            std::string first;
-            EXPECT_EQ(count_mismatches(c, got, want, &first), 0u)
-                << impl->name << " vs scalar, " << c.summary() << "\n  first: " << first;
-            EXPECT_EQ(count_mismatches(c, got_ip, want_ip, &first), 0u)
-                << impl->name << " in place vs scalar in place, " << c.summary() << "\n  first: " << first;
+          ASSERT_NO_FATAL_FAILURE(expect_targets_match_scalar(*scalar, c, [&](const Implementation* impl,
+                                                                              const Bytes& got, const Bytes& got_ip) {
             // Identity pairs and pass-through dims: the input's exact bits, out of place and in place.
             for (size_t tok = 0; tok < c.n_tokens(); ++tok)
               for (size_t h = 0; h < c.n_heads; ++h)
@@ -617,7 +613,7 @@ TEST(SimdKernelsV3, F32TableRowsBitIdenticalWithIdentityPairsAndValuesBeyondOne)
                       << impl->name << " in place " << c.summary() << " token " << tok << " dim " << e;
                   ++identity_checked;
                 }
-          }
+          }));
         }
   EXPECT_GT(identity_checked, 0u);
 }
