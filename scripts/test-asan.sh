@@ -11,6 +11,7 @@ cmake --preset asan "${gen[@]}" >/dev/null
 cmake --build --preset asan --target test_gate test_hostile ropecheck ropecheck_mutants ropecheck_hostile
 # The isolation and host tests (the attached host's included), and the hostile kernels whose behaviour goes through the host's every path
 # (load failures, signals, fork, exit, closed descriptors, argument and guard writes, declined writes,
-# captured output, the FP environment); the whole suite runs under the default preset.
+# captured output, the FP environment), each gated narrower than in the default tree (one layout, two dtypes,
+# fewer cases: gate/tests/test_hostile.cpp, kDefaultOptions); the whole suite runs under the default preset.
 hostile='h_(ctor_crash|ctor_exit0|ctor_hang|dtor_exit0|kill_parent_kill|kill_parent_stop|fork_grandchild|close_fds|exit0_in_call|write_args|mprotect_guard|scribble_decline|fake_verdict|fastmath_ctor)'
 ctest --preset asan -R "^(Isolation|KernelHost|KernelHostAttached)\.|Hostile\.GateSurvivesAndFails/${hostile}( |$)" "$@"
