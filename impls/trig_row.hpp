@@ -188,8 +188,17 @@ inline const ThetaTable& theta_table_cached(const rc_rope_args* a) {
     table = make_theta_table(a);
     return table;
   }
-  for (Entry& e : cached)
-    if (e.rotary_dim == a->rotary_dim && e.base == a->base && !e.table.th.empty()) return e.table;
+  thread_local size_t last = 0;  // the entry found last: a model's calls, a test's, repeat one (base, rotary_dim)
+  const auto hit = [a](const Entry& e) {
+    return e.rotary_dim == a->rotary_dim && e.base == a->base && !e.table.th.empty();
+  };
+  if (hit(cached[last])) return cached[last].table;
+  for (size_t k = 0; k < kEntries; ++k)
+    if (hit(cached[k])) {
+      last = k;
+      return cached[k].table;
+    }
+  last = next;
   Entry& e = cached[next];
   next = (next + 1) % kEntries;
   e.table = make_theta_table(a);
