@@ -116,11 +116,43 @@ RopeCase half_split_twin(const RopeCase& ci) {
   return ch;
 }
 
+namespace {
+// Whether every element of every head of `a` (in c's layout) has the bits of element dims[k] of the same head of
+// `b`, for elements of E bytes.
+template <typename E>
+bool same_bits_relaid_as(const RopeCase& c, const uint8_t* a, const uint8_t* b, const uint32_t* dims) {
+  for (size_t t = 0; t < c.n_tokens(); ++t)
+    for (size_t h = 0; h < c.n_heads; ++h) {
+      const size_t o = head_offset(c, t, h);
+      const uint8_t* ha = a + o * sizeof(E);
+      const uint8_t* hb = b + o * sizeof(E);
+      E diff = 0;  // OR of the differences: one comparison per head
+      for (uint32_t k = 0; k < c.head_dim; ++k) {
+        E x, y;
+        std::memcpy(&x, ha + size_t(k) * sizeof(E), sizeof(E));
+        std::memcpy(&y, hb + size_t(dims[k]) * sizeof(E), sizeof(E));
+        diff |= E(x ^ y);
+      }
+      if (diff != 0) return false;
+    }
+  return true;
+}
+
+bool same_bits_relaid(const RopeCase& c, const uint8_t* a, const uint8_t* b, const std::vector<uint32_t>& dims) {
+  return dtype_size(c.dtype) == 4 ? same_bits_relaid_as<uint32_t>(c, a, b, dims.data())
+                                  : same_bits_relaid_as<uint16_t>(c, a, b, dims.data());
+}
+}  // namespace
+
 std::string layouts_violation(const RopeCase& ci, const Bytes& oi, double bi, const RopeCase& ch, const Bytes& oh,
                               double bh, bool bit_exact, bool identity_bits) {
   const Dtype d = ci.dtype;
   // Element b + k of a head in ci's layout is element b + dims[k] in ch's (the heads are where they were).
   const std::vector<uint32_t> dims = relayout_dims(ci, ci.layout, ch.layout);
+  // Bit-exact layouts: the common case is every element equal bit for bit (which passes under either identity
+  // clause). One comparison per element decides it; the pair-by-pair loop below runs only on a difference, for
+  // its rule and message. (The fuzzer runs this on every case: its loop was ~9 % of an execution.)
+  if (bit_exact && same_bits_relaid(ci, oi.data(), oh.data(), dims)) return "";
   for (size_t t = 0; t < ci.n_tokens(); ++t)
     for (size_t h = 0; h < ci.n_heads; ++h) {
       const size_t b = head_offset(ci, t, h);

@@ -14,6 +14,7 @@
 #include "properties/error_model.hpp"
 #include "properties/failure.hpp"
 #include "properties/judge.hpp"
+#include "properties/predicates.hpp"
 #include "reference/reference.hpp"
 
 using namespace ropecheck;
@@ -187,4 +188,66 @@ TEST(FailureText, OneShapeHeadlineThenIndentedCaseAndElements) {
             "composition broken for pair 2: ||a - b|| = 3e-07 > tolerance 1e-07");
   // Detail already formatted (a judgement's report) keeps its lines, without a trailing newline.
   EXPECT_EQ(FailureText("accuracy").detail("a\n  b\n").str(), "accuracy\na\n  b");
+}
+
+// ---- layouts_violation (bit-exact layouts): the relaid outputs compared bit for bit first, pair by pair only
+// on a difference (its message). Outputs here are the reference's own, in each layout.
+
+namespace {
+
+struct LayoutPair {
+  RopeCase ci, ch;
+  Bytes oi, oh;
+};
+
+LayoutPair correctly_rounded_in_both_layouts(Dtype d) {
+  RopeCase ci = planted_case(d, Layout::interleaved);
+  ci.positions = {0, 5, 6, 100, 1000};
+  for (size_t k = 0; k < ci.n_elements(); ++k)  // finite everywhere
+    store_f32(d, ci.input.data(), k, float(int(k % 11) - 5) * 0.375f + 0.0625f);
+  const RopeCase ch = props::half_split_twin(ci);
+  return {ci, ch, reference_rope(ci).rounded, reference_rope(ch).rounded};
+}
+
+// Element (token t, head h, dim k) of a buffer of case c.
+size_t at(const RopeCase& c, size_t t, size_t h, uint32_t k) { return head_offset(c, t, h) + k; }
+
+}  // namespace
+
+TEST(LayoutsViolation, CorrectlyRoundedOutputsAgreeBitForBitInEveryDtype) {
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    const LayoutPair p = correctly_rounded_in_both_layouts(d);
+    for (bool identity_bits : {true, false})
+      EXPECT_EQ(props::layouts_violation(p.ci, p.oi, 0, p.ch, p.oh, 0, true, identity_bits), "") << to_string(d);
+  }
+}
+
+TEST(LayoutsViolation, OneBitOfOneRotatedElementIsFoundWithItsPair) {
+  for (Dtype d : {Dtype::f32, Dtype::bf16}) {
+    LayoutPair p = correctly_rounded_in_both_layouts(d);
+    // Pair 2's second element, token 3 (position 100), head 1: dim 2 + 4 in the half-split layout.
+    const size_t k = at(p.ch, 3, 1, 6);
+    store_bits(d, p.oh.data(), k, load_bits(d, p.oh.data(), k) ^ 1u);
+    const std::string why = props::layouts_violation(p.ci, p.oi, 0, p.ch, p.oh, 0, true, true);
+    EXPECT_NE(why.find("layouts disagree (bit for bit) on pair 2 of token 3 (position 100), head 1"),
+              std::string::npos) << why;
+  }
+}
+
+TEST(LayoutsViolation, SignedZerosDifferUnderIdentityBitsOnly) {
+  LayoutPair p = correctly_rounded_in_both_layouts(Dtype::f32);
+  // Pair 0 of token 0 (position 0: the identity), head 0: +0 in one layout, -0 in the other.
+  store_f32(Dtype::f32, p.oi.data(), at(p.ci, 0, 0, 0), 0.0f);
+  store_f32(Dtype::f32, p.oh.data(), at(p.ch, 0, 0, 0), -0.0f);
+  EXPECT_NE(props::layouts_violation(p.ci, p.oi, 0, p.ch, p.oh, 0, true, true).find("bit for bit) on pair 0 of token 0"),
+            std::string::npos);
+  EXPECT_EQ(props::layouts_violation(p.ci, p.oi, 0, p.ch, p.oh, 0, true, false), "");
+}
+
+TEST(LayoutsViolation, APassThroughElementIsFound) {
+  LayoutPair p = correctly_rounded_in_both_layouts(Dtype::f16);
+  const size_t k = at(p.ch, 4, 0, 9);  // the last pass-through dim, token 4, head 0
+  store_bits(Dtype::f16, p.oh.data(), k, load_bits(Dtype::f16, p.oh.data(), k) ^ 0x8000u);
+  const std::string why = props::layouts_violation(p.ci, p.oi, 0, p.ch, p.oh, 0, true, true);
+  EXPECT_NE(why.find("layouts disagree on pass-through dim 9"), std::string::npos) << why;
 }
