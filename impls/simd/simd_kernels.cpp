@@ -411,14 +411,20 @@ HWY_INLINE size_t TailKeep(size_t r) {
 #endif
 }
 
-// Software prefetch of the input 1 KiB ahead, once per vector of loads. The
-// loop's own instructions fill the out-of-order window before enough loads
-// are in flight to stream from L3 or memory; prefetches retire at once.
-// Measured at the prefill shape (best of 5): bf16 6.2 -> 4.6 ms, f16
-// interleaved 5.9 -> 4.4 ms, f32 unchanged; 4 KiB ahead gained less.
+// Software prefetch of the input 1 KiB ahead, once per vector of loads, for f16 and bf16 storage. The
+// loop's own instructions (the conversions) fill the out-of-order window before enough loads are in flight to
+// stream from L3 or memory; prefetches retire at once. Measured at the prefill shape (best of 5): bf16
+// 6.2 -> 4.6 ms, f16 interleaved 5.9 -> 4.4 ms; 4 KiB ahead gained less. Not for f32, whose loop is a few
+// instructions per vector and which the hardware prefetcher streams alone: there the prefetch cost time,
+// measured against ONNX Runtime's MLAS kernel paired in one process, alternating call by call (median
+// t_MLAS / t_rc at the prefill shape, AVX-512 EPYC): the f32 loop with it 0.88-0.91, the same loop without
+// 0.98-1.04 (issue 24, reports/mlas-outside.md).
 // Prefetching never faults, so addresses past the end are harmless.
 inline constexpr size_t kPrefetchBytes = 1024;
-HWY_INLINE void PF(const void* p) { __builtin_prefetch(static_cast<const char*>(p) + kPrefetchBytes); }
+template <int S>
+HWY_INLINE void PF(const void* p) {
+  if constexpr (S != kF32) __builtin_prefetch(static_cast<const char*>(p) + kPrefetchBytes);
+}
 
 // One token's cos/sin row: c, s per pair (half-split, and interleaved heads
 // rotated as pairs), cc, ss per element (interleaved heads rotated in place),
@@ -479,8 +485,8 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
   if constexpr (kHalfBlocks<S>) {
     VF x0e, x0o, x1e, x1o, y0o, y1o;
     for (; i + 2 * N <= half; i += 2 * N) {
-      PF(in + i);
-      PF(in + half + i);
+      PF<S>(in + i);
+      PF<S>(in + half + i);
       Io<S>::LoadPairs(in + i, x0e, x0o);
       Io<S>::LoadPairs(in + half + i, x1e, x1o);
       Rotate(x0e, x1e, hn::LoadU(df, row.ceo + i), hn::LoadU(df, row.seo + i), y0, y1);
@@ -490,8 +496,8 @@ HWY_INLINE void HeadHalfSplit(const typename Io<S>::T* in, typename Io<S>::T* ou
     }
   }
   for (; i + N <= half; i += N) {
-    PF(in + i);
-    PF(in + half + i);
+    PF<S>(in + i);
+    PF<S>(in + half + i);
     const VF x0 = Io<S>::Load(in + i), x1 = Io<S>::Load(in + half + i);
     Rotate(x0, x1, hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
     if constexpr (kId) {
@@ -535,7 +541,7 @@ HWY_INLINE void HeadInterleaved(const typename Io<S>::T* in, typename Io<S>::T* 
     size_t i = 0;
     VF x0, x1, y0, y1;
     for (; i + N <= npairs; i += N) {
-      PF(in + 2 * i);
+      PF<S>(in + 2 * i);
       Io<S>::LoadPairs(in + 2 * i, x0, x1);
       Rotate(x0, x1, hn::LoadU(df, c + i), hn::LoadU(df, s + i), y0, y1);
       if constexpr (kId) {
@@ -565,7 +571,7 @@ HWY_INLINE void HeadInterleaved(const typename Io<S>::T* in, typename Io<S>::T* 
     const float* ss = row.ss;
     const size_t n = 2 * npairs;  // elements; N is even
     size_t i = 0;
-    for (; i + N <= n; i += N, PF(in + i)) {
+    for (; i + N <= n; i += N, PF<S>(in + i)) {
       const VF x = Io<S>::Load(in + i);
       VF y = RotateInPlace(x, hn::LoadU(df, cc + i), hn::LoadU(df, ss + i));
       if constexpr (kId) y = hn::IfThenElse(IdMask(row.idd + i), x, y);
@@ -756,17 +762,17 @@ HWY_INLINE void HeadsRowInRegisters(const float* in, float* out, uint32_t nh, si
     c[k] = hn::LoadU(df, rc + k * N);
     s[k] = hn::LoadU(df, rs + k * N);
   }
+  // (Unrolled: a rolled loop over k reads c[k] and s[k] from the stack, two loads more per vector.)
   for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
     if constexpr (kInterleaved) {
+#pragma GCC unroll 8
       for (size_t k = 0; k < K; ++k) {
-        PF(in + k * N);
         hn::StoreU(RotateInPlace(hn::LoadU(df, in + k * N), c[k], s[k]), df, out + k * N);
       }
     } else {
       const size_t half = K * N;
+#pragma GCC unroll 8
       for (size_t k = 0; k < K; ++k) {
-        PF(in + k * N);
-        PF(in + half + k * N);
         VF y0, y1;
         Rotate(hn::LoadU(df, in + k * N), hn::LoadU(df, in + half + k * N), c[k], s[k], y0, y1);
         hn::StoreU(y0, df, out + k * N);
