@@ -619,6 +619,88 @@ TEST(SimdKernelsV3, F32TableRowsBitIdenticalWithIdentityPairsAndValuesBeyondOne)
 }
 
 // Position 0 computed (no table), f32: every pair the input's exact bits, signalling NaN payloads included.
+// Non-temporal stores (simd_kernels.hpp, stream_threshold): the threshold lowered to 0 so small cases take the
+// streaming path. f32, out of place into a 64-byte aligned buffer, computed rows and f32 tables, both layouts, the
+// rotary dims whose heads keep their row in registers on some target (and others, which store as usual), specials
+// in the input: every target bit for bit the scalar kernel's. Each vector target streams some of them; an in-place
+// call, an unaligned output and a head_dim that is not a multiple of 16 floats never do.
+TEST(SimdKernels, StreamingStoresBitIdenticalToScalar) {
+  const Implementation* scalar = find_implementation("scalar");
+  ASSERT_NE(scalar, nullptr);
+  struct Restore {
+    size_t was = simd::set_stream_threshold(0);
+    ~Restore() { simd::set_stream_threshold(was); }
+  } restore;
+  std::mt19937_64 rng(2031);
+  size_t cases = 0;
+  for (const auto& t : simd::supported_targets()) {
+    const uint64_t streamed0 = simd::streamed_calls();
+    for (Layout l : kAllLayouts)
+      for (uint32_t rd : {16u, 32u, 64u, 128u, 256u})
+        for (bool table : {false, true}) {
+          RopeCase c = make_v2_case(Dtype::f32, l, {rd, 0, 0, 1, false, 1.0, 0}, rng, true);
+          c.n_heads = 3;
+          c.positions = {5, 4096, -3, 65537, 1, 100000};
+          if (table) {
+            CosSinTable tb;
+            tb.kind = TableKind::cos_sin_2;
+            tb.dtype = Dtype::f32;
+            tb.rows = 64;
+            const uint32_t np = rd / 2;
+            c.positions = {5, 40, 3, 63, 1, 17};
+            for (size_t r = 0; r < tb.rows; ++r)
+              for (uint32_t i = 0; i < np; ++i) {
+                const double ang = double(r) * std::pow(10000.0, -2.0 * i / double(rd));
+                tb.cos.push_back(double(float(std::cos(ang))));
+                tb.sin.push_back(double(float(std::sin(ang))));
+              }
+            c.table = std::move(tb);
+          }
+          c.input.assign(c.n_bytes(), 0);
+          for (size_t k = 0; k < c.n_elements(); ++k) store_bits(Dtype::f32, c.input.data(), k, random_bits(Dtype::f32, rng, true));
+          ASSERT_EQ(c.validate(), "") << c.summary();
+          Bytes want(c.n_bytes(), 0);
+          const rc_rope_args w = c.args(c.input.data(), want.data(), 3);
+          ASSERT_EQ(scalar->fn(&w), RC_OK) << c.summary();
+          // A 64-byte aligned output, and one 4 bytes past that (never streamed).
+          std::vector<unsigned char> buf(c.n_bytes() + 128, 0);
+          unsigned char* aligned = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+          for (unsigned char* out : {aligned, aligned + 4}) {
+            const uint64_t before = simd::streamed_calls();
+            const rc_rope_args g = c.args(c.input.data(), out, 3);
+            ASSERT_EQ(t.fn(&g), RC_OK) << t.name << " " << c.summary();
+            ASSERT_EQ(std::memcmp(out, want.data(), c.n_bytes()), 0) << t.name << " " << c.summary()
+                                                                      << (out == aligned ? " aligned" : " unaligned");
+            if (out != aligned) {
+              EXPECT_EQ(simd::streamed_calls(), before) << t.name << " streamed into an unaligned output";
+            }
+          }
+          const uint64_t before = simd::streamed_calls();
+          Bytes ip = c.input;
+          const rc_rope_args gi = c.args(ip.data(), ip.data(), 3);
+          ASSERT_EQ(t.fn(&gi), RC_OK) << t.name << " " << c.summary();
+          EXPECT_EQ(ip, want) << t.name << " in place " << c.summary();
+          EXPECT_EQ(simd::streamed_calls(), before) << t.name << " streamed in place";
+          ++cases;
+        }
+    // head_dim 8 floats past a multiple of 16: never streamed.
+    {
+      RopeCase c = make_v2_case(Dtype::f32, Layout::interleaved, {128, 0, 8, 1, false, 1.0, 0}, rng, false);
+      std::vector<unsigned char> buf(c.n_bytes() + 64, 0);
+      unsigned char* aligned = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+      const uint64_t before = simd::streamed_calls();
+      const rc_rope_args g = c.args(c.input.data(), aligned, 3);
+      ASSERT_EQ(t.fn(&g), RC_OK) << t.name;
+      EXPECT_EQ(simd::streamed_calls(), before) << t.name << " streamed heads of 136 floats";
+    }
+    std::printf("%s: %llu of its calls streamed\n", t.name.c_str(), (unsigned long long)(simd::streamed_calls() - streamed0));
+    if (t.name != "simd-scalar") {
+      EXPECT_GT(simd::streamed_calls(), streamed0) << t.name << " never streamed";
+    }
+  }
+  EXPECT_EQ(cases, simd::supported_targets().size() * 20);
+}
+
 TEST(SimdKernels, PositionZeroKeepsSignallingNaNPayloadsF32) {
   std::mt19937_64 rng(5);
   for (Layout l : kAllLayouts)

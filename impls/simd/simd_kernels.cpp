@@ -40,6 +40,11 @@
 #define HWY_WANT_AVX3_DL
 #endif
 
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -751,7 +756,16 @@ HWY_INLINE bool TableReadInPlace(const rc_rope_args* a, const GivenTable& g, boo
 // interleaved, 4 pairs' vectors half-split): the token's row stays in 2K registers for all its heads instead
 // of being loaded again per head. The same operations as HeadInterleaved / HeadHalfSplit.
 #if HWY_TARGET != HWY_SCALAR
-template <size_t K, bool kInterleaved>
+template <bool kStream>
+HWY_INLINE void StoreF(VF v, float* p) {
+  if constexpr (kStream) {
+    hn::Stream(v, DF(), p);
+  } else {
+    hn::StoreU(v, DF(), p);
+  }
+}
+
+template <size_t K, bool kInterleaved, bool kStream = false>
 HWY_INLINE void HeadsRowInRegisters(const float* in, float* out, uint32_t nh, size_t hd, const RowView& row) {
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -767,7 +781,7 @@ HWY_INLINE void HeadsRowInRegisters(const float* in, float* out, uint32_t nh, si
     if constexpr (kInterleaved) {
 #pragma GCC unroll 8
       for (size_t k = 0; k < K; ++k) {
-        hn::StoreU(RotateInPlace(hn::LoadU(df, in + k * N), c[k], s[k]), df, out + k * N);
+        StoreF<kStream>(RotateInPlace(hn::LoadU(df, in + k * N), c[k], s[k]), out + k * N);
       }
     } else {
       const size_t half = K * N;
@@ -775,19 +789,31 @@ HWY_INLINE void HeadsRowInRegisters(const float* in, float* out, uint32_t nh, si
       for (size_t k = 0; k < K; ++k) {
         VF y0, y1;
         Rotate(hn::LoadU(df, in + k * N), hn::LoadU(df, in + half + k * N), c[k], s[k], y0, y1);
-        hn::StoreU(y0, df, out + k * N);
-        hn::StoreU(y1, df, out + half + k * N);
+        StoreF<kStream>(y0, out + k * N);
+        StoreF<kStream>(y1, out + half + k * N);
       }
     }
   }
 }
 #endif
 
+// Whether an f32 call's output goes out with non-temporal (streaming) stores: out of place, the output at least
+// stream_threshold() bytes (beyond the cache: a plain store first reads each line it writes, a streaming one does
+// not; measured: docs/simd.md), and every head's start aligned for a full vector store (the output 64-byte aligned,
+// head_dim a multiple of 16 floats). Only the heads of HeadsRowInRegisters stream; tokens that take another path
+// store as usual, and the call ends with a store fence.
+HWY_INLINE bool StreamOut(const rc_rope_args* a, size_t token_bytes) {
+  if (a->out == a->in || reinterpret_cast<uintptr_t>(a->out) % 64 != 0 || (size_t(a->head_dim) * sizeof(float)) % 64 != 0)
+    return false;
+  return a->n_tokens * token_bytes >= stream_threshold();
+}
+
 // Every head of one token. The common call (no fix, no pass-through copies) is a plain loop over the heads.
+// Whether it stored with streaming stores (`stream`, where the heads keep their row in registers).
 template <int S, bool kInterleaved, bool kId>
-HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, typename Io<S>::T* out, size_t np,
+HWY_INLINE bool TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, typename Io<S>::T* out, size_t np,
                            size_t o, size_t end, const RowView& row, bool fix, bool copy_head, bool copy_tail,
-                           std::vector<typename Io<S>::T>& saved) {
+                           std::vector<typename Io<S>::T>& saved, [[maybe_unused]] bool stream = false) {
   using T = typename Io<S>::T;
   const size_t hd = a->head_dim;
   const uint32_t nh = a->n_heads;
@@ -796,8 +822,12 @@ HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, t
     if constexpr (S == kF32 && !kId) {
       const size_t N = hn::Lanes(DF());
       const size_t rn = kInterleaved ? 2 * np : np;  // elements of the row the heads read
-      if (rn == 8 * N && kInterleaved) return HeadsRowInRegisters<8, true>(in + o, out + o, nh, hd, row);
-      if (rn == 4 * N) return HeadsRowInRegisters<4, kInterleaved>(in + o, out + o, nh, hd, row);
+      if (stream) {
+        if (rn == 8 * N && kInterleaved) return HeadsRowInRegisters<8, true, true>(in + o, out + o, nh, hd, row), true;
+        if (rn == 4 * N) return HeadsRowInRegisters<4, kInterleaved, true>(in + o, out + o, nh, hd, row), true;
+      }
+      if (rn == 8 * N && kInterleaved) return HeadsRowInRegisters<8, true>(in + o, out + o, nh, hd, row), false;
+      if (rn == 4 * N) return HeadsRowInRegisters<4, kInterleaved>(in + o, out + o, nh, hd, row), false;
     }
 #endif
     for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
@@ -807,7 +837,7 @@ HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, t
         HeadHalfSplit<S, kId>(in + o, out + o, np, row);
       }
     }
-    return;
+    return false;
   }
   const bool in_place = a->in == a->out;
   for (uint32_t h = 0; h < nh; ++h, in += hd, out += hd) {
@@ -821,6 +851,7 @@ HWY_INLINE void TokenHeads(const rc_rope_args* a, const typename Io<S>::T* in, t
     if (copy_head) std::memcpy(out, in, o * sizeof(T));
     if (copy_tail) std::memcpy(out + end, in + end, (hd - end) * sizeof(T));
   }
+  return false;
 }
 
 template <int S, bool kInterleaved>
@@ -868,6 +899,8 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
   const bool view_table = in_table && (kDup || np % N == 0);
   RowView view{row.c.data(), row.s.data(), row.cc.data(), row.ss.data(), row.ceo.data(), row.seo.data(),
                row.id.data(), row.idd.data()};
+  const bool stream = S == kF32 && StreamOut(a, token_elems * sizeof(T));  // (item 10 of docs/simd.md)
+  bool streamed = false;
   // A product can overflow f32 where the exact output is finite: with an attention factor > 1, or a table row's
   // values beyond 1 (a row within [-1, 1] is as a computed one: no fix, and none of its per-head cost).
   for (uint64_t t = 0; t < a->n_tokens; ++t) {
@@ -945,7 +978,14 @@ void Kernel(const rc_rope_args* a, const CallV3& v3) {
         continue;
       }
     }
-    TokenHeads<S, kInterleaved, false>(a, tin, tout, np, o, end, view, fix, copy_head, copy_tail, tl_saved);
+    streamed |= TokenHeads<S, kInterleaved, false>(a, tin, tout, np, o, end, view, fix, copy_head, copy_tail, tl_saved,
+                                                   stream);
+  }
+  if (streamed) {
+#if HWY_ARCH_X86
+    _mm_sfence();  // the streaming stores ordered before the call returns
+#endif
+    note_streamed_call();
   }
 }
 
@@ -1074,11 +1114,29 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 
 namespace ropecheck::simd {
 
 HWY_EXPORT(Apply);
+
+namespace {
+// The last-level cache one core fills: the smaller of what the system reports and 32 MiB (an AMD CCD's L3; a
+// virtual machine may report its socket's: this project's reports 508 MiB).
+size_t default_stream_threshold() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const size_t cap = size_t(32) << 20;
+  return l3 > 0 ? std::min(size_t(l3), cap) : cap;
+}
+std::atomic<size_t> g_stream_threshold{default_stream_threshold()};
+std::atomic<uint64_t> g_streamed_calls{0};
+}  // namespace
+
+size_t stream_threshold() { return g_stream_threshold.load(std::memory_order_relaxed); }
+size_t set_stream_threshold(size_t bytes) { return g_stream_threshold.exchange(bytes); }
+void note_streamed_call() { g_streamed_calls.fetch_add(1, std::memory_order_relaxed); }
+uint64_t streamed_calls() { return g_streamed_calls.load(std::memory_order_relaxed); }
 
 void rotate_token_scalar(const rc_rope_args* a, const ThetaTable& th, const TokenAngle* m, const uint8_t* pair_axis,
                          uint64_t t, const float* c, const float* s) {

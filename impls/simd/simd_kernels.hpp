@@ -42,6 +42,15 @@ std::vector<SimdTarget> compiled_targets();
 // The name of the target HWY_DYNAMIC_DISPATCH picks on this CPU.
 std::string dispatched_target_name();
 
+// f32 calls whose output is at least this many bytes store it with non-temporal stores (out of place, aligned;
+// docs/simd.md): by default the smaller of the reported last-level cache and 32 MiB. Setting it (tests run the
+// streaming path on small cases) returns the previous value; the values stored are the same either way.
+size_t stream_threshold();
+size_t set_stream_threshold(size_t bytes);
+// Calls that stored with non-temporal stores so far, every target.
+uint64_t streamed_calls();
+void note_streamed_call();
+
 }  // namespace ropecheck::simd
 
 // The dynamically dispatched kernel (`simd`).
