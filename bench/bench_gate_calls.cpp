@@ -8,11 +8,14 @@
 // machine does not stretch (issue 24's figures, per 1 x 2 x 64 call):
 //   BM_JudgeOnly            judging one call's output (the exact reference and the judge), in this process
 //   BM_HostRoundTripCpu     one call through the reused host: CPU of this process and of the host process
+//   BM_CallAloneCpu         one call in a new host process cloned from the zygote (as a restart after a crash and
+//                           the diagnosis's call alone): CPU of this process, its reaped children and the zygote
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include "gate/gate.hpp"
@@ -118,6 +121,32 @@ void BM_HostRoundTripCpu(benchmark::State& st) {
   st.SetItemsProcessed(int64_t(st.iterations()));
 }
 
+double reaped_children_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+// A call in a host of its own (KernelHost::call_alone): a process cloned from the zygote, its sandbox installed,
+// the call made, the process ended and reaped. Charged the CPU of every process involved (manual time).
+void BM_CallAloneCpu(benchmark::State& st) {
+  const Implementation& k = scalar();
+  gate::KernelHost host(gate::KernelSource{"", k.fn}, gate::HostOptions{});
+  host.start();
+  uint64_t seed = 1;
+  int64_t failed = 0;
+  auto cpu = [&] { return process_cpu_seconds() + reaped_children_cpu_seconds() + host.live_cpu_seconds(); };
+  for (auto _ : st) {
+    const RopeCase c = small_case(seed++);
+    const double c0 = cpu();
+    const gate::CallResult r = host.call_alone(c, false, 10);
+    st.SetIterationTime(cpu() - c0);
+    failed += r.status != gate::CallStatus::ok;
+  }
+  if (failed) st.SkipWithError("a call of the correct kernel failed");
+  st.SetItemsProcessed(int64_t(st.iterations()));
+}
+
 void BM_FreshProcessPerCall(benchmark::State& st) { run(st, true, false); }
 void BM_ReusedHost(benchmark::State& st) { run(st, false, false); }
 void BM_FreshProcessJudged(benchmark::State& st) { run(st, true, true); }
@@ -131,3 +160,4 @@ BENCHMARK(BM_FreshProcessJudged)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReusedHostJudged)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JudgeOnly)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_HostRoundTripCpu)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CallAloneCpu)->UseManualTime()->Unit(benchmark::kMicrosecond);
