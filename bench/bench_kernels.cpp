@@ -227,7 +227,7 @@ void BM_memcpy(benchmark::State& state, Dtype d, Shape s) {
 // apart (q a slice of a fused qkv buffer) and q_out compact. Bytes counted as the flat call's.
 struct V3Data {
   RopeCase c;
-  std::vector<unsigned char> q, q_out, pos, table0, table1;
+  AlignedBuffer q, q_out, pos, table0, table1;  // 64-byte aligned, as the flat call's
   std::vector<int64_t> shapes;
   rc_rope_args a{};
 };
@@ -245,15 +245,21 @@ V3Data& v3_data_for(Dtype d, Layout l, const Shape& s, int kind /* TableKind, or
     v.c.layout = l;
     if (kind >= 0) {
       v.c = *with_given_table(v.c, TableKind(kind), Dtype::f32, TablePipeline::conventional_f32);
-      v.q = v.c.input;
+      v.q.assign(v.c.input.size(), 0);
+      std::memcpy(v.q.data(), v.c.input.data(), v.c.input.size());
       v.q_out.assign(v.c.n_bytes(), 0);
       v.a = v.c.args(v.q.data(), v.q_out.data(), 3);  // (lays the table out: abi_table_bytes)
-      v.table0 = v.c.abi_table_bytes[0];
-      v.table1 = v.c.abi_table_bytes[1];
+      for (int k : {0, 1}) {
+        AlignedBuffer& t = k ? v.table1 : v.table0;
+        const auto& bytes = v.c.abi_table_bytes[size_t(k)];
+        if (bytes.empty()) continue;
+        t.assign(bytes.size(), 0);
+        std::memcpy(t.data(), bytes.data(), bytes.size());
+      }
       v.shapes.assign(kTensorShapeSlots, 0);
       TensorBuffers b;
       b.table[0] = v.table0.data();
-      b.table[1] = v.table1.empty() ? nullptr : v.table1.data();
+      b.table[1] = v.table1.size == 0 ? nullptr : v.table1.data();
       b.shapes = v.shapes.data();
       point_v3_args(v.c, false, b, v.a);
       v.a.in = v.q.data();
