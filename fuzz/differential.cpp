@@ -1,5 +1,6 @@
 #include "fuzz/differential.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,16 @@ Layout other(Layout l) { return l == Layout::interleaved ? Layout::half_split : 
 struct Buffers {
   explicit Buffers(size_t nb) : in(nb), out(nb), io(nb), in2(nb), out2(nb) {}
   Bytes in, out, io, in2, out2;
+  // Outputs of this case the judge passed, with what they were judged under: an implementation whose output is
+  // bit for bit one of them under the same reference and criteria gets the same judgement (the SIMD targets and
+  // `scalar` give the same bits by design; judging each again was ~15 % of an execution on grown inputs).
+  struct Passed {
+    Bytes out;
+    const ReferenceOutput* ref;
+    double bound;
+    bool identity_bits;
+  };
+  std::vector<Passed> passed;
 };
 
 // Copies `from` into `to` (both the tensor's size).
@@ -63,15 +74,23 @@ std::string check_one(const FuzzCase& fc, const Implementation& impl, const Kern
   // on it), so a bit-identical output needs no judging.
   const bool rounded = std::memcmp(out.data(), ref.rounded.data(), nb) == 0;
   if (!rounded) {
-    JudgeOptions jo;
-    jo.max_findings = 4;
-    jo.keep_values = false;
-    const Judgement j =
-        judge_output(c, ref, out.data(), Criteria::flat_bound(promise.bound(c), promise.contract.identity_bits), jo);
-    if (!j.ok())
-      return header(impl, c, "violates the reference under the " + std::string(to_string(promise.angle_model)) +
-                                 " angle model") +
-             j.report(4);
+    const double bound = promise.bound(c);
+    const bool identity_bits = promise.contract.identity_bits;
+    const bool judged_before = std::any_of(buf.passed.begin(), buf.passed.end(), [&](const Buffers::Passed& p) {
+      return p.ref == &ref && p.bound == bound && p.identity_bits == identity_bits &&
+             std::memcmp(p.out.data(), out.data(), nb) == 0;
+    });
+    if (!judged_before) {
+      JudgeOptions jo;
+      jo.max_findings = 4;
+      jo.keep_values = false;
+      const Judgement j = judge_output(c, ref, out.data(), Criteria::flat_bound(bound, identity_bits), jo);
+      if (!j.ok())
+        return header(impl, c, "violates the reference under the " + std::string(to_string(promise.angle_model)) +
+                                   " angle model") +
+               j.report(4);
+      buf.passed.push_back({out, &ref, bound, identity_bits});
+    }
   }
 
   if (fc.in_place) {
