@@ -32,7 +32,7 @@ struct Buffers {
   Bytes in, out, io, in2, out2;
   // Outputs of this case the judge passed, with what they were judged under: an implementation whose output is
   // bit for bit one of them under the same reference and criteria gets the same judgement (the SIMD targets and
-  // `scalar` give the same bits by design; judging each again was ~15 % of an execution on grown inputs).
+  // `scalar` give the same bits by design; judging each again was 18 % of an execution on grown inputs).
   struct Passed {
     Bytes out;
     const ReferenceOutput* ref;
