@@ -22,6 +22,12 @@ namespace ropecheck::test {
 
 inline std::string mutant(const std::string& stem) { return std::string(ROPECHECK_MUTANT_DIR) + "/" + stem + ".so"; }
 
+// The --call-timeout of the mutation suites' gates: 3 s, and 1 s for the kernel that hangs. Each of its runs waits
+// out two timeouts spinning a core (the call, then the same call alone); its other calls (6 tokens or fewer) take
+// milliseconds, so one second finds the same hang and spends 2 CPU seconds where three spent 6 (measured: 6.1 ->
+// 2.1 CPU s a run).
+inline std::string mutant_call_timeout(const std::string& stem) { return stem == "mut_hang" ? "1" : "3"; }
+
 // An empty scratch directory under the test build's tmp/.
 inline std::string tmpdir(const std::string& name) {
   const std::filesystem::path p = std::filesystem::path(ROPECHECK_TEST_TMP) / name;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "properties/causes.hpp"
+#include "support.hpp"
 
 extern char** environ;
 
@@ -75,7 +76,7 @@ const std::map<std::string, Expect>& expectations() {
       {"mut_row_overrun", {{}, "out-of-bounds write|crash", {}}},
       {"mut_crash", {{}, "crash", {}}},
       // A hang is found by the call timeout, before anything is judged: the same under every contract. Checked
-      // under the default and the loosest (each run waits out two call timeouts of a spinning kernel: call_timeout).
+      // under the default and the loosest (each run waits out two call timeouts of a spinning kernel: mutant_call_timeout).
       {"mut_hang", {{}, "hang", kMiddleContracts}},
       {"mut_input_modified", {{}, "input modified", {}}},
       {"mut_declines_all", {{}, "coverage", {}}},
@@ -188,11 +189,6 @@ bool same_cause(const std::string& label, const std::string& named, const std::s
   return (dtype == "f16" || dtype == "bf16") && kPrecision.count(label) && kPrecision.count(named);
 }
 
-// The gate's --call-timeout: 3 s, and 1 s for the kernel that hangs. Each of its runs waits out two timeouts
-// spinning a core (the call, then the same call alone); its other calls (6 tokens or fewer) take milliseconds, so
-// one second finds the same hang and spends 2 CPU seconds where three spent 6 (measured: 6.1 -> 2.1 CPU s a run).
-const char* call_timeout(const std::string& stem) { return stem == "mut_hang" ? "1" : "3"; }
-
 struct GateRun {
   std::string stem, contract, log;
 };
@@ -222,7 +218,7 @@ void run_gates(const std::vector<GateRun>& runs, const fs::path& dir, const std:
       const std::string cmd = std::string(ROPECHECK_CLI) + " gate --kernel " + ROPECHECK_MUTANT_DIR + "/" + r.stem +
                               ".so --contract " + r.contract + " " + extra +
                               " --cases 40 --property-cases 1 --shrink-tries 0 --failing-cases 0 --budget-seconds 20 "
-                              "--call-timeout " + call_timeout(r.stem) + " --quiet --report-dir " + (dir / (r.stem + "-" + std::to_string(next))).string() +
+                              "--call-timeout " + ropecheck::test::mutant_call_timeout(r.stem) + " --quiet --report-dir " + (dir / (r.stem + "-" + std::to_string(next))).string() +
                               " --verdict-json " + r.log + ".json > " + r.log + " 2>&1";
       const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
       pid_t pid;
