@@ -28,6 +28,7 @@ struct GateArgs {
   uint64_t property_cases = gate::kDefaultPropertyCases;
   uint64_t shrink_tries = 400;
   uint64_t failing_cases = 3;
+  uint64_t input_padding = 0;
   double budget = 60, call_timeout = 10;
   int host_fd = -1;
   std::string host_name;
@@ -84,6 +85,10 @@ CLI::App* add(CLI::App& app) {
   cli::add_int_option<uint64_t>(s, "--failing-cases", g.failing_cases, 0, 1000,
                                 "failing cases per row written as replay files besides the smallest (0: the smallest "
                                 "only)");
+  cli::add_int_option<uint64_t>(s, "--input-padding", g.input_padding, 0, gate::kMaxInputPadding,
+                                "bytes after each input and table the kernel may read, as its documentation promises "
+                                "its callers (XNNPACK's XNN_EXTRA_BYTES): their guard pages lie that much later; a "
+                                "write there still fails (default 0: every buffer may end at a guard page)");
   cli::add_seconds_option(s, "--budget-seconds", g.budget, gate::kMaxBudgetSeconds,
                           "wall-time cap on the whole run (systematic part, random cases, shrinking)");
   cli::add_seconds_option(s, "--call-timeout", g.call_timeout, gate::kMaxCallTimeoutSeconds,
@@ -169,6 +174,7 @@ int run() {
   opt.property_cases = g.property_cases;
   opt.shrink_tries = g.shrink_tries;
   opt.failing_cases = g.failing_cases;
+  opt.input_padding = g.input_padding;
   opt.call_timeout_seconds = g.call_timeout;
   opt.report_dir = g.report_dir;
   opt.quiet = g.quiet;
@@ -251,6 +257,7 @@ int run() {
                            {"tolerance", g.tolerance}};
   // Recorded only when given (a baseline of an earlier release compares its parameters key by key).
   if (supports) params["supports"] = supports->names();
+  if (g.input_padding) params["input_padding"] = g.input_padding;
   if (require) params["require"] = require->names();
   if (model) {
     params["model"] = g.model.preset.empty() ? std::filesystem::path(g.model.hf_config).filename().string()

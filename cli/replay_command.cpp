@@ -140,6 +140,7 @@ int run() {
   try {
     gate::HostOptions ho;
     ho.load_timeout_seconds = std::max(2.0, g.call_timeout);
+    ho.input_padding = size_t(rec.input_padding);  // placed as the gate placed the call (--input-padding)
     gate::KernelHost host(gate::KernelSource{impl.library, impl.fn, impl.host_fd}, ho);
     host.start();
     if (!host.load_fp_change().empty()) std::cout << host.load_fp_change() << "\n";
@@ -152,19 +153,12 @@ int run() {
         return 2;
       }
       // As the gate called it: a kernel that takes tables only gets each call with the table the gate gave that
-      // case (gate::table_call of kind case_turn), judged with the table's rounding in the cos-sin clause.
+      // case (gate::SendWays of turn case_turn, its ways in order), judged with the table's rounding in the cos-sin
+      // clause.
       auto property_call = [&](const RopeCase& c, bool in_place) {
         if (!host.abi().probed) host.negotiate({c.dtype}, {c.layout}, g.call_timeout);
-        const gate::PropertyCall pc =
-            gate::property_call_form(c, in_place, host.abi(), rec.contract, rec.angle_model);
-        if (!pc.not_sent.empty()) {
-          gate::CallResult r;
-          r.status = gate::CallStatus::declined;
-          r.rc = RC_UNSUPPORTED;
-          r.not_sent = pc.not_sent;
-          return r;
-        }
-        return host.call(pc.sent(c), pc.in_place, g.call_timeout);
+        return gate::property_call(c, in_place, host.abi(), rec.contract, rec.angle_model,
+                                   [&](const RopeCase& s, bool ip) { return host.call(s, ip, g.call_timeout); });
       };
       auto property_criteria = [&](const RopeCase& c) {
         if (rec.tolerance > 0) return criteria(c);

@@ -53,8 +53,33 @@ struct TensorForm {
                                            // ({B, S} rows, an offset per row); explicit: 3
   bool index_int32 = false;                // implicit: seq_offsets and cu_seqlens of int32
 };
+bool operator==(const TensorForm& a, const TensorForm& b);
 // "explicit int32 positions", "implicit positions of varlen sequences (cu_seqlens, int64 offsets)", ...
 std::string to_string(const TensorForm& f);
+
+// A way of passing a call that a probe found the kernel takes (ABI v3): the flat form (v1's in, out, positions)
+// or a tensor form, out of place or in place.
+struct CallForm {
+  std::optional<TensorForm> tensor;  // nullopt: the flat form
+  bool in_place = false;
+  bool operator==(const CallForm& o) const = default;
+};
+// "the flat form", "the tensor form (explicit int32 positions), in place", ...
+std::string to_string(const CallForm& f);
+// Every form the probes try, in order: the flat form, then each tensor form (tensor_probe_forms), each out of
+// place then in place.
+std::vector<CallForm> probe_forms();
+
+// Where a probe call's angles come from: computed by the kernel (no table), or a caller-given table of a kind,
+// its rows by position (v3) or by token (v4: RC_ROWS_BY_TOKEN), in the call's dtype or f32 (angle: f32).
+struct AngleSource {
+  std::optional<TableKind> kind;  // nullopt: computed
+  bool by_token = false;
+  bool call_dtype = false;        // the table in the call's dtype (else f32)
+  bool operator==(const AngleSource& o) const = default;
+};
+// "computed angles", "a cos-sin-2 table of bf16", "a per-token cos-sin-full table of f32", ...
+std::string to_string(const AngleSource& s, Dtype call);
 // The forms the tensor-form probes try, in order.
 std::vector<TensorForm> tensor_probe_forms();
 // The call of `c` (no tensor form) in the tensor form `f`: q of rank 3 (or 4), no k, its positions as `f` passes
@@ -74,11 +99,20 @@ struct AbiProbe {
   int rc = 0;           // the return value when the call returned
   std::string outcome;  // "returned RC_OK", "returned RC_UNSUPPORTED", "returned the error code 2", "crashed ..."
   std::string said;     // an error code's explanation from a kernel served by another process (the Python exception)
+  bool made = true;     // false: the call could not be made (an in-process kernel is not asked the tensor form)
+  // What the call was (for the refusal's list of what was tried): its dtype, layout and head_dim, where its angles
+  // came from and its form (the neutral probes: computed angles, the flat form).
+  Dtype dtype = Dtype::f32;
+  Layout layout = Layout::interleaved;
+  uint32_t head_dim = 0;
+  AngleSource source;
+  CallForm form;
   bool ok() const { return outcome.empty() && rc == RC_OK; }
 };
 
 struct AbiVersions {
   bool probed = false;    // the probes ran (false: nothing known; every case goes as before)
+  bool stopped = false;   // `stop` (the gate's budget) ended the probing: what was not asked is not known
   uint32_t accepted = 0;  // bit v (1 <= v <= kNewestAbiVersion): a neutral probe at version v returned RC_OK
   bool blind = false;     // the probe at kUndefinedAbiVersion returned RC_OK
   // bit v: some probe at version v returned RC_UNSUPPORTED. With nothing accepted, neutral calls go at the
@@ -100,6 +134,23 @@ struct AbiVersions {
   // form of tensor_form (computed angles; accepted then has bit 3 only).
   TensorForm tensor_form;
   bool in_place_only = false;  // it took the (table or tensor-form) probes in place only
+  // A kernel that took no neutral call (v3_form_only): every form it took (the first the preferred one: its
+  // tensor form is tensor_form), found from the first probe it took by varying one thing at a time -- the form,
+  // where the angles come from, the dtype and layout -- so that one refusal never hides another form it takes.
+  std::vector<CallForm> forms;
+  // Per-token tables (v4, RC_ROWS_BY_TOKEN) of kind k: bit d, it took one of Dtype d (as table_dtypes);
+  // token_table_in_call_dtype[k]: of the call's own dtype on a call that is not f32.
+  uint8_t token_table_dtypes[5] = {};
+  bool token_table_in_call_dtype[5] = {};
+  bool computed = false;  // v3_form_only: it took a call that computes its angles (in some tensor form)
+  // The asked dtype x layout combinations its first taken probe's call was taken in (v3_form_only; the matrix
+  // then says which of them it takes for real). What the rows run over when the matrix accepts nothing.
+  std::vector<std::pair<Dtype, Layout>> combos;
+  std::vector<std::pair<Dtype, Layout>> asked_combos;  // the asked ones those probes were made on
+  // The tensor forms it took, in the order of forms (v3_form_only).
+  std::vector<TensorForm> tensor_forms() const;
+  bool takes_flat_form() const;
+  bool takes_token_table(TableKind k) const { return token_table_dtypes[size_t(k)] != 0; }
   // Speaks v3 only, in a form the neutral v1 call does not take (caller-given tables, or the tensor form).
   bool v3_form_only() const { return tables_only || tensor_form_only; }
   bool takes_table(TableKind k) const { return table_dtypes[size_t(k)] != 0; }
@@ -111,6 +162,9 @@ struct AbiVersions {
   uint32_t version_for(uint32_t needed, bool declared = false) const;
   // Why a case that needs `needed` is not sent (version_for gave 0), in words for a row's note.
   std::string why_not_sent(uint32_t needed) const;
+  // What the probes tried, counted from the probes made: their dtypes, layouts and head_dims, the versions and
+  // forms of the calls, the tables.
+  std::string tried() const;
   // One line for the verdict: "speaks ABI v1 and v2", "speaks ABI v1 only (v2 features not run)", ...
   std::string summary() const;
   // Every probe refused: one line naming the simplest call and what it returned at each version, and the
@@ -126,7 +180,11 @@ std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const st
 // 2-row table of kind `k` in `table_dtype` (angle: f32), in the legacy form or the tensor form. The probes try
 // the asked dtypes, f16 and bf16 before f32 (a table in the call's dtype is then told apart from an f32 one),
 // each with a table of its own dtype and of f32, until one is taken.
-RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form);
+RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form,
+                              bool by_token = false);
+// The probe call of dtype d and layout l with its angles from `s` in form `f` (head_dim 64, one head, one token at
+// position 1; a table of 2 rows, or per token of 1); nullopt when the form cannot express it.
+std::optional<RopeCase> abi_probe_call(Dtype d, Layout l, const AngleSource& s, const CallForm& f);
 
 // A probe's call: make `c` at abi_version `version` (explicit neutral values in every later field), in place or
 // not, and say what happened (AbiProbe::rc / outcome: empty outcome and rc when it returned). The neutral probes

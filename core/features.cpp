@@ -104,6 +104,10 @@ const std::array<FeatureInfo, kFeatureCount> kFeatures = {{
      [](const RopeCase& c, bool) {
        return c.tensor && (c.tensor->pos == PositionForm::int32 || c.tensor->index_int32);
      }},
+    {Feature::table_per_token, "table-per-token", 4,
+     "a caller-given table whose rows follow the tokens, gathered at their positions (Hugging Face's cos[position_ids], "
+     "Liger, XNNPACK)",
+     [](const RopeCase& c, bool) { return c.table && c.table->by_token; }},
 }};
 
 bool same_rule(const FrequencyRule& a, const FrequencyRule& b) {
@@ -217,10 +221,18 @@ bool in_model_configuration(const RopeCase& c, const RopeCase& m) {
 void Coverage::add(const RopeCase& c, bool in_place, bool was_accepted, const RopeCase* model, const RopeCase* as_sent) {
   ++sent;
   accepted += was_accepted;
+  // The asked case's features, with what the call as sent carried (its table, its form, its positions): the
+  // positions a table call passes are rows of the table the gate built, which need not be the asked ones.
   FeatureSet fs = features_of(c, in_place);
-  if (as_sent)  // the asked case's features and positions, and how it was sent (its table, its form)
-    for (Feature f : features_of(*as_sent, in_place).list())
-      if (feature_info(f).abi_version >= 3) fs.add(f);
+  if (as_sent) {
+    FeatureSet of_positions;
+    of_positions.add(Feature::positions_beyond_int32);
+    of_positions.add(Feature::negative_positions);
+    const FeatureSet sent = features_of(*as_sent, in_place);
+    fs = fs.minus(of_positions);
+    for (Feature f : sent.list())
+      if (feature_info(f).abi_version >= 3 || of_positions.has(f)) fs.add(f);
+  }
   for (Feature f : fs.list()) {
     ++features[size_t(f)].sent;
     features[size_t(f)].accepted += was_accepted;
@@ -229,8 +241,9 @@ void Coverage::add(const RopeCase& c, bool in_place, bool was_accepted, const Ro
     ++model_sent;
     model_accepted += was_accepted;
   }
-  if (!was_accepted || c.positions.empty()) return;
-  const auto [lo, hi] = std::minmax_element(c.positions.begin(), c.positions.end());
+  const std::vector<int64_t>& positions = as_sent ? as_sent->positions : c.positions;
+  if (!was_accepted || positions.empty()) return;
+  const auto [lo, hi] = std::minmax_element(positions.begin(), positions.end());
   if (!any_position) {
     min_position = *lo;
     max_position = *hi;

@@ -56,8 +56,10 @@ enum class Feature : uint8_t {
   varlen,
   implicit_positions,
   int32_positions,
+  // ABI v4
+  table_per_token,
 };
-inline constexpr size_t kFeatureCount = size_t(Feature::int32_positions) + 1;
+inline constexpr size_t kFeatureCount = size_t(Feature::table_per_token) + 1;
 
 struct FeatureInfo {
   Feature feature;
@@ -123,7 +125,9 @@ struct Coverage {
   uint64_t model_sent = 0, model_accepted = 0;  // calls in the model's configuration (with a model)
   // One call: its features, whether it was accepted, and (with a model) whether it is in its configuration.
   // `as_sent`: the call as it was made when the harness changed how c is passed (a table it built for a kernel
-  // that takes tables only): c's features and positions are counted, with as_sent's ABI v3 features.
+  // that takes tables only, another form): c's features are counted, with as_sent's ABI v3 features, and the
+  // positions as_sent carried (with them positions-beyond-int32 and negative-positions): a table call's positions
+  // are rows of the table the gate built.
   void add(const RopeCase& c, bool in_place, bool accepted, const RopeCase* model = nullptr,
            const RopeCase* as_sent = nullptr);
   const FeatureTally& of(Feature f) const { return features[size_t(f)]; }

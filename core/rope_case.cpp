@@ -1,5 +1,6 @@
 #include "core/rope_case.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -92,8 +93,14 @@ std::string RopeCase::validate_table() const {
     why << "with a cos/sin table the attention factor is in its values (attention_factor must be 1); ";
   if (t.is_angle() && t.dtype != Dtype::f32) why << "an angle table is f32; ";
   if (t.rows == 0) why << "the table needs at least one row; ";
-  if (t.cos.size() != t.rows * np || (t.is_angle() ? !t.sin.empty() : t.sin.size() != t.rows * np))
-    why << "the table's values are not " << t.rows << " rows of rotary_dim/2 = " << np << "; ";
+  const size_t kept = t.kept_rows();
+  if (t.cos.size() != kept * np || (t.is_angle() ? !t.sin.empty() : t.sin.size() != kept * np))
+    why << "the table's values are not " << kept << " rows of rotary_dim/2 = " << np << "; ";
+  for (size_t k = 0; k < t.stored.size(); ++k)
+    if (t.stored[k] < 0 || uint64_t(t.stored[k]) >= t.rows || (k && t.stored[k] <= t.stored[k - 1])) {
+      why << "the kept rows of a sparse table must ascend within [0, " << t.rows << "); ";
+      break;
+    }
   if (why.tellp() != 0) return why.str();
   for (const std::vector<double>* v : {&t.cos, &t.sin})
     for (double x : *v)
@@ -105,8 +112,17 @@ std::string RopeCase::validate_table() const {
     if (m < 0 || uint64_t(m) >= t.rows) {
       why << "position " << m << " is outside the table's rows [0, " << t.rows << "); ";
       break;
+    } else if (t.kept(size_t(m)) == SIZE_MAX) {
+      why << "position " << m << " is not one of the sparse table's kept rows; ";
+      break;
     }
   return why.str();
+}
+
+size_t CosSinTable::kept(size_t row) const {
+  if (stored.empty()) return row;
+  const auto it = std::lower_bound(stored.begin(), stored.end(), int64_t(row));
+  return it != stored.end() && *it == int64_t(row) ? size_t(it - stored.begin()) : SIZE_MAX;
 }
 
 std::string_view to_string(PositionForm f) {
@@ -341,12 +357,38 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
       const bool two = t.kind == TableKind::cos_sin_2 || t.kind == TableKind::cos_sin_full;
       const uint32_t width = t.kind == TableKind::cos_sin_2 ? np : rotary_dim;
       const size_t es = dtype_size(t.dtype);
+      // The rows laid out: by position, every row (or a sparse table's kept rows, which the kernel host places at
+      // their rows' offsets); by token (v4), token t's position's row for each token ({B, S} rows of a rank-4 call,
+      // one set of S rows when every sequence has the same positions).
+      std::vector<size_t> laid;  // the kept row (index into cos/sin) of each laid-out row
+      int32_t ndim = 2;
+      int64_t lead[2] = {int64_t(t.rows), 0};
+      if (t.by_token) {
+        const size_t T = n_tokens();
+        size_t B = 1, S = T;
+        if (tensor && tensor->rank == 4) {
+          B = tensor->batch ? tensor->batch : 1;
+          S = T / B;
+          bool shared = true;
+          for (size_t k = S; k < T && shared; ++k) shared = positions[k] == positions[k % S];
+          if (shared) B = 1;
+          ndim = 3;
+          lead[0] = int64_t(B);
+          lead[1] = int64_t(S);
+        } else {
+          lead[0] = int64_t(T);
+        }
+        for (size_t k = 0; k < B * S; ++k) laid.push_back(t.kept(size_t(positions[k])));
+      } else {
+        for (size_t r = 0; r < t.kept_rows(); ++r) laid.push_back(r);
+      }
       for (int n = 0; n < (two ? 2 : 1); ++n) {
         Bytes& b = abi_table_bytes[n];
-        b.assign(t.rows * width * es, 0);
-        for (size_t r = 0; r < t.rows; ++r)
+        b.assign(laid.size() * width * es, 0);
+        for (size_t r = 0; r < laid.size(); ++r)
           for (uint32_t i = 0; i < np; ++i) {
-            const double cv = t.cos_at(r, i, np), sv = t.is_angle() ? 0.0 : t.sin_at(r, i, np);
+            const size_t k = laid[r];
+            const double cv = t.cos[k * np + i], sv = t.is_angle() ? 0.0 : t.sin[k * np + i];
             const double v = n == 0 ? cv : sv;
             const auto [d0, d1] = pair_dims(layout, rotary_dim, i);
             switch (t.kind) {
@@ -362,12 +404,14 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
                 break;
             }
           }
-        abi_table_shape[n][0] = int64_t(t.rows);
-        abi_table_shape[n][1] = int64_t(width);
+        abi_table_ndim = ndim;
+        abi_table_shape[n][0] = lead[0];
+        abi_table_shape[n][1] = ndim == 3 ? lead[1] : int64_t(width);
+        abi_table_shape[n][2] = ndim == 3 ? int64_t(width) : 0;
         rc_tensor& tt = n == 0 ? a.table : a.table2;
-        tt.data = b.data();
+        tt.data = t.sparse() ? nullptr : b.data();  // (a sparse table: only the kernel host places it)
         tt.device = {RC_DL_CPU, 0};
-        tt.ndim = 2;
+        tt.ndim = ndim;
         tt.dtype = dl_dtype_of(t.dtype);
         tt.shape = abi_table_shape[n];
         tt.strides = nullptr;
@@ -375,6 +419,7 @@ rc_rope_args RopeCase::args(const void* in, void* out, uint32_t version) const {
       }
     }
   }
+  if (a.abi_version >= 4) a.table_rows = table && table->by_token ? RC_ROWS_BY_TOKEN : RC_ROWS_BY_POSITION;
   return a;
 }
 

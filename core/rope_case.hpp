@@ -49,9 +49,21 @@ struct CosSinTable {
   size_t rows = 0;
   std::vector<double> cos;   // [rows][R/2]: af cos (angle: the angle)
   std::vector<double> sin;   // [rows][R/2]: af sin (angle: empty)
+  // A sparse table (positions past 2^31 reach a kernel that indexes its table by position): only the rows listed
+  // here (ascending) are kept, cos and sin holding them in that order; the others are not there (the kernel host
+  // maps none of their pages). Empty: every row 0..rows-1 is kept.
+  std::vector<int64_t> stored;
+  // ABI v4 (RC_ROWS_BY_TOKEN): the table is laid out for the kernel with a row per token, row t holding the values
+  // of token t's position ({B, S, W} for a rank-4 call); its values are kept by position all the same.
+  bool by_token = false;
   bool is_angle() const { return kind == TableKind::angle; }
-  double cos_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return cos[row * n_pairs + pair]; }
-  double sin_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return sin[row * n_pairs + pair]; }
+  // The index in cos/sin of row `row` (SIZE_MAX: not kept).
+  size_t kept(size_t row) const;
+  double cos_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return cos[kept(row) * n_pairs + pair]; }
+  double sin_at(size_t row, uint32_t pair, uint32_t n_pairs) const { return sin[kept(row) * n_pairs + pair]; }
+  size_t kept_rows() const { return stored.empty() ? rows : stored.size(); }
+  // Laid out sparse for the kernel (by position, only the kept rows there); a per-token table is laid out whole.
+  bool sparse() const { return !stored.empty() && !by_token; }
 };
 
 // ABI v3 (draft): the call made in the tensor form (include/ropecheck/kernel_abi.h), and how its tensors
@@ -128,8 +140,10 @@ struct RopeCase {
   bool is_v1() const;
   // Whether a v3 field is not neutral (the direction, a table).
   bool uses_v3() const { return direction != Direction::forward || table.has_value() || tensor.has_value(); }
-  // The lowest abi_version that expresses the call (1 when is_v1(), 3 when uses_v3(), else 2).
-  uint32_t min_abi_version() const { return uses_v3() ? 3 : is_v1() ? 1 : 2; }
+  // Whether a v4 field is not neutral (a table whose rows follow the tokens).
+  bool uses_v4() const { return table && table->by_token; }
+  // The lowest abi_version that expresses the call (1 when is_v1(), 3 when uses_v3(), 4 when uses_v4(), else 2).
+  uint32_t min_abi_version() const { return uses_v4() ? 4 : uses_v3() ? 3 : is_v1() ? 1 : 2; }
   size_t n_elements() const { return n_tokens() * n_heads * head_dim; }
   size_t n_bytes() const { return n_elements() * dtype_size(dtype); }
   size_t n_pairs_per_head() const { return rotary_dim / 2; }
@@ -156,7 +170,8 @@ struct RopeCase {
   mutable rc_freq_rule abi_rule{};
   // The table as the ABI v3 draft lays it out for its kind (filled by args()): table and table2's bytes, shapes.
   mutable Bytes abi_table_bytes[2];
-  mutable int64_t abi_table_shape[2][2] = {{0, 0}, {0, 0}};
+  mutable int64_t abi_table_shape[2][3] = {{0, 0, 0}, {0, 0, 0}};
+  mutable int32_t abi_table_ndim = 2;  // 3: a per-token table of a rank-4 call ({B, S, W})
 
   // One line: dtype, layout, dims, heads, tokens, base, scale, table.
   std::string summary() const;

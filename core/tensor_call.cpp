@@ -122,9 +122,17 @@ void point_v3_args(const RopeCase& c, bool in_place, const TensorBuffers& b, rc_
   for (int n = 0; n < 2; ++n)
     if (b.table[n]) {
       rc_tensor& t = n == 0 ? args.table : args.table2;
-      std::memcpy(b.table[n], c.abi_table_bytes[n].data(), c.abi_table_bytes[n].size());
+      const std::vector<int64_t>& kept = c.table->stored;
+      if (!c.table->sparse()) {
+        std::memcpy(b.table[n], c.abi_table_bytes[n].data(), c.abi_table_bytes[n].size());
+      } else {  // a sparse table: each kept row at its row's offset (the pages between them are not the table's)
+        const size_t row = c.abi_table_bytes[n].size() / kept.size();
+        for (size_t k = 0; k < kept.size(); ++k)
+          std::memcpy(b.table[n] + size_t(kept[k]) * row, c.abi_table_bytes[n].data() + k * row, row);
+      }
       t.data = b.table[n];
-      t.shape = take({c.abi_table_shape[n][0], c.abi_table_shape[n][1]});
+      t.shape = c.abi_table_ndim == 3 ? take({c.abi_table_shape[n][0], c.abi_table_shape[n][1], c.abi_table_shape[n][2]})
+                                      : take({c.abi_table_shape[n][0], c.abi_table_shape[n][1]});
     }
   if (!c.tensor) return;
   const TensorCall& tc = *c.tensor;

@@ -15,8 +15,8 @@
 namespace ropecheck {
 
 // int64 slots for every shape and stride array of a call: q, q_out, k, k_out (shape, strides: 4 x 8); pos,
-// seq_offsets, cu_seqlens (3 x 3); the two tables (2 x 2).
-inline constexpr size_t kTensorShapeSlots = 4 * 8 + 3 * 3 + 2 * 2;
+// seq_offsets, cu_seqlens (3 x 3); the two tables (2 x 3: a per-token table of a rank-4 call has 3 dimensions).
+inline constexpr size_t kTensorShapeSlots = 4 * 8 + 3 * 3 + 2 * 3;
 
 // Bytes per element of the positions tensor (positions) or of seq_offsets and cu_seqlens (else).
 size_t tensor_index_elem(const RopeCase& c, bool positions);

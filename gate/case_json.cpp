@@ -111,6 +111,9 @@ json table_to_json(const CosSinTable& t) {
   j["kind"] = std::string(to_string(t.kind));
   j["dtype"] = std::string(to_string(t.dtype));
   j["rows"] = t.rows;
+  // (optional keys, written only when set: a replay file of an earlier release reads as before)
+  if (!t.stored.empty()) j["stored_rows"] = t.stored;  // a sparse table: the rows kept, cos and sin in their order
+  if (t.by_token) j["by_token"] = true;                // ABI v4: laid out with a row per token
   json cv = json::array(), sv = json::array();
   for (double v : t.cos) cv.push_back(double_to_text(v));
   j["cos"] = cv;
@@ -135,10 +138,27 @@ CosSinTable table_from_json(const json& j, uint32_t rotary_dim) {
   if (!d) fail("field 'table.dtype' must be \"f32\", \"f16\" or \"bf16\"");
   t.dtype = *d;
   constexpr uint64_t kMaxValues = uint64_t(1) << 24;
-  t.rows = need_uint_at<uint64_t>(j, "table", "rows", kMaxValues);
-  const uint64_t np = rotary_dim / 2, n = t.rows * np;
+  if (j.contains("stored_rows")) {
+    // A sparse table: its rows may reach 2^62 (positions past 2^31 indexing it), its kept rows at most 2^24 values.
+    t.rows = need_uint_at<uint64_t>(j, "table", "rows", uint64_t(1) << 62);
+    const json& st = j["stored_rows"];
+    if (!st.is_array() || st.empty() || st.size() > kMaxValues)
+      fail("field 'table.stored_rows' must be a non-empty array of the rows a sparse table keeps");
+    for (const json& x : st) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0)
+        fail("field 'table.stored_rows' must hold row numbers (integers >= 0)");
+      t.stored.push_back(x.get<int64_t>());
+    }
+  } else {
+    t.rows = need_uint_at<uint64_t>(j, "table", "rows", kMaxValues);
+  }
+  if (j.contains("by_token")) {
+    if (!j["by_token"].is_boolean()) fail("field 'table.by_token' must be true or false");
+    t.by_token = j["by_token"].get<bool>();
+  }
+  const uint64_t np = rotary_dim / 2, kept = t.stored.empty() ? t.rows : t.stored.size(), n = kept * np;
   if (n > kMaxValues)
-    fail("field 'table.rows': " + std::to_string(t.rows) + " rows of rotary_dim/2 = " + std::to_string(np) +
+    fail("field 'table.rows': " + std::to_string(kept) + " rows of rotary_dim/2 = " + std::to_string(np) +
          " values is more than 2^24 values");
   auto values = [&](const char* key, std::vector<double>& out) {
     const std::string name = std::string("table.") + key;
@@ -146,7 +166,7 @@ CosSinTable table_from_json(const json& j, uint32_t rotary_dim) {
     if (!a.is_array()) fail("field '" + name + "' must be an array of hex-float strings");
     if (a.size() != n)
       fail("field '" + name + "' has " + std::to_string(a.size()) + " values, expected rows x rotary_dim/2 = " +
-           std::to_string(t.rows) + " x " + std::to_string(np) + " = " + std::to_string(n));
+           std::to_string(kept) + " x " + std::to_string(np) + " = " + std::to_string(n));
     out.reserve(n);
     for (const json& x : a) out.push_back(double_from_json(x, name.c_str()));
   };
@@ -479,7 +499,11 @@ json record_fields(const CaseRecord& r) {
   // 4: the case uses an ABI v3 field (direction, table, tensor form), which a reader of version 3 would drop
   // without a word (it ignores keys it does not know): such a reader refuses the file instead. Every other case
   // is written as version 3, byte for byte what it was.
-  j["version"] = r.c.uses_v3() ? 4 : 3;
+  // 5: a sparse or per-token table (ABI v4), or inputs read with a declared padding (input_padding): a reader of
+  // version 4 would lay the table out or place the buffers otherwise.
+  const bool v5 = r.input_padding > 0 || (r.c.table && !r.c.table->stored.empty());
+  j["version"] = v5 ? 5 : r.c.uses_v3() ? 4 : 3;
+  if (r.input_padding > 0) j["input_padding"] = r.input_padding;
   j["check"] = r.check;
   j["failure"] = r.failure;
   j["contract"] = r.contract.spec();
@@ -546,7 +570,8 @@ CaseRecord record_from_json(const json& j) {
   const json& f = need(j, "format");
   if (!f.is_string() || f.get<std::string>() != "ropecheck-case") fail("not a ropecheck case file (format field)");
   const int version = need_uint<int>(j, "version", 1000);
-  if (version < 1 || version > 4) fail("unsupported case file version " + std::to_string(version));
+  if (version < 1 || version > 5) fail("unsupported case file version " + std::to_string(version));
+  if (j.contains("input_padding")) r.input_padding = need_uint<uint64_t>(j, "input_padding", kMaxInputPadding);
   if (j.contains("check") && j["check"].is_string()) r.check = j["check"].get<std::string>();
   if (j.contains("failure") && j["failure"].is_string()) r.failure = j["failure"].get<std::string>();
   if (j.contains("diagnosis") && j["diagnosis"].is_string()) r.diagnosis = j["diagnosis"].get<std::string>();

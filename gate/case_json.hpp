@@ -36,7 +36,12 @@ struct CaseRecord {
   uint64_t property_max_discard_ratio = props::kDefaultMaxDiscardRatio;
   std::vector<size_t> property_shrink;
   int64_t property_max_position = 0;
+  // The bytes after each input and table the kernel may read (gate --input-padding; 0: none): the call is placed
+  // as the gate placed it.
+  uint64_t input_padding = 0;
 };
+// The largest --input-padding (a page: the guard page after a buffer moves by at most that).
+inline constexpr uint64_t kMaxInputPadding = 4096;
 
 // The parameters of a case (no input) as JSON.
 nlohmann::json case_params_to_json(const RopeCase& c);

@@ -384,7 +384,7 @@ json write_v3_case(const std::string& dir, const std::string& id, const std::str
     tj["rows"] = t.rows;
     tj["columns"] = table_width(t.kind, c.rotary_dim);
     tj["source"] = program ? "program" : "export";
-    if (!program) (void)c.args(nullptr, nullptr, 3);  // lays the table out as the ABI does (abi_table_bytes)
+    if (!program) (void)c.args(nullptr, nullptr, 0);  // lays the table out as the ABI does (abi_table_bytes)
     for (int n = 0; n < (two_table_tensors(t.kind) ? 2 : 1); ++n) {
       const std::string name = table_file_name(id, n, program ? run : "");
       tj[n == 0 ? "table" : "table2"] = name;

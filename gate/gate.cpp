@@ -74,6 +74,7 @@ HostOptions host_options(const GateOptions& opt) {
   h.load_timeout_seconds = std::max(2.0, opt.call_timeout_seconds);
   // CPU time of one host process: generous (threads count), but a kernel that spins after returning ends.
   h.cpu_seconds = 4 * opt.budget_seconds + 60;
+  h.input_padding = size_t(opt.input_padding);
   return h;
 }
 
@@ -96,6 +97,7 @@ class Gate {
   struct Outcome {
     CaseVerdict v;
     CallResult call;
+    std::optional<RopeCase> sent;  // the case as it was sent, when that is not the asked one (SendWays)
   };
 
   CheckRow& row(const std::string& name, const std::string& what) {
@@ -160,30 +162,35 @@ class Gate {
     }
   }
 
-  // A call a row makes, counted in the run's coverage (reruns for shrinking and diagnosis are not).
-  // `asked`: the case the row asked for, when the call made is another form of it (table_call).
-  CallResult counted_call(const RopeCase& c, bool in_place, const RopeCase* asked = nullptr) {
-    CallResult r = call(c, in_place);
-    if (asked) res_.coverage.add(*asked, in_place, r.status != CallStatus::declined, model(), &c);
-    else res_.coverage.add(c, in_place, r.status != CallStatus::declined, model());
+  // A call a row makes, counted in the run's coverage (reruns for shrinking and diagnosis are not): what the
+  // case `asked` carried to the kernel as it was sent (`sent`: another form of it, a table the gate built).
+  void count(const RopeCase& asked, const RopeCase& sent, bool in_place, const CallResult& r) {
+    res_.coverage.add(asked, in_place, r.status != CallStatus::declined, model(), &sent);
+  }
+  static CallResult not_made(std::string why) {
+    CallResult r;
+    r.status = CallStatus::declined;
+    r.rc = RC_UNSUPPORTED;
+    r.not_sent = std::move(why);
     return r;
+  }
+  // A call in one of a case's ways, unless --supports or the ABI versions say it is not to be made.
+  CallResult call_unless_not_sent(const RopeCase& c, bool in_place) {
+    if (std::string why = why_not_sent(c, in_place); !why.empty()) return not_made(why);
+    return call(c, in_place);
   }
 
   // A property's call. A kernel that takes tables only gets the case with a table the gate builds, of the kind
-  // that is a function of the case (case_turn: its replay gets the same), judged as the case asked under
-  // property_criteria.
+  // that is a function of the case (case_turn: its replay gets the same), in the first of its ways it does not
+  // decline, judged as the case asked under property_criteria.
   CallResult property_call(const RopeCase& c, bool in_place) {
-    const PropertyCall pc = property_call_form(c, in_place, host_.abi(), opt_.contract, opt_.angle_model);
-    std::string why = pc.not_sent;
-    if (why.empty() && pc.form) why = why_not_sent(*pc.form, pc.in_place);
-    if (!why.empty()) {
-      CallResult r;
-      r.status = CallStatus::declined;
-      r.rc = RC_UNSUPPORTED;
-      r.not_sent = why;
-      return r;
-    }
-    return counted_call(pc.sent(c), pc.in_place, pc.form ? &c : nullptr);
+    std::optional<RopeCase> sent;
+    bool ip = in_place;
+    CallResult r = gate::property_call(
+        c, in_place, host_.abi(), opt_.contract, opt_.angle_model,
+        [this](const RopeCase& s, bool sip) { return call_unless_not_sent(s, sip); }, &sent, &ip);
+    if (sent) count(c, *sent, ip, r);
+    return r;
   }
   // What a property's output is held to: the contract's clauses, with a table's rounding in the cos-sin clause
   // when the gate gives the call a table (property_contract).
@@ -235,39 +242,43 @@ class Gate {
     rec.failure = msg;
     rec.contract = opt_.contract;
     rec.tolerance = cr.flat;
+    rec.input_padding = opt_.input_padding;
     return rec;
   }
 
-  // The case as the kernel takes it (gate.hpp, sent_form; docs/gate.md, "Kernels that take tables"), the table
-  // kinds it took in turn.
-  bool sent_form(const RopeCase& asked, std::optional<RopeCase>& given, std::string& why) {
-    return gate::sent_form(asked, host_.abi(), opt_.contract, opt_.angle_model, [this] { return table_turn_++; },
-                           given, why);
+  // The table kinds a kernel that takes tables only is given in turn, case after case (the turn of a case that
+  // needs a table).
+  uint64_t next_turn(const RopeCase& asked) {
+    return host_.abi().tables_only && !asked.table ? table_turn_++ : table_turn_;
   }
 
   // Call and judge one case, attributing it to a row. Returns the outcome.
   // in_bias: the call's pairs join the radial bias check (docs/gate.md). The repeat row's 300 copies of one
   // case are not independent clusters, and the large row's prefill would outweigh every other row's pairs:
   // both stay out of it (their pairs are in the error decomposition all the same).
-  Outcome run_case(CheckRow& r, const RopeCase& asked, bool in_place, bool in_bias = true) {
+  Outcome run_case(CheckRow& r, const RopeCase& asked, bool in_place, bool in_bias = true,
+                   GivenRows rows = GivenRows::renumbered) {
     Outcome o;
     if (aborted_) return o;
     if (over_budget()) {
       ++not_run_[r.name];
       return o;
     }
-    std::optional<RopeCase> given;
-    if (std::string why; !sent_form(asked, given, why)) {
-      ++r.not_sent[why];
+    // In the first of the case's ways the kernel does not decline, the way that was taken last tried first.
+    SendWays ways(asked, host_.abi(), opt_.contract, opt_.angle_model, next_turn(asked), rows);
+    const RopeCase* sent = nullptr;
+    size_t way = 0;
+    o.call = call_in_ways(ways, [&](const RopeCase& w) { return call_unless_not_sent(w, in_place); },
+                          taken_way_ % std::max<size_t>(1, ways.size()), &sent, &way);
+    if (!sent) {
+      ++r.not_sent[o.call.not_sent];
       return o;
     }
-    const RopeCase& c = given ? *given : asked;
-    if (const std::string why = why_not_sent(c, in_place); !why.empty()) {
-      ++r.not_sent[why];
-      return o;
-    }
+    if (o.call.status != CallStatus::declined) taken_way_ = way;
+    if (sent != &asked) o.sent = *sent;
+    const RopeCase& c = *sent;
     const Criteria cr = criteria(c);
-    o.call = counted_call(c, in_place, given ? &asked : nullptr);
+    count(asked, c, in_place, o.call);
     ++res_.calls;
     if (o.call.status == CallStatus::ok) ++ok_calls_;
     o.v = judge_call(c, in_place, opt_.angle_model, cr, o.call);
@@ -324,12 +335,14 @@ class Gate {
       if (aborted_ || over_budget()) return "not diagnosed: the budget was reached";
       // The call as the property made it (with the gate's table for a kernel that takes tables only), judged
       // alone against the reference (a table call: against its table as given).
-      const PropertyCall pc = property_call_form(hc.c, hc.in_place, host_.abi(), opt_.contract, opt_.angle_model);
-      if (!pc.not_sent.empty()) continue;
-      const RopeCase& c = pc.sent(hc.c);
-      const bool in_place = pc.in_place;
+      std::optional<RopeCase> sent;
+      bool in_place = hc.in_place;
+      const CallResult res = gate::property_call(
+          hc.c, hc.in_place, host_.abi(), opt_.contract, opt_.angle_model,
+          [this](const RopeCase& s, bool ip) { return call_unless_not_sent(s, ip); }, &sent, &in_place);
+      if (!sent) continue;
+      const RopeCase& c = *sent;
       const Criteria cr = criteria(c);
-      const CallResult res = call(c, in_place);
       const CaseVerdict v = judge_call(c, in_place, opt_.angle_model, cr, res);
       if (v.accepted && !v.pass) return diagnose_call(c, opt_.angle_model, cr, v, res);
       judged += v.accepted;
@@ -349,7 +362,7 @@ class Gate {
   void run_matrix();
   void run_specials();
   void run_long_positions();
-  void run_feature_rows(int version);  // the "v2: ..." (2) or "v3: ..." (3) rows
+  void run_feature_rows(int version);  // the "v2: ..." (2), "v3: ..." (3) or "v4: ..." (4) rows
   void run_properties();
   bool table_probe_taken(Dtype d, Layout l, CheckRow& r);
   bool probe_taken(const RopeCase& probe, CheckRow& r);
@@ -377,7 +390,8 @@ class Gate {
   std::vector<std::string> budget_cuts_;     // what the budget cut besides calls (random phase, shrinking, ...)
   int hangs_ = 0;
   uint64_t ok_calls_ = 0;  // calls of run_case that returned RC_OK
-  uint64_t table_turn_ = 0;  // table_call: whose turn among the table kinds the kernel takes
+  uint64_t table_turn_ = 0;  // SendWays: whose turn among the table kinds the kernel takes
+  size_t taken_way_ = 0;     // the way of the last case the kernel took (run_case tries it first)
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
   KernelHost host_;
   std::map<std::string, std::string> shrunk_faults_;  // a fault's description -> the property row that shrank it
@@ -518,8 +532,9 @@ void Gate::run_feature_rows(int version) {
   std::map<std::string, std::vector<std::string>> declined;
   std::vector<std::string> order;
   for (const auto& [d, l] : accepted_combos_)
-    for (const V2Case& v : version == 2 ? v2_feature_cases(d, l, opt_.max_position, opt_.seed)
-                                        : v3_feature_cases(d, l, opt_.max_position, opt_.seed)) {
+    for (const V2Case& v : version == 2   ? v2_feature_cases(d, l, opt_.max_position, opt_.seed)
+                           : version == 3 ? v3_feature_cases(d, l, opt_.max_position, opt_.seed)
+                                          : v4_feature_cases(d, l, opt_.max_position, opt_.seed)) {
       const std::string name = fmt::format("v{}: {}", version, v.feature);
       if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
       CheckRow& r = row(name, row_what(name, opt_.contract));
@@ -560,17 +575,25 @@ void Gate::run_long_positions() {
                          opt_.long_positions_bound.empty() ? "--max-position" : opt_.long_positions_bound);
     return;
   }
+  // A kernel that takes tables only: the positions index its table as they are (a sparse table: only the rows of
+  // the call's positions are there), on narrow rows, up to the position a table of them can reach.
+  const bool tables = host_.abi().tables_only;
+  const int64_t reached = tables ? std::min(top, long_table_max_position(model())) : top;
   std::set<std::string> declined;
   for (const auto& [d, l] : accepted_combos_)
-    for (const auto& [c, in_place] : long_position_cases(d, l, top, opt_.seed, model())) {
+    for (const auto& [c, in_place] : long_position_cases(d, l, top, opt_.seed, model(), tables)) {
       const uint64_t before = r.declined;
-      run_case(r, c, in_place, /*in_bias=*/false);
+      run_case(r, c, in_place, /*in_bias=*/false, tables ? GivenRows::sparse : GivenRows::renumbered);
       if (r.declined > before)
         declined.insert(features_of(c, in_place).has(Feature::positions_beyond_int32) ? "positions beyond int32"
                                                                                        : "positions below 2^31");
     }
-  std::string note = fmt::format("positions {} .. {}{}", kLongPositionsFrom, top,
+  std::string note = fmt::format("positions {} .. {}{}", kLongPositionsFrom, reached,
                                  opt_.long_positions_bound.empty() ? "" : " (bounded by " + opt_.long_positions_bound + ")");
+  if (tables)
+    note += fmt::format("; the kernel takes tables only: each call's positions index a sparse table (the rows of its "
+                        "positions only){}, up to {} (what such a table's address space holds)",
+                        model() ? "" : fmt::format(", at rotary_dim {}", kLongTableRotaryDim), reached);
   if (!declined.empty()) note += fmt::format("; declined: {}", fmt::join(declined, ", "));
   if (opt_.tolerance.empty() && (opt_.contract.angles == Contract::Angles::f32 || opt_.error_model.angle_f32))
     note += "; under angles=f32 a pair whose K ulps of f32 at |angle| reach pi has no direction to keep: there these "
@@ -787,10 +810,7 @@ void Gate::run_sequences() {
     if (r.failed > failed_before && n > 0 && o.v.fault.empty() && r.diagnosis.empty() &&
         failed_alone < kFailedAloneEnough && !over_budget()) {
       // Does it fail alone? A case that passes in a fresh process failed because of the calls before it.
-      std::optional<RopeCase> given;
-      std::string why;
-      sent_form(c, given, why);  // (as run_case sent it)
-      const RopeCase& sent = given ? *given : c;
+      const RopeCase& sent = o.sent ? *o.sent : c;  // (as run_case sent it)
       const CallResult alone = call_isolated_like(sent);
       const CaseVerdict va = judge_call(sent, false, opt_.angle_model, criteria(sent), alone);
       if (va.accepted && va.pass)
@@ -815,16 +835,21 @@ void Gate::run_repeat() {
   if (accepted_combos_.empty()) return;
   const RopeCase asked =
       repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed, model());
-  std::optional<RopeCase> given;
-  if (std::string why; !sent_form(asked, given, why)) {
-    r.not_sent[why] += kRepeats;
+  // The way the case is sent: the first of its ways the kernel does not decline (the first call of the 300), then
+  // that way each time.
+  SendWays ways(asked, host_.abi(), opt_.contract, opt_.angle_model, next_turn(asked));
+  if (over_budget()) {
+    ++not_run_[r.name];
     return;
   }
-  const RopeCase& c = given ? *given : asked;
-  if (const std::string why = why_not_sent(c, false); !why.empty()) {
-    r.not_sent[why] += kRepeats;
+  const RopeCase* sent = nullptr;
+  CallResult first_call = call_in_ways(ways, [&](const RopeCase& w) { return call_unless_not_sent(w, false); },
+                                       taken_way_ % std::max<size_t>(1, ways.size()), &sent);
+  if (!sent) {
+    r.not_sent[first_call.not_sent] += kRepeats;
     return;
   }
+  const RopeCase& c = *sent;
   const Criteria cr = criteria(c);
   ReferenceOptions ro;
   ro.angle_model = opt_.angle_model;
@@ -832,11 +857,12 @@ void Gate::run_repeat() {
   Bytes first;
   uint64_t start = 0;
   for (int k = 0; k < kRepeats && !aborted_; ++k) {
-    if (over_budget()) {
+    if (k > 0 && over_budget()) {
       ++not_run_[r.name];
       break;
     }
-    const CallResult res = counted_call(c, false, given ? &asked : nullptr);
+    const CallResult res = k == 0 ? std::move(first_call) : call(c, false);
+    count(asked, c, false, res);
     ++res_.calls;
     const CaseVerdict v = judge_call(c, false, opt_.angle_model, cr, res, &ref);
     if (!v.accepted) {
@@ -1001,7 +1027,9 @@ GateResult Gate::run() {
   charge("start");
   // Which ABI versions the kernel speaks (core/abi_versions.hpp): no call goes at a version it refused.
   progress("kernel " + impl_.name + ": ABI versions");
-  res_.abi = host_.negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, [this] { return over_budget(); })
+  res_.abi = host_
+                 .negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, [this] { return over_budget(); },
+                            [this](const CallResult& r) { meter_.add(r); })
                  .summary();
   // --supports declares the features the kernel implements: calls using them are sent at the version that
   // expresses them whatever the probes found (those outside it are not sent at all: why_not_sent).
@@ -1010,6 +1038,11 @@ GateResult Gate::run() {
     res_.abi += "; --supports declares its features";
   }
   charge("abi");
+  if (opt_.input_padding)
+    res_.padding = fmt::format("padding: the kernel may read {} byte(s) past each input and table it reads "
+                               "(--input-padding: its inputs, q and k, tables, positions and index arrays each end {} "
+                               "byte(s) before their guard page; a write there is still out of bounds)",
+                               opt_.input_padding, opt_.input_padding);
   res_.kernel = impl_.name;
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
@@ -1050,6 +1083,9 @@ GateResult Gate::run() {
     progress("ABI v3 call shapes");
     run_feature_rows(3);
     charge("v3");
+    progress("ABI v4 call shapes");
+    run_feature_rows(4);
+    charge("v4");
     progress("properties");
     run_properties();
     progress("sequences of calls in one process");

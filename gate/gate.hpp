@@ -80,6 +80,9 @@ struct GateOptions {
   // Features that must have an accepted call (--require). A run with a model requires an accepted call in the
   // model's configuration as well.
   FeatureSet require;
+  // --input-padding: the bytes after each input and table the kernel's documented contract lets it read
+  // (HostOptions::input_padding; 0: none).
+  uint64_t input_padding = 0;
 };
 
 // Parse "--tolerance": one number for every dtype, or "f32=8,bf16=1.5".
@@ -160,6 +163,7 @@ struct GateResult {
   // stable id (properties/causes.hpp; "" for a text the table does not know). Empty for a pass.
   std::string cause, cause_id;
   std::string sandbox;        // one line: the kernel host's isolation (seccomp, process starts)
+  std::string padding;        // one line when --input-padding was given: what the kernel may read past its inputs
   std::string abi;            // one line: the ABI versions the kernel speaks (core/abi_versions.hpp summary)
   std::string kernel_output;  // the kernel's captured stdout/stderr, quoted line by line (empty: silent)
 };
@@ -227,40 +231,71 @@ CaseVerdict check_call(const RopeCase& c, bool in_place, const struct CallResult
 CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const Criteria& cr,
                        const struct CallResult& r, const ReferenceOutput* ref = nullptr);
 
-// The criteria a case is held to: a flat tolerance override for its dtype, or
-// the implementation's error model under the contract.
-// The case as a kernel that takes caller-given tables only is called (AbiVersions::tables_only; docs/gate.md,
-// "Kernels that take tables"): its cos/sin (times the attention factor) given as a table the harness builds under
-// the contract's clauses -- in the call's dtype or f32 as the kernel took them, by the conventional f32 pipeline
-// under angles=f32 or the fp32 angle model (else correctly rounded) -- of kind number `turn` (modulo) among the
-// kinds it took, in the tensor form when it took only that. nullopt (*why) when a table cannot express the case.
-std::optional<RopeCase> table_call(const RopeCase& c, const AbiVersions& abi, const Contract& contract,
-                                   AngleModel model, uint64_t turn, std::string* why = nullptr);
-// The contract a call converted by table_call is judged under when it is judged as the case asked (the property
-// rows): its cos-sin clause the coarsest of the contract's and the tables' dtypes (the table rounds cos and sin).
+// The ways a case is sent to a kernel whose negotiation found `abi` (docs/gate.md, "Kernels that take tables"), the
+// preferred first. To a kernel that takes the flat form's neutral calls, one: as asked. To one that took only the
+// ABI v3 forms of a call: when it takes caller-given tables only and the case has none, with a table the harness
+// builds of each kind it took in turn, starting at kind number `turn` (by position, or per token when it took
+// those only) -- its cos/sin (times the attention factor) under the contract's clauses: in the call's dtype or f32
+// as the kernel took them, by the conventional f32 pipeline under angles=f32 or the fp32 angle model (else
+// correctly rounded) -- each in every form it took that expresses the case (the flat form, then each tensor form it
+// took: in_tensor_form). A way is made when first asked for (a table costs its exact values). A call declined in one
+// way is made in the next (call_in_ways): a form that takes only some calls (a decode-only flat form beside a
+// general tensor form) never hides the others.
+class SendWays {
+ public:
+  // rows: how the tables the harness builds are laid out (GivenRows::sparse: the positions index the table, for the
+  // long positions row); per-token kinds are per token whatever it says.
+  SendWays(const RopeCase& asked, const AbiVersions& abi, const Contract& contract, AngleModel model, uint64_t turn,
+           GivenRows rows = GivenRows::renumbered);
+  size_t size() const { return n_tables_ * n_forms_; }
+  // Way i (< size()); nullptr when it cannot express the case (not_sent() says why). The asked case itself when
+  // it goes as asked.
+  const RopeCase* way(size_t i);
+  // Why no way tried expresses the case: "the kernel takes tables only and a table cannot express this case (...)".
+  const std::string& not_sent() const { return why_; }
+
+ private:
+  const RopeCase& asked_;
+  const AbiVersions& abi_;
+  const Contract& contract_;
+  AngleModel model_;
+  uint64_t turn_;
+  GivenRows rows_;
+  size_t n_tables_ = 1, n_forms_ = 1;
+  std::vector<std::optional<TensorForm>> forms_;          // nullopt: as it is (the flat form, or its own tensors)
+  std::vector<std::optional<std::optional<RopeCase>>> tables_;  // per table way: not yet made / nullopt / the case
+  std::vector<std::optional<std::optional<RopeCase>>> ways_;
+  std::string why_;
+  const RopeCase* base(size_t t);
+};
+// The call of `asked` in the first of its ways (from way `first` on, then around) that the kernel does not
+// decline: `call` makes the call of one way (a result with not_sent set: that way is not to be made). Returns the
+// result of the accepted call, else of the last declined one, else (no way made) one with not_sent saying why;
+// *sent: the case of that result's way (nullptr: none made); *way: its index.
+CallResult call_in_ways(SendWays& ways, const std::function<CallResult(const RopeCase&)>& call, size_t first = 0,
+                        const RopeCase** sent = nullptr, size_t* way = nullptr);
+// The contract a call with a table the harness built is judged under when it is judged as the case asked (the
+// property rows): its cos-sin clause the coarsest of the contract's and the tables' dtypes (the table rounds cos and
+// sin); an angle table's rounding in its angle clause (docs/error-model.md, "Caller-given tables").
 Contract table_call_contract(const AbiVersions& abi, Dtype d, const Contract& contract);
-// The case as the kernel takes it (form; left empty when that is `asked` itself): with a table of kind number
-// turn() (table_call) when it takes tables only and `asked` has none, in the tensor form it took when it takes that
-// form only. false (not_sent: why) when that form cannot express the case: the call is not made.
+// How the harness builds the tables it gives a kernel under a contract and angle model: by the conventional f32
+// pipeline under angles=f32 with its derived K or the fp32 angle model; else correctly rounded.
+TablePipeline table_pipeline(const Contract& contract, AngleModel model);
+// The case as the kernel takes it, in the first of its ways (SendWays; form left empty when that is `asked`
+// itself). false (not_sent: why) when no way expresses the case: the call is not made.
 bool sent_form(const RopeCase& asked, const AbiVersions& abi, const Contract& contract, AngleModel model,
-               const std::function<uint64_t()>& turn, std::optional<RopeCase>& form, std::string& not_sent);
-// A turn for table_call that is a function of the case (its dtype, shape, positions and input): a property's
+               uint64_t turn, std::optional<RopeCase>& form, std::string& not_sent);
+// A turn for SendWays that is a function of the case (its dtype, shape, positions and input): a property's
 // replayed execution gets the kinds its gate run gave it.
 uint64_t case_turn(const RopeCase& c);
 
-// How a property's call of `asked` is made on a kernel whose negotiation found `abi` (the gate and `ropecheck
-// replay` alike): in place when the kernel takes in-place calls only; with a table of kind case_turn(asked) when it
-// takes tables only, in the tensor form it took when it takes that form only (form: the case to send; not_sent: why
-// none can be, the call is then not made); else as asked. criteria is what the property's outputs are held to
-// (table_call_contract with a table).
-struct PropertyCall {
-  std::optional<RopeCase> form;
-  bool in_place = false;
-  std::string not_sent;
-  const RopeCase& sent(const RopeCase& asked) const { return form ? *form : asked; }
-};
-PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
-                                AngleModel model);
+// A property's call of `asked` on a kernel whose negotiation found `abi` (the gate and `ropecheck replay` alike): in
+// place when the kernel takes in-place calls only, in the first of its ways (SendWays of turn case_turn(asked)) the
+// kernel does not decline; `call` makes one call (a result with not_sent: not made). *sent: the case of the call whose
+// result is returned (nullopt: none made). criteria is what the property's outputs are held to (property_contract).
+CallResult property_call(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
+                         AngleModel model, const std::function<CallResult(const RopeCase&, bool)>& call,
+                         std::optional<RopeCase>* sent = nullptr, bool* sent_in_place = nullptr);
 Contract property_contract(const RopeCase& asked, const AbiVersions& abi, const Contract& contract);
 
 Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
@@ -308,6 +343,9 @@ std::vector<V2Case> v2_feature_cases(Dtype d, Layout l, int64_t max_position, ui
 // same form as the v2 rows'. Tables are built correctly rounded (in f32 and in the case's dtype; the angle
 // kind f32); deterministic in the seed. A kernel may decline any of them.
 std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
+// ABI v4: per-token tables (RC_ROWS_BY_TOKEN), each kind in f32 and the data's type, the flat form and the tensor
+// form (q and k, rank 4 with shared or own rows, varlen, the inverse). Tables correctly rounded. Not in a case set.
+std::vector<V2Case> v4_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed);
 // The sequence row's calls: a base case and variants (base, rotary_dim, head_dim, scale, table, every other
 // accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back. With a model only the
 // dtype x layout variants (the model fixes the rest).
@@ -318,8 +356,16 @@ RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, con
 // The long positions row's cases (and whether each runs in place): positions from kLongPositionsFrom to
 // max_position -- f32-inexact ones below 2^31, then beyond int32 (2^31, 2^31 + 1, 2^32 +- 1, ..., max) -- over
 // a dtype and layout. Empty when max_position < kLongPositionsFrom.
+// for_tables: for a kernel that takes tables only, whose table (sparse: GivenRows::sparse) the positions index: the
+// same positions up to long_table_max_position(model), on heads of rotary_dim kLongTableRotaryDim (16 and 12
+// elements) unless a model fixes them.
 std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                                           const RopeCase* model = nullptr);
+                                                           const RopeCase* model = nullptr, bool for_tables = false);
+inline constexpr uint32_t kLongTableRotaryDim = 8;
+inline constexpr int64_t kLongTableMaxPosition = int64_t(1) << 34;
+// The largest position a table kernel's long positions row reaches: 2^34, or less where the model's rotary_dim makes
+// a row of f32 values so wide that (position + 2^31) rows would span more than 2^42 bytes of address space.
+int64_t long_table_max_position(const RopeCase* model);
 // The large row's cases (and whether each runs in place): prefill and MLA shapes, the combinations taking turns.
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
                                                    int64_t max_position, uint64_t seed,

@@ -414,6 +414,25 @@ std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, ui
     w.tensor->pad[0][1] = uint32_t((uint64_t(1) << 31) - 128 - 2 * 64);
     add("strides", "q's tokens 2^31 - 128 elements apart, in place: element offsets up to 2^32 - 1", w, true);
     out.back().gate_only = true;
+    // The same out of place, q_out laid out as q (its wrapped offsets fall in the guard page before q_out): a kernel
+    // that takes out-of-place calls only sees it too.
+    RopeCase o = make(64, 64, 2, 3);
+    o.tensor = TensorCall{};
+    o.tensor->pad[0][1] = o.tensor->pad[1][1] = uint32_t((uint64_t(1) << 31) - 128 - 2 * 64);
+    add("strides", "q's and q_out's tokens 2^31 - 128 elements apart, out of place: element offsets up to 2^32 - 1", o);
+    out.back().gate_only = true;
+  }
+  // A prefill from position 0 with the table real kernels assume: row r is position r, consecutive rows for the
+  // consecutive positions (ONNX Runtime's and XNNPACK's callers build it so), a few rows past the last.
+  {
+    RopeCase p = make(64, 64, 2, 1);
+    p.positions = {0, 1, 2, 3, 4, 5};
+    p.table = build_table(p, TableKind::cos_sin_2, Dtype::f32, 9, TablePipeline::correctly_rounded);
+    add("tables", "a prefill from position 0: rows 0..8 of positions 0..8, f32 cos and sin [P][R/2]", p);
+    RopeCase q = make(64, 64, 2, 1);
+    q.positions = {0, 1, 2, 3};
+    q.table = build_table(q, TableKind::cos_sin_cat, d, 4, TablePipeline::correctly_rounded);
+    add("tables", "a prefill from position 0: one cos|sin table [P][R] of the data's type, rows 0..3, in place", q, true);
   }
   return out;
 }
@@ -561,9 +580,82 @@ RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, con
   return c;
 }
 
+std::vector<V2Case> v4_feature_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed) {
+  Rng rng(seed * 0x94d049bb133111ebull + uint64_t(d) * 16 + uint64_t(l) + 17);
+  std::vector<V2Case> out;
+  auto make = [&](uint32_t hd, uint32_t rd, uint32_t heads, size_t tokens) {
+    return feature_case(d, l, hd, rd, heads, 10000.0, position_mix(rng, max_position, tokens));
+  };
+  auto per_token = [&](RopeCase c, TableKind k, Dtype td) {
+    return *with_given_table(c, k, td, TablePipeline::correctly_rounded, nullptr, GivenRows::by_token);
+  };
+  auto add = [&](const char* what, RopeCase c, bool in_place = false) {
+    fill_random(c, rng);
+    if (c.tensor && c.tensor->k_heads) {
+      TensorCall& tc = *c.tensor;
+      tc.k_input.assign(c.n_tokens() * tc.k_heads * c.head_dim * dtype_size(d), 0);
+      for (size_t k = 0; k < c.n_tokens() * tc.k_heads * c.head_dim; ++k)
+        store_f32(d, tc.k_input.data(), k, random_value(rng, d));
+    }
+    out.push_back({"per-token tables", what, std::move(c), in_place});
+  };
+  // Each kind, a row per token (a position repeated: its rows repeat), f32 and the data's type, the flat form.
+  {
+    RopeCase c = make(64, 64, 2, 6);
+    c.positions[3] = c.positions[1];
+    add("full-width cos and sin [T][R], f32, the flat form (Hugging Face's cos[position_ids])",
+        per_token(c, TableKind::cos_sin_full, Dtype::f32));
+    add("cos and sin [T][R/2] in the data's type, partial rotary, in place",
+        per_token(make(96, 64, 2, 5), TableKind::cos_sin_2, d), true);
+    add("one cos|sin table [T][R], f32", per_token(make(64, 64, 1, 5), TableKind::cos_sin_cat, Dtype::f32));
+    add("f32 angles [T][R]", per_token(make(64, 64, 2, 4), TableKind::angle, Dtype::f32));
+  }
+  // The tensor form: q and k with their own head counts (Liger), a {B, S} batch with one set of rows for every
+  // sequence ({1, S, R}: the same positions in each) and with rows of its own per sequence, implicit positions, the
+  // inverse.
+  {
+    RopeCase g = make(64, 64, 4, 5);
+    g.tensor = TensorCall{};
+    g.tensor->k_heads = 2;
+    add("q 4 heads and k 2 heads, full-width tables in the data's type", per_token(g, TableKind::cos_sin_full, d));
+    RopeCase b = make(64, 64, 2, 3);
+    b.positions = {0, 1, 2, 0, 1, 2};  // two sequences from 0: one {1, S, R} table for both
+    b.tensor = TensorCall{};
+    b.tensor->rank = 4;
+    b.tensor->batch = 2;
+    b.tensor->k_heads = 1;
+    add("rank 4, 2 sequences from position 0 sharing one {1, S, R} table, k 1 head, in place",
+        per_token(b, TableKind::cos_sin_full, Dtype::f32), true);
+    RopeCase r = make(64, 32, 2, 6);
+    r.tensor = TensorCall{};
+    r.tensor->rank = 4;
+    r.tensor->batch = 2;
+    add("rank 4, 2 sequences with rows of their own {B, S, R}, partial rotary",
+        per_token(r, TableKind::cos_sin_cat, Dtype::f32));
+    RopeCase v = make(64, 64, 2, 1);
+    v.tensor = TensorCall{};
+    v.tensor->cu_seqlens = {0, 2, 5};
+    v.tensor->pos = PositionForm::implicit;
+    v.tensor->seq_offsets = {7, 1000};
+    v.positions = {7, 8, 1000, 1001, 1002};
+    add("varlen sequences, implicit positions, a row per token", per_token(v, TableKind::cos_sin_2, Dtype::f32));
+    RopeCase i = per_token(make(64, 64, 2, 5), TableKind::cos_sin_full, d);
+    i.direction = Direction::inverse;
+    add("the inverse (Liger's backward: sin negated)", i);
+  }
+  return out;
+}
+
+int64_t long_table_max_position(const RopeCase* model) {
+  // A row of 8 f32 values (rotary_dim 8), or the model's rotary_dim of them: (rows + 2^31) rows within 2^42 bytes.
+  const uint64_t row = uint64_t(model ? model->rotary_dim : kLongTableRotaryDim) * 4;
+  return std::min<int64_t>(kLongTableMaxPosition, int64_t((uint64_t(1) << 42) / row - (uint64_t(1) << 31)));
+}
+
 std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                                           const RopeCase* model) {
+                                                           const RopeCase* model, bool for_tables) {
   std::vector<std::pair<RopeCase, bool>> out;
+  if (for_tables) max_position = std::min(max_position, long_table_max_position(model));
   if (max_position < kLongPositionsFrom) return out;
   Rng rng(seed * 0x94d049bb133111ebull + uint64_t(d) * 16 + uint64_t(l) + 11);
   const int64_t int32_top = int64_t(INT32_MAX);
@@ -574,6 +666,10 @@ std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, in
   };
   auto make = [&](uint32_t hd, uint32_t rd, double base, std::vector<int64_t> positions, bool in_place) {
     for (int64_t& p : positions) p = std::min(p, max_position);
+    if (for_tables) {  // narrow rows: a table indexed by these positions spans (position + 1) rows
+      hd = hd == 64 ? 2 * kLongTableRotaryDim : kLongTableRotaryDim + 4;
+      rd = kLongTableRotaryDim;
+    }
     RopeCase c;
     c.dtype = d;
     c.layout = l;

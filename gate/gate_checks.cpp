@@ -148,6 +148,10 @@ std::string row_what(const std::string& name, const Contract& contract) {
     return "ABI v3: varlen cu_seqlens (a length-1 and an empty sequence), implicit positions with per-sequence "
            "offsets, rank 4 batches";
   if (name == "v3: int32 positions") return "ABI v3: int32 positions, cu_seqlens and seq_offsets";
+  if (name == "v4: per-token tables")
+    return "ABI v4: cos/sin or angles with a row per token, gathered at its position (RC_ROWS_BY_TOKEN: Hugging Face, "
+           "Liger), each kind in f32 and the data's type; q and k, {B, S} batches sharing rows or not, varlen, the "
+           "inverse; judged against the table as given";
   if (name == "random") return "random cases: dims, heads, tokens, positions, base, scale, tables, in place";
   if (name == "long positions")
     return "positions past the other rows': f32-inexact ones below 2^31, then beyond int32 (2^31, 2^32 + 1, ... up "
@@ -175,6 +179,10 @@ CaseVerdict check_call(const RopeCase& c, bool in_place, const CallResult& r) {
                                         : r.status == CallStatus::crashed && r.signal == SIGSYS ? "forbidden system call"
                                         : r.status == CallStatus::crashed && !r.wrapped_offset.empty()
                                             ? "element offsets computed in 32 bits"
+                                        : r.status == CallStatus::crashed && !r.narrowed_position.empty()
+                                            ? "positions truncated to 32 bits"
+                                        : r.status == CallStatus::crashed && !r.token_table_row.empty()
+                                            ? "per-token table indexed by position"
                                         : r.status == CallStatus::crashed ? "crash"
                                         : !r.raised.empty()                                     ? "exception"
                                                                                                 : "error code");
@@ -339,7 +347,8 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
                           const CallResult& r) {
   if (!v.fault.empty()) {
     if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "exception" ||
-        v.fault == "forbidden system call" || v.fault == "element offsets computed in 32 bits")
+        v.fault == "forbidden system call" || v.fault == "element offsets computed in 32 bits" ||
+        v.fault == "positions truncated to 32 bits" || v.fault == "per-token table indexed by position")
       return v.fault + ": the kernel " + describe(r);
     return v.fault;
   }
@@ -435,56 +444,145 @@ CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
   return r;
 }
 
-// The kinds of cos/sin table a kernel took in the negotiation, in the ABI's order.
+// The kinds of cos/sin table a kernel took in the negotiation, in the ABI's order: by position, then per token (v4).
 namespace {
-std::vector<TableKind> taken_kinds(const AbiVersions& abi) {
-  std::vector<TableKind> kinds;
-  for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
-    if (abi.takes_table(k)) kinds.push_back(k);
+struct TakenKind {
+  TableKind kind;
+  bool by_token;
+};
+std::vector<TakenKind> taken_kinds(const AbiVersions& abi) {
+  std::vector<TakenKind> kinds;
+  for (bool by_token : {false, true})
+    for (TableKind k : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+      if (by_token ? abi.takes_token_table(k) : abi.takes_table(k)) kinds.push_back({k, by_token});
   return kinds;
 }
 
 // The dtype of the table of kind k for a call of dtype d: the call's (vLLM, ONNX Runtime) when the kernel took
 // that, unless it took f32 tables too and the contract says cos and sin are f32; otherwise f32.
-Dtype table_dtype(const AbiVersions& abi, TableKind k, Dtype d, const Contract& contract) {
-  const bool f32_taken = abi.table_dtypes[size_t(k)] >> unsigned(Dtype::f32) & 1u;
-  return d != Dtype::f32 && abi.table_in_call_dtype[size_t(k)] && !(f32_taken && contract.cos_sin == Dtype::f32)
-             ? d
-             : Dtype::f32;
+Dtype table_dtype(const AbiVersions& abi, const TakenKind& k, Dtype d, const Contract& contract) {
+  const uint8_t* dtypes = k.by_token ? abi.token_table_dtypes : abi.table_dtypes;
+  const bool* in_call = k.by_token ? abi.token_table_in_call_dtype : abi.table_in_call_dtype;
+  const bool f32_taken = dtypes[size_t(k.kind)] >> unsigned(Dtype::f32) & 1u;
+  return d != Dtype::f32 && in_call[size_t(k.kind)] && !(f32_taken && contract.cos_sin == Dtype::f32) ? d
+                                                                                                      : Dtype::f32;
+}
+
+// The case with a table of kind k the harness builds (SendWays): nullopt (*why) when a table cannot express it.
+std::optional<RopeCase> with_table_of(const RopeCase& c, const AbiVersions& abi, const Contract& contract,
+                                      AngleModel model, const TakenKind& k, GivenRows rows, std::string& why) {
+  const Dtype td = table_dtype(abi, k, c.dtype, contract);
+  const TablePipeline p = table_pipeline(contract, model);
+  std::optional<RopeCase> t;
+  try {
+    t = with_given_table(c, k.kind, td, p, &why, k.by_token ? GivenRows::by_token : rows);
+  } catch (const std::exception& e) {  // (an angle field the table builder cannot evaluate: the case says why)
+    why = e.what();
+  }
+  if (!t) why = "a table cannot express this case (" + why + ")";
+  return t;
 }
 }  // namespace
 
-std::optional<RopeCase> table_call(const RopeCase& c, const AbiVersions& abi, const Contract& contract,
-                                   AngleModel model, uint64_t turn, std::string* why) {
-  const std::vector<TableKind> kinds = taken_kinds(abi);
-  if (kinds.empty()) return std::nullopt;
-  const TableKind k = kinds[turn % kinds.size()];
-  const Dtype td = table_dtype(abi, k, c.dtype, contract);
-  const TablePipeline p = contract.angles == Contract::Angles::f32 || model != AngleModel::exact
-                              ? TablePipeline::conventional_f32
-                              : TablePipeline::correctly_rounded;
-  std::string w;
-  std::optional<RopeCase> t;
-  try {
-    t = with_given_table(c, k, td, p, &w);
-  } catch (const std::exception& e) {  // (an angle field the table builder cannot evaluate: the case says why)
-    w = e.what();
+SendWays::SendWays(const RopeCase& asked, const AbiVersions& abi, const Contract& contract, AngleModel model,
+                   uint64_t turn, GivenRows rows)
+    : asked_(asked), abi_(abi), contract_(contract), model_(model), turn_(turn), rows_(rows) {
+  if (abi.tables_only && !asked.table) n_tables_ = std::max<size_t>(1, taken_kinds(abi).size());
+  // The forms: as it is where the kernel takes the flat form (or has no v3 forms of its own), then each tensor form
+  // it took.
+  if (abi.forms.empty() || abi.takes_flat_form()) forms_.push_back(std::nullopt);
+  for (const TensorForm& f : abi.tensor_forms()) forms_.push_back(f);
+  if (forms_.empty()) forms_.push_back(std::nullopt);
+  n_forms_ = forms_.size();
+  tables_.resize(n_tables_);
+  ways_.resize(size());
+}
+
+const RopeCase* SendWays::base(size_t t) {
+  if (!(abi_.tables_only && !asked_.table)) return &asked_;
+  auto& slot = tables_[t];
+  if (!slot) {
+    const std::vector<TakenKind> kinds = taken_kinds(abi_);
+    std::string w;
+    slot.emplace(kinds.empty() ? std::nullopt
+                               : with_table_of(asked_, abi_, contract_, model_, kinds[(turn_ + t) % kinds.size()],
+                                               rows_, w));
+    if (!*slot && why_.empty()) why_ = "the kernel takes tables only and " + w;
   }
-  if (!t) {
-    if (why) *why = "a table cannot express this case (" + w + ")";
-    return std::nullopt;
+  return *slot ? &**slot : nullptr;
+}
+
+const RopeCase* SendWays::way(size_t i) {
+  if (i >= size()) return nullptr;
+  const size_t t = i / n_forms_, f = i % n_forms_;
+  const RopeCase* b = base(t);
+  if (!b) return nullptr;
+  if (!forms_[f]) return b;  // as it is (a table case keeps the form it was built in)
+  auto& slot = ways_[i];
+  if (!slot) {
+    std::string w;
+    slot.emplace(in_tensor_form(*b, *forms_[f], &w));
+    if (!*slot && why_.empty())
+      why_ = std::string(abi_.tensor_form_only ? "the kernel takes the tensor form only and " : "") + w;
   }
-  if (abi.tensor_form_only) {
-    t = in_tensor_form(*t, abi.tensor_form, &w);
-    if (!t && why) *why = w;
+  return *slot ? &**slot : nullptr;
+}
+
+CallResult call_in_ways(SendWays& ways, const std::function<CallResult(const RopeCase&)>& call, size_t first,
+                        const RopeCase** sent, size_t* way) {
+  std::optional<CallResult> last, unsent;
+  const RopeCase* last_case = nullptr;
+  size_t last_way = 0;
+  const size_t n = ways.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    const RopeCase* c = ways.way(i);
+    if (!c) continue;
+    CallResult r = call(*c);
+    if (!r.not_sent.empty()) {
+      if (!unsent) unsent = std::move(r);
+      continue;
+    }
+    const bool declined = r.status == CallStatus::declined;
+    last = std::move(r);
+    last_case = c;
+    last_way = i;
+    if (!declined) break;
   }
-  return t;
+  if (sent) *sent = last_case;
+  if (way) *way = last_way;
+  if (last) return std::move(*last);
+  if (unsent) return std::move(*unsent);
+  CallResult r;
+  r.status = CallStatus::declined;
+  r.rc = RC_UNSUPPORTED;
+  r.not_sent = ways.not_sent().empty() ? "no form of the call the kernel takes expresses this case" : ways.not_sent();
+  return r;
+}
+
+TablePipeline table_pipeline(const Contract& contract, AngleModel model) {
+  // The conventional pipeline is what angles=f32 with its derived K describes; under an explicit K (which may be
+  // below that pipeline's) the tables are correctly rounded, which every K >= 1/2 allows.
+  return (contract.angles == Contract::Angles::f32 && contract.angle_ulps == 0) || model != AngleModel::exact
+             ? TablePipeline::conventional_f32
+             : TablePipeline::correctly_rounded;
 }
 
 Contract table_call_contract(const AbiVersions& abi, Dtype d, const Contract& contract) {
   Contract out = contract;
-  for (TableKind k : taken_kinds(abi)) {
-    if (k == TableKind::angle) continue;  // f32 angles: the kernel's own cos and sin (its cos-sin clause)
+  for (const TakenKind& k : taken_kinds(abi)) {
+    if (k.kind == TableKind::angle) {
+      // f32 angles, the kernel's own cos and sin of them (its cos-sin clause). A correctly rounded angle is within
+      // half an ulp of f32 at |phi| of the exact one (docs/error-model.md, "Caller-given tables"): the angle clause
+      // allows at least that (K = 1/2, second-order terms aside); the conventional pipeline's angles (angles=f32
+      // with its derived K) are what that clause already allows.
+      if (table_pipeline(contract, AngleModel::exact) == TablePipeline::correctly_rounded) {
+        constexpr double kHalfUlp = 0.5 * (1 + 0x1p-20);
+        out.angles = Contract::Angles::f32;
+        out.angle_ulps = std::max(contract.angles == Contract::Angles::f32 ? contract.angle_ulps : 0.0, kHalfUlp);
+      }
+      continue;
+    }
     const Dtype td = table_dtype(abi, k, d, contract);
     if (format_of(td).unit_roundoff() > format_of(out.cos_sin).unit_roundoff()) out.cos_sin = td;
   }
@@ -504,27 +602,31 @@ uint64_t case_turn(const RopeCase& c) {
 }
 
 bool sent_form(const RopeCase& asked, const AbiVersions& abi, const Contract& contract, AngleModel model,
-               const std::function<uint64_t()>& turn, std::optional<RopeCase>& form, std::string& not_sent) {
+               uint64_t turn, std::optional<RopeCase>& form, std::string& not_sent) {
   form.reset();
-  std::string why;
-  if (abi.tables_only && !asked.table) {
-    form = table_call(asked, abi, contract, model, turn(), &why);
-    if (!form) not_sent = "the kernel takes tables only and " + why;
-  } else if (abi.tensor_form_only) {
-    form = in_tensor_form(asked, abi.tensor_form, &why);
-    if (!form) not_sent = "the kernel takes the tensor form only and " + why;
-  } else {
-    return true;
-  }
-  return form.has_value();
+  SendWays ways(asked, abi, contract, model, turn);
+  for (size_t i = 0; i < ways.size(); ++i)
+    if (const RopeCase* c = ways.way(i)) {
+      if (c != &asked) form = *c;
+      return true;
+    }
+  not_sent = ways.not_sent();
+  return false;
 }
 
-PropertyCall property_call_form(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
-                                AngleModel model) {
-  PropertyCall p;
-  p.in_place = in_place || abi.in_place_only;  // (its in-place output is what an out-of-place call's would be)
-  sent_form(asked, abi, contract, model, [&] { return case_turn(asked); }, p.form, p.not_sent);
-  return p;
+CallResult property_call(const RopeCase& asked, bool in_place, const AbiVersions& abi, const Contract& contract,
+                         AngleModel model, const std::function<CallResult(const RopeCase&, bool)>& call,
+                         std::optional<RopeCase>* sent, bool* sent_in_place) {
+  const bool ip = in_place || abi.in_place_only;  // (its in-place output is what an out-of-place call's would be)
+  if (sent_in_place) *sent_in_place = ip;
+  SendWays ways(asked, abi, contract, model, case_turn(asked));
+  const RopeCase* made = nullptr;
+  CallResult r = call_in_ways(ways, [&](const RopeCase& c) { return call(c, ip); }, 0, &made);
+  if (sent) {
+    sent->reset();
+    if (made) *sent = *made;
+  }
+  return r;
 }
 
 Contract property_contract(const RopeCase& asked, const AbiVersions& abi, const Contract& contract) {

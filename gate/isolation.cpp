@@ -464,11 +464,16 @@ std::string wrapped_element(const RopeCase& c, int which, int64_t delta) {
   return "";
 }
 
+struct Region;
+std::string narrowed_row(const RopeCase& c, const Region& g, int64_t delta);
+std::string position_row_of_token_table(const RopeCase& c, const Region& g, int64_t delta);
+
 // Where a faulting access of a call was (CallResult::fault_where): in which guard page of which buffer, how far
 // from the buffer's data, or outside ropecheck's buffers; and, when the address is where a tensor's element
 // would be with its offset computed in 32 bits, which element (`wrapped`: its words, else empty).
 std::string fault_place(const Reply& f, const std::vector<Region>& regions, const unsigned char* arena,
-                        size_t used, const RopeCase& c, std::string& wrapped) {
+                        size_t used, const RopeCase& c, std::string& wrapped, std::string& narrowed,
+                        std::string& by_position) {
   const char* how = f.fault_write == 1 ? "a write" : f.fault_write == 0 ? "a read" : "an access";
   const uint64_t a = f.fault_addr, base = reinterpret_cast<uint64_t>(arena);
   if (a < 4096) return fmt::format("{} at address {:#x} (a null pointer)", how, a);
@@ -485,8 +490,15 @@ std::string fault_place(const Reply& f, const std::vector<Region>& regions, cons
                             off - (g.data + g.n));
       else if (off >= g.guard_lo && off < g.end() && !g.live.empty() &&
                std::none_of(g.live.begin(), g.live.end(), [&](const Span& x) { return off >= x.lo && off < x.hi; }))
-        where = fmt::format("{} of a guard page between the elements of the {} buffer, {} byte(s) from its start", how,
-                            g.name, off - g.data);
+        where = off >= g.data ? fmt::format("{} of a guard page between the elements of the {} buffer, {} byte(s) "
+                                            "from its start{}",
+                                            how, g.name, off - g.data,
+                                            g.tensor < 0 && c.table && c.table->sparse()
+                                                ? " (a row no position of the call indexes: this call's table is "
+                                                  "sparse, only its positions' rows and their neighbours are there)"
+                                                : "")
+                              : fmt::format("{} of a guard page in front of the {} buffer, {} byte(s) before its first",
+                                            how, g.name, g.data - off);
       else if (off >= g.guard_lo && off < g.end())
         where = fmt::format("{} inside the {} buffer's area ({} byte(s) from its start), whose protection the kernel "
                             "changed", how, g.name, int64_t(off) - int64_t(g.data));
@@ -497,23 +509,33 @@ std::string fault_place(const Reply& f, const std::vector<Region>& regions, cons
     if (g.tensor >= 0 && wrapped.empty())
       wrapped = wrapped_element(c, g.tensor, int64_t(a) - int64_t(base + g.data));
   if (!wrapped.empty()) where += "; there would be " + wrapped;
+  for (const Region& g : regions)
+    if (!g.live.empty() && g.tensor < 0 && narrowed.empty())
+      narrowed = narrowed_row(c, g, int64_t(a) - int64_t(base + g.data));
+  if (!narrowed.empty()) where += "; there would be " + narrowed;
+  for (const Region& g : regions)
+    if (g.tensor < 0 && by_position.empty() && std::string_view(g.name).rfind("table", 0) == 0)
+      by_position = position_row_of_token_table(c, g, int64_t(a) - int64_t(base + g.data));
+  if (!by_position.empty()) where += "; there would be " + by_position;
   return where;
 }
 
-Region place(const char* name, unsigned char pattern, size_t n, Placement p, size_t& cursor) {
+// `pad`: bytes after the buffer the kernel may read (HostOptions::input_padding): flush_end puts them, not the buffer,
+// against the second guard page.
+Region place(const char* name, unsigned char pattern, size_t n, Placement p, size_t& cursor, size_t pad = 0) {
   const size_t pg = page_size();
   Region r;
   r.name = name;
   r.pattern = pattern;
   r.n = n;
   r.guard_lo = cursor;
-  const size_t area = std::max(pg, round_up(n + 128, pg));
+  const size_t area = std::max(pg, round_up(n + pad + 128, pg));
   const size_t lo = cursor + pg;
   r.guard_hi = lo + area;
   switch (p) {
     case Placement::flush_start: r.data = lo; break;
-    case Placement::flush_end: r.data = r.guard_hi - n; break;
-    case Placement::aligned: r.data = lo + ((area - n) / 2) / 64 * 64; break;
+    case Placement::flush_end: r.data = r.guard_hi - pad - n; break;
+    case Placement::aligned: r.data = lo + ((area - n - pad) / 2) / 64 * 64; break;
   }
   cursor = r.end();
   return r;
@@ -528,22 +550,85 @@ Region place(const char* name, unsigned char pattern, size_t n, Placement p, siz
 constexpr size_t kSparseFrom = size_t(256) << 20;
 
 Region place_tensor(const char* name, unsigned char pattern, const RopeCase& c, int which, Placement p,
-                    size_t& cursor) {
+                    size_t& cursor, size_t pad = 0) {
   const TensorLayout l = c.tensor_layout(which);
   const size_t es = dtype_size(c.dtype), n = size_t(l.span) * es;
   const bool sparse = n > kSparseFrom;
-  Region r = place(name, pattern, n, sparse ? Placement::flush_start : p, cursor);
+  Region r = place(name, pattern, n, sparse ? Placement::flush_start : p, cursor, pad);
   r.tensor = which;
   if (!sparse) return r;
   const size_t pg = page_size(), H = size_t(l.shape[l.ndim - 2]), bytes = size_t(c.head_dim) * es;
   for (size_t t = 0; t < c.n_tokens(); ++t)
-    for (size_t h = 0; h < H; ++h) {
+    for (size_t h = 0; h < H; ++h) {  // (and the padding the kernel may read after each head's elements)
       const size_t at = r.data + size_t(l.head(t, h)) * es;
-      r.live.push_back({at / pg * pg, round_up(at + bytes, pg)});
+      r.live.push_back({at / pg * pg, round_up(at + bytes + pad, pg)});
     }
   r.live.push_back({(r.data + n) / pg * pg, r.guard_hi});
   merge_spans(r.live);
   return r;
+}
+
+// A caller-given table (ABI v3) in its region; a sparse one (CosSinTable::stored: positions past 2^31 index it) spans
+// its rows x row bytes, flush against its second guard page (so the last row, the call's largest position, ends
+// there), only its kept rows' pages hold the pattern and the values, and every other page of its area is a guard
+// page for the call: a row read at a position the call does not have faults, and nothing of the rest is allocated.
+Region place_table(const char* name, unsigned char pattern, const RopeCase& c, int n, Placement p, size_t& cursor,
+                   size_t pad) {
+  const CosSinTable& t = *c.table;
+  const size_t bytes = c.abi_table_bytes[n].size();
+  if (!t.sparse()) return place(name, pattern, bytes, p, cursor, pad);
+  const size_t row = bytes / t.stored.size(), pg = page_size(), total = t.rows * row;
+  // In front of it, as many guard pages as a row of -2^31 is away (a position narrowed to int32 reads there: the
+  // fault names it).
+  const size_t lead = (size_t(1) << 31) * row;
+  Region r = place(name, pattern, lead + total, Placement::flush_end, cursor, pad);
+  r.data = r.guard_hi - pad - total;
+  r.n = total;
+  for (int64_t k : t.stored) {  // each kept row with its neighbours' (a vector read may run into them) and the padding
+    const size_t at = r.data + size_t(k) * row;
+    r.live.push_back({(at - std::min(at - r.data, row)) / pg * pg, std::min(round_up(at + 2 * row + pad, pg), r.guard_hi)});
+  }
+  r.live.push_back({(r.data + total) / pg * pg, r.guard_hi});  // (the padding after its last row)
+  merge_spans(r.live);
+  return r;
+}
+
+// The table row a faulting address of a sparse table's call is, where a position of the call narrowed to 32 bits
+// would index it: "table row -2147483648 (position 2147483648 as int32)"; empty when none.
+std::string narrowed_row(const RopeCase& c, const Region& g, int64_t delta) {
+  if (!c.table || !c.table->sparse()) return "";
+  if (g.tensor >= 0) return "";
+  const int64_t row = int64_t(c.abi_table_bytes[0].size() / c.table->stored.size());  // (table2's rows are as wide)
+  if (row <= 0) return "";
+  for (int64_t m : c.positions) {
+    const struct {
+      int64_t r;
+      const char* words;
+    } ways[] = {{int64_t(int32_t(uint32_t(uint64_t(m)))), "as int32"}, {int64_t(uint32_t(uint64_t(m))), "as uint32"}};
+    for (const auto& w : ways) {
+      int64_t lo;
+      if (w.r == m || __builtin_mul_overflow(w.r, row, &lo)) continue;
+      if (delta >= lo && delta < lo + row)
+        return fmt::format("{} row {} (position {} {})", g.name, w.r, m, w.words);
+    }
+  }
+  return "";
+}
+
+// The row a faulting address of a per-token table's call is, where a token's position would index it (a per-token
+// table read as one indexed by position): "table row 4097 (token 2's position; the table has a row per token, 6
+// rows)"; empty when none.
+std::string position_row_of_token_table(const RopeCase& c, const Region& g, int64_t delta) {
+  if (!c.table || !c.table->by_token || c.abi_table_ndim != 2 || c.n_tokens() == 0) return "";
+  const int64_t T = int64_t(c.n_tokens()), row = int64_t(c.abi_table_bytes[0].size()) / T;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t m = c.position(size_t(t));
+    int64_t lo;
+    if (m < T || __builtin_mul_overflow(m, row, &lo)) continue;
+    if (delta >= lo && delta < lo + row)
+      return fmt::format("{} row {} (token {}'s position; the table has a row per token, {} rows)", g.name, m, t, T);
+  }
+  return "";
 }
 
 // ---- the ABI v3 draft's tensors in the arena -----------------------------------------------------------
@@ -559,11 +644,11 @@ struct TensorRegions {
 
 template <class Placer>
 void add_tensor_regions(const RopeCase& c, bool in_place, TensorRegions& tr, std::vector<Region>& regions,
-                        size_t& cursor, Placer placement) {
+                        size_t& cursor, Placer placement, size_t pad) {
   const TensorCall& tc = *c.tensor;
   if (tc.k_heads) {
     tr.k = regions.size();
-    regions.push_back(place_tensor(in_place ? "in-place k" : "k", 0x6A, c, 2, placement(12), cursor));
+    regions.push_back(place_tensor(in_place ? "in-place k" : "k", 0x6A, c, 2, placement(12), cursor, pad));
     tr.k_out = tr.k;
     if (!in_place) {
       tr.k_out = regions.size();
@@ -572,15 +657,18 @@ void add_tensor_regions(const RopeCase& c, bool in_place, TensorRegions& tr, std
   }
   if (tc.pos != PositionForm::implicit) {
     tr.pos = regions.size();
-    regions.push_back(place("pos", 0x3C, c.positions.size() * tensor_index_elem(c, true), placement(1), cursor));
+    regions.push_back(
+        place("pos", 0x3C, c.positions.size() * tensor_index_elem(c, true), placement(1), cursor, pad));
   }
   if (!tc.seq_offsets.empty()) {
     tr.seq_offsets = regions.size();
-    regions.push_back(place("seq_offsets", 0x63, tc.seq_offsets.size() * tensor_index_elem(c, false), placement(14), cursor));
+    regions.push_back(place("seq_offsets", 0x63, tc.seq_offsets.size() * tensor_index_elem(c, false), placement(14),
+                            cursor, pad));
   }
   if (!tc.cu_seqlens.empty()) {
     tr.cu_seqlens = regions.size();
-    regions.push_back(place("cu_seqlens", 0x36, tc.cu_seqlens.size() * tensor_index_elem(c, false), placement(15), cursor));
+    regions.push_back(place("cu_seqlens", 0x36, tc.cu_seqlens.size() * tensor_index_elem(c, false), placement(15),
+                            cursor, pad));
   }
 }
 
@@ -788,12 +876,16 @@ void KernelHost::end_apart(bool kill_it) {
 double KernelHost::live_cpu_seconds() const {
   // Attached: the serving process's CPU since this host first opened a channel (it serves every host of the run).
   // Served apart: and the CPU of the processes it forked for the channels (those that ended: their last reading).
+  // While the probes run: their host's too (attached, what it counted stays in probes_cpu_ after it ends; not
+  // attached, its processes are reaped into RUSAGE_CHILDREN).
+  const double probes = (probe_host_ ? probe_host_->live_cpu_seconds() : 0.0) + probes_cpu_;
   if (src_.host_fd >= 0)
     return (have_cpu_clock_ && attached_cpu0_ >= 0 ? cpu_clock_seconds(cpu_clock_) - attached_cpu0_ : 0.0) +
-           apart_cpu_ended_ + (have_apart_clock_ ? std::max(apart_cpu_last_, cpu_clock_seconds(apart_clock_)) : 0.0);
+           apart_cpu_ended_ + (have_apart_clock_ ? std::max(apart_cpu_last_, cpu_clock_seconds(apart_clock_)) : 0.0) +
+           probes;
   // (and the zygote's, while it lives: the clones' share of their cost; reaped, it is in RUSAGE_CHILDREN)
   return (pid_ > 0 && have_cpu_clock_ ? cpu_clock_seconds(cpu_clock_) : 0.0) +
-         (zygote_pid_ > 0 && have_zygote_clock_ ? cpu_clock_seconds(zygote_clock_) : 0.0);
+         (zygote_pid_ > 0 && have_zygote_clock_ ? cpu_clock_seconds(zygote_clock_) : 0.0) + probes;
 }
 
 void KernelHost::ensure_arena(size_t bytes) {
@@ -1112,18 +1204,19 @@ void KernelHost::swap_parked() {
 }
 
 const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
-                                         double timeout_seconds, const std::function<bool()>& stop) {
-  // The asked dtypes and layouts first, then the others (a kernel restricted to an unasked one still
-  // answers the version question).
-  std::vector<Dtype> d = dtypes;
-  for (Dtype x : kAllDtypes)
-    if (std::find(d.begin(), d.end(), x) == d.end()) d.push_back(x);
-  std::vector<Layout> l = layouts;
-  for (Layout x : kAllLayouts)
-    if (std::find(l.begin(), l.end(), x) == l.end()) l.push_back(x);
+                                         double timeout_seconds, const std::function<bool()>& stop,
+                                         const std::function<void(const CallResult&)>& on_call) {
+  // (negotiate_abi asks the asked dtypes and layouts first, then the others for the version question)
   HostOptions po = opt_;
   po.output_dir.clear();  // the probes' output stays out of the run's capture files
   KernelHost probe(src_, po);
+  // The probes are calls like any other: the probe host's CPU counts in live_cpu_seconds() while it lives (then in
+  // RUSAGE_CHILDREN), and each probe's blocked time is reported (the gate's budget).
+  probe_host_ = &probe;
+  struct Unset {
+    KernelHost*& p;
+    ~Unset() { p = nullptr; }
+  } unset{probe_host_};
   abi_ = negotiate_abi(
       [&](const RopeCase& c, uint32_t version, bool in_place) {
         AbiProbe p;
@@ -1134,12 +1227,14 @@ const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const
           r.status = CallStatus::crashed;
           r.host_error = e.what();
         }
+        if (on_call) on_call(r);
         p.rc = r.rc;
         p.said = r.raised;
         if (r.status == CallStatus::crashed || r.status == CallStatus::hung) p.outcome = describe(r);
         return p;
       },
-      d, l, stop);
+      dtypes, layouts, stop);
+  if (src_.host_fd >= 0) probes_cpu_ += probe.live_cpu_seconds();
   return abi_;
 }
 
@@ -1172,11 +1267,13 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   size_t cursor = 0;
   std::vector<Region> regions;
   regions.push_back(place("args struct", 0xC3, sizeof(rc_rope_args), placement(0), cursor));
-  regions.push_back(place("positions", 0x3C, n_tok * sizeof(int64_t), placement(1), cursor));
-  if (n_freq) regions.push_back(place("inv_freq", 0x96, n_freq * sizeof(double), placement(2), cursor));
+  // (the buffers the kernel reads get the padding it may read after them: HostOptions::input_padding)
+  const size_t pad = opt_.input_padding;
+  regions.push_back(place("positions", 0x3C, n_tok * sizeof(int64_t), placement(1), cursor, pad));
+  if (n_freq) regions.push_back(place("inv_freq", 0x96, n_freq * sizeof(double), placement(2), cursor, pad));
   const size_t in_idx = regions.size();
-  if (tensor) regions.push_back(place_tensor(in_place ? "in-place q" : "q", 0xA5, c, 0, placement(3), cursor));
-  else regions.push_back(place(in_place ? "in-place" : "input", 0xA5, nb, placement(3), cursor));
+  if (tensor) regions.push_back(place_tensor(in_place ? "in-place q" : "q", 0xA5, c, 0, placement(3), cursor, pad));
+  else regions.push_back(place(in_place ? "in-place" : "input", 0xA5, nb, placement(3), cursor, pad));
   const size_t out_idx = in_place ? in_idx : regions.size();
   if (!in_place && tensor) regions.push_back(place_tensor("q_out", 0x5A, c, 1, placement(4), cursor));
   else if (!in_place) regions.push_back(place("output", 0x5A, nb, placement(4), cursor));
@@ -1186,18 +1283,20 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   size_t axis_idx = 0, rule_idx = 0, short_idx = 0, long_idx = 0;
   if (v2 && !c.pair_axis.empty()) {
     axis_idx = regions.size();
-    regions.push_back(place("pair_axis", 0x69, c.pair_axis.size(), placement(5), cursor));
+    regions.push_back(place("pair_axis", 0x69, c.pair_axis.size(), placement(5), cursor, pad));
   }
   if (rule) {
     rule_idx = regions.size();
     regions.push_back(place("freq_rule struct", 0x78, sizeof(rc_freq_rule), placement(6), cursor));
     if (!rule->short_factor.empty()) {
       short_idx = regions.size();
-      regions.push_back(place("short_factor", 0x87, rule->short_factor.size() * sizeof(double), placement(7), cursor));
+      regions.push_back(
+          place("short_factor", 0x87, rule->short_factor.size() * sizeof(double), placement(7), cursor, pad));
     }
     if (!rule->long_factor.empty()) {
       long_idx = regions.size();
-      regions.push_back(place("long_factor", 0xB4, rule->long_factor.size() * sizeof(double), placement(8), cursor));
+      regions.push_back(
+          place("long_factor", 0xB4, rule->long_factor.size() * sizeof(double), placement(8), cursor, pad));
     }
   }
   // ABI v3 draft (only in a v3 call): the caller-given table(s), and the tensor form's k, index tensors and the
@@ -1205,15 +1304,15 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   const bool v3 = abi_version >= 3;
   TensorRegions tr;
   if (v3 && c.table) {
-    (void)c.args(nullptr, nullptr, 3);  // lays the table out for its kind (RopeCase::abi_table_bytes)
+    (void)c.args(nullptr, nullptr, abi_version);  // lays the table out for its kind (RopeCase::abi_table_bytes)
     tr.table[0] = regions.size();
-    regions.push_back(place("table", 0x4B, c.abi_table_bytes[0].size(), placement(9), cursor));
+    regions.push_back(place_table("table", 0x4B, c, 0, placement(9), cursor, pad));
     if (!c.abi_table_bytes[1].empty()) {
       tr.table[1] = regions.size();
-      regions.push_back(place("table2", 0xB2, c.abi_table_bytes[1].size(), placement(10), cursor));
+      regions.push_back(place_table("table2", 0xB2, c, 1, placement(10), cursor, pad));
     }
   }
-  if (tensor) add_tensor_regions(c, in_place, tr, regions, cursor, placement);
+  if (tensor) add_tensor_regions(c, in_place, tr, regions, cursor, placement, pad);
   if (v3 && (c.table || tensor)) {
     tr.shapes = regions.size();
     regions.push_back(place("tensor shapes", 0xD2, kTensorShapeSlots * sizeof(int64_t), placement(11), cursor));
@@ -1435,7 +1534,9 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     } else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
       r.status = CallStatus::crashed;
       r.signal = WTERMSIG(st);
-      if (fault && fault->rc == r.signal) r.fault_where = fault_place(*fault, regions, A, cursor, c, r.wrapped_offset);
+      if (fault && fault->rc == r.signal)
+        r.fault_where = fault_place(*fault, regions, A, cursor, c, r.wrapped_offset, r.narrowed_position,
+                                    r.token_table_row);
     } else {
       r.status = CallStatus::crashed;
       r.signal = WIFSIGNALED(st) ? SIGKILL : 0;
@@ -1452,14 +1553,38 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
   const Bytes q_now = tensor && !in_place ? gather_heads(c, c.tensor_layout(0), A + ri.data) : Bytes{};
   const unsigned char* in_now = tensor ? (in_place ? r.out.data() : q_now.data()) : A + ri.data;
   if (tensor) check_tensors_after(c, in_place, tr, regions, in_idx, out_idx, A, r);
-  for (int n = 0; n < 2; ++n)
-    if (tr.table[n] && std::memcmp(A + regions[tr.table[n]].data, c.abi_table_bytes[n].data(), regions[tr.table[n]].n) != 0)
-      r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) {}",
-                                                           regions[tr.table[n]].name)});
+  for (int n = 0; n < 2; ++n) {
+    if (!tr.table[n]) continue;
+    const Region& g = regions[tr.table[n]];
+    bool same = true;
+    if (g.live.empty()) {
+      same = std::memcmp(A + g.data, c.abi_table_bytes[n].data(), g.n) == 0;
+    } else {  // a sparse table: its kept rows, and the pattern in the rest of their pages
+      const std::vector<int64_t>& kept = c.table->stored;
+      const size_t row = c.abi_table_bytes[n].size() / kept.size();
+      size_t from = 0;  // (the live pages, with the rows in them skipped)
+      for (const Span& x : g.live) {
+        from = std::max(from, x.lo);
+        for (size_t k = 0; k < kept.size(); ++k) {
+          const size_t at = g.data + size_t(kept[k]) * row;
+          if (at + row <= x.lo || at >= x.hi) continue;
+          same = same && std::memcmp(A + at, c.abi_table_bytes[n].data() + k * row, row) == 0;
+          if (at > from) same = same && count_changed(A, from, at, g.pattern) == 0;
+          from = at + row;
+        }
+        if (x.hi > from) same = same && count_changed(A, from, x.hi, g.pattern) == 0;
+      }
+    }
+    if (!same)
+      r.memory.push_back({"argument modified", fmt::format("memory: the call wrote into its (const) {}", g.name)});
+  }
   if (!shapes_before.empty() && std::memcmp(A + regions[tr.shapes].data, shapes_before.data(), shapes_before.size()) != 0)
     r.memory.push_back({"argument modified", "memory: the call wrote into its tensors' (const) shapes or strides"});
   auto guards = [&](const Region& g) {
-    const size_t lo = count_changed(A, g.guard_lo, g.data, g.pattern);
+    // (a sparse region's pages in front of its data, past its first guard page, were guard pages for the call: never
+    // written, never read here -- a sparse table's lead spans gigabytes)
+    const size_t lo = count_changed(A, g.guard_lo, g.live.empty() ? g.data : std::min(g.data, g.guard_lo + page_size()),
+                                    g.pattern);
     const size_t hi = count_changed(A, g.data + g.n, g.end(), g.pattern);
     return std::pair{lo, hi};
   };

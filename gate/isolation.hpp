@@ -74,6 +74,12 @@ struct CallResult {
   // ... and the fault's address is where a tensor's element would be with its offset computed in 32 bits: which
   // ("q[2][0][0] (element offset 4294967168; as int32 -128)"); the verdict's cause is then that.
   std::string wrapped_offset;
+  // ... or where a sparse table's row would be for a position of the call narrowed to 32 bits: which ("table row
+  // -2147483648 (position 2147483648 as int32)"); the verdict's cause is then that.
+  std::string narrowed_position;
+  // ... or where a per-token table's row would be for a token's position (the table read as one indexed by
+  // position): which ("table row 4097 (token 2's position; ...)"); the verdict's cause is then that.
+  std::string token_table_row;
   uint64_t host_start = 0;  // which host process made the call (1: the first; a crash or hang starts another)
   // Not empty: the kernel was not called, because no ABI version it speaks expresses the case (why; status
   // is `declined`, and the call is not the kernel's decline: rows count it apart). core/abi_versions.hpp.
@@ -102,6 +108,12 @@ struct HostOptions {
   double cpu_seconds = 0;    // RLIMIT_CPU of each host process (0: none)
   std::string output_dir;    // kernel-stdout.txt and kernel-stderr.txt go here (empty: the private directory)
   bool seccomp = true;
+  // The bytes after each buffer the kernel reads (its input or in-place buffer, q and k, the tables, positions and
+  // the other index arrays) that it may read: the guard page after each lies that much later, the bytes between
+  // hold the buffer's pattern and are compared after the call like the guard bytes (a write there is out of bounds).
+  // A kernel's documented contract (XNNPACK's XNN_EXTRA_BYTES); 0: every buffer ends flush against its guard page
+  // where it is placed so.
+  size_t input_padding = 0;
 };
 
 // Loading failed: the library is missing or malformed, lacks rc_rope_apply, or
@@ -134,8 +146,11 @@ class KernelHost {
   // Which ABI versions the kernel speaks (core/abi_versions.hpp), probed in a host process of their own (so
   // the probes leave no state in this one) with the given dtypes and layouts tried first. Throws LoadError.
   // `stop`: true once no further probe may start (the gate's budget).
+  // `on_call`: told of each probe call (the gate's budget counts their blocked time); the probe host's CPU is in
+  // live_cpu_seconds() while the probes run.
   const AbiVersions& negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
-                               double timeout_seconds, const std::function<bool()>& stop = {});
+                               double timeout_seconds, const std::function<bool()>& stop = {},
+                               const std::function<void(const CallResult&)>& on_call = {});
   const AbiVersions& abi() const { return abi_; }
   // Use what an earlier negotiation of the same kernel found (a fresh host for one case: no second probing).
   // features_declared: the user named the features the kernel implements (--supports): cases using them are
@@ -227,6 +242,8 @@ class KernelHost {
   } parked_;
   void swap_parked();
   AbiVersions abi_;                 // probed: negotiate() or set_abi()
+  KernelHost* probe_host_ = nullptr;  // negotiate()'s host of the probes, while they run
+  double probes_cpu_ = 0;             // attached: the CPU the serving process spent on the probes' channels
   bool features_declared_ = false;
 };
 

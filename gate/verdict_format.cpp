@@ -176,6 +176,7 @@ std::string verdict_head(const GateResult& g) {
   o += coverage_line(g) + "\n";
   if (!g.contract.empty()) o += fmt::format("contract: {}\n", g.contract);
   if (!g.abi.empty()) o += fmt::format("abi: {}\n", g.abi);
+  if (!g.padding.empty()) o += g.padding + "\n";
   if (!g.model.empty()) o += g.model;
   return o;
 }
@@ -352,6 +353,7 @@ nlohmann::json verdict_json(const GateResult& g) {
           {"contract", g.contract},
           {"abi", g.abi},
           {"sandbox", g.sandbox},
+          {"padding", g.padding},
           {"calls", g.calls},
           {"accepted", g.accepted},
           {"budget_cuts", g.budget_cuts},

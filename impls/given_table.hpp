@@ -20,6 +20,7 @@ struct GivenTable {
   Dtype dtype[2] = {Dtype::f32, Dtype::f32};
   int64_t row_stride[2] = {0, 0};  // in elements
   int64_t rows = 0;
+  bool by_token = false;  // v4 (RC_ROWS_BY_TOKEN): row t is token t's
 };
 
 inline bool table_dtype_of(const rc_dl_dtype& t, Dtype& d) {
@@ -50,6 +51,8 @@ inline int given_table_of(const rc_rope_args* a, double af, GivenTable& g) {
     g.base[n] = static_cast<const char*>(t.data) + t.byte_offset;
     g.rows = n == 0 ? t.shape[0] : std::min(g.rows, t.shape[0]);
   }
+  g.by_token = a->abi_version >= 4 && a->table_rows == RC_ROWS_BY_TOKEN;
+  if (g.by_token) return g.rows == int64_t(a->n_tokens) && a->n_pos_axes == 1 ? RC_OK : 2;  // a row per token
   const uint64_t axes = a->n_pos_axes;
   for (uint64_t i = 0; i < axes * a->n_tokens; ++i)  // every position a row, before any write
     if (a->positions[i] < 0 || a->positions[i] >= g.rows) return 2;
@@ -68,7 +71,7 @@ inline bool given_row(const rc_rope_args* a, const GivenTable& g, uint64_t t, do
   bool any = false;
   for (uint32_t i = 0; i < np; ++i) {
     const uint32_t ax = a->pair_axis ? a->pair_axis[i] : 0;
-    const int64_t r = a->positions[ax * a->n_tokens + t];
+    const int64_t r = g.by_token ? int64_t(t) : a->positions[ax * a->n_tokens + t];
     const int64_t e = pair_dims(Layout(a->layout), a->rotary_dim, i).first;  // the pair's first element
     float c, s;
     bool identity;

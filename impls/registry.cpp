@@ -22,6 +22,9 @@ int check_kernel_args(const rc_rope_args* a, uint32_t newest) {
   const bool tensor = a->abi_version >= 3 && a->q.data;
   if (a->abi_version >= 3) {
     if (a->direction > RC_INVERSE || a->table_kind > RC_TABLE_ANGLE) return 2;
+    if (a->abi_version >= 4 && (a->table_rows > RC_ROWS_BY_TOKEN ||
+                                (a->table_rows == RC_ROWS_BY_TOKEN && a->table_kind == RC_TABLE_NONE)))
+      return 2;
     if (!tensor && (a->q_out.data || a->k.data || a->k_out.data || a->pos.data || a->seq_offsets.data ||
                     a->cu_seqlens.data))
       return 2;
@@ -58,6 +61,7 @@ int normalize_kernel_args(const rc_rope_args* a, rc_rope_args& n, uint32_t newes
   // Only the fields of the call's version: an older caller's struct ends where its version's fields end.
   if (a->abi_version == 1) std::memcpy(&n, a, offsetof(rc_rope_args, rotary_offset));
   else if (a->abi_version == 2) std::memcpy(&n, a, offsetof(rc_rope_args, direction));
+  else if (a->abi_version == 3) std::memcpy(&n, a, offsetof(rc_rope_args, table_rows));
   else n = *a;
   if (n.n_pos_axes == 0) n.n_pos_axes = 1;
   if (n.attention_factor == 0) n.attention_factor = 1.0;

@@ -71,7 +71,7 @@ void rotate_token_scalar(const rc_rope_args* a, uint64_t t, const CosSin* row) {
 
 extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
   rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
-  if (int rc = normalize_kernel_args(call, n, 3); rc != RC_OK) return rc;
+  if (int rc = normalize_kernel_args(call, n, 4); rc != RC_OK) return rc;
   if (n.abi_version >= 3 && n.q.data) return apply_tensor_form(n, &ropecheck_scalar_rope);
   const rc_rope_args* a = &n;
   const uint32_t npairs = a->rotary_dim / 2;
@@ -106,7 +106,7 @@ extern "C" int ropecheck_scalar_rope(const rc_rope_args* call) {
 
 extern "C" int ropecheck_conventional_fp32_rope(const rc_rope_args* call) {
   rc_rope_args n;
-  if (int rc = normalize_kernel_args(call, n, 3); rc != RC_OK) return rc;
+  if (int rc = normalize_kernel_args(call, n, 4); rc != RC_OK) return rc;
   const rc_rope_args* a = &n;
   // Of ABI v2 it implements negative positions only: a rotated slice at an offset, position axes, an attention
   // factor or a frequency rule is declined (it would otherwise be ignored). Of v3 nothing: the inverse, a table

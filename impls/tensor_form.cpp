@@ -1,5 +1,7 @@
 #include "impls/tensor_form.hpp"
 
+#include "impls/given_table.hpp"
+
 #include <cstddef>
 
 namespace ropecheck {
@@ -197,8 +199,42 @@ int apply_tensor_form(const rc_rope_args& n, rc_rope_apply_fn legacy) {
   rc_rope_args l = n;
   l.q = l.q_out = l.k = l.k_out = l.pos = l.seq_offsets = l.cu_seqlens = rc_tensor{};
   l.n_heads = 1;
+  // v4: a table whose rows follow the tokens ({T, W}, or {B or 1, S, W} with a rank-4 q): each token's legacy call
+  // gets its own row as a one-row table by position (at position 0).
+  const bool by_token = n.abi_version >= 4 && n.table_rows == RC_ROWS_BY_TOKEN;
+  struct TokenRows {
+    char* base = nullptr;
+    size_t elem = 0;
+    int64_t shared_b = 0, stride_b = 0, stride_s = 0, width = 0;
+  } token_rows[2];
+  int64_t row_shape[2][2] = {{1, 0}, {1, 0}};
+  if (by_token) {
+    for (int k = 0; k < (n.table2.data ? 2 : 1); ++k) {
+      const rc_tensor& t = k ? n.table2 : n.table;
+      Dtype td;
+      View v;
+      if (!table_dtype_of(t.dtype, td) || !view_of(t, dtype_size(td), v) || v.ndim != c.q.ndim - 1) return kMalformed;
+      const int64_t S = c.q.ndim == 4 ? c.q.shape[1] : c.tok.count;
+      if (c.q.ndim == 4 ? (v.shape[1] != S || (v.shape[0] != 1 && v.shape[0] != c.q.shape[0])) : v.shape[0] != S)
+        return kMalformed;
+      if (v.shape[v.ndim - 1] > 1 && v.stride[v.ndim - 1] != 1) return RC_UNSUPPORTED;
+      token_rows[k] = {v.base, v.elem, c.q.ndim == 4 && v.shape[0] == 1, c.q.ndim == 4 ? v.stride[0] : 0,
+                       v.stride[v.ndim - 2], v.shape[v.ndim - 1]};
+      row_shape[k][1] = v.shape[v.ndim - 1];
+    }
+    l.table_rows = RC_ROWS_BY_POSITION;
+    for (int k = 0; k < 2; ++k) {
+      rc_tensor& t = k ? l.table2 : l.table;
+      if (!t.data) continue;
+      t.data = token_rows[k].base;
+      t.ndim = 2;
+      t.shape = row_shape[k];
+      t.strides = nullptr;
+      t.byte_offset = 0;
+    }
+  }
   if (int rc = legacy(&l); rc != RC_OK) return rc;
-  if (n.table_kind != RC_TABLE_NONE) {  // every position a row of the table, before any write
+  if (!by_token && n.table_kind != RC_TABLE_NONE) {  // every position a row of the table, before any write
     if (!n.table.shape || n.table.ndim < 1 || (n.table2.data && (!n.table2.shape || n.table2.ndim < 1)))
       return kMalformed;
     int64_t rows = n.table.shape[0];
@@ -220,6 +256,16 @@ int apply_tensor_form(const rc_rope_args& n, rc_rope_apply_fn legacy) {
                                                                   out.stride[out.ndim - 2] == n.head_dim));
     for (int64_t t = 0; t < T; ++t) {
       for (uint32_t a = 0; a < axes; ++a) here[a] = pos[size_t(a) * size_t(T) + size_t(t)];
+      if (by_token) {  // token t's row, at position 0 of a one-row table
+        const int64_t S = c.q.ndim == 4 ? c.q.shape[1] : T, b = t / S, s = t % S;
+        for (int k = 0; k < 2; ++k) {
+          rc_tensor& tt = k ? l.table2 : l.table;
+          if (!tt.data) continue;
+          const TokenRows& r = token_rows[k];
+          tt.data = r.base + size_t((r.shared_b ? 0 : b * r.stride_b) + s * r.stride_s) * r.elem;
+        }
+        here[0] = 0;
+      }
       for (int64_t h = 0; h < H; h += together ? H : 1) {
         l.n_heads = together ? uint32_t(H) : 1;
         l.in = c.tok.head(in, t, h);

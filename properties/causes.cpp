@@ -23,6 +23,8 @@ constexpr std::array kCauses = {
     CauseName{Cause::exponent_i_over_d, "exponent-i-over-d", "exponent i/d"},
     CauseName{Cause::token_index_as_position, "token-index-as-position", "token index as position"},
     CauseName{Cause::table_row_indexed_by_token, "table-row-indexed-by-token", "table row indexed by token"},
+    CauseName{Cause::token_table_indexed_by_position, "per-token-table-indexed-by-position",
+              "per-token table indexed by position"},
     CauseName{Cause::cos_and_sin_swapped, "cos-and-sin-swapped", "cos and sin swapped"},
     CauseName{Cause::positions_rounded_to_f32, "positions-rounded-to-f32", "positions rounded to f32"},
     CauseName{Cause::positions_rounded_to_bf16, "positions-rounded-to-bf16", "positions rounded to bf16"},

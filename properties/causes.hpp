@@ -25,6 +25,7 @@ enum class Cause : uint8_t {
   exponent_i_over_d,
   token_index_as_position,
   table_row_indexed_by_token,
+  token_table_indexed_by_position,
   cos_and_sin_swapped,
   positions_rounded_to_f32,
   positions_rounded_to_bf16,

@@ -79,7 +79,7 @@ Rows probe_rows(const RopeCase& c, std::vector<int64_t> positions, const std::ve
     for (int64_t m : rows.pos)
       for (uint32_t i = 0; i < rows.np; ++i) {
         double cv = std::nan(""), sv = std::nan("");
-        if (m >= 0 && uint64_t(m) < t.rows) {
+        if (m >= 0 && uint64_t(m) < t.rows && t.kept(size_t(m)) != SIZE_MAX) {
           if (t.is_angle()) {
             cv = c.attention_factor * std::cos(t.cos_at(size_t(m), i, rows.np));
             sv = c.attention_factor * std::sin(t.cos_at(size_t(m), i, rows.np));
@@ -766,7 +766,26 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
                                  [&, F](size_t t, uint32_t i) { return at(F, c.pair_position(t, i), i); }));
       }
     }
-    if (token_index_differs)
+    // A per-token table (ABI v4) read as a table indexed by position: token t gets row positions[t], the values of
+    // the token at that index (where there is one).
+    const bool per_token = given && c.table->by_token;
+    if (per_token) {
+      std::vector<int64_t> read(c.n_tokens(), INT64_MIN);
+      bool differs = false;
+      for (size_t t = 0; t < c.n_tokens(); ++t) {
+        const int64_t m = c.position(t);
+        if (m >= 0 && uint64_t(m) < c.n_tokens()) read[t] = c.position(size_t(m));
+        differs |= read[t] != c.position(t);
+      }
+      if (differs)
+        cands.push_back(rotation(c, Cause::token_table_indexed_by_position,
+                                 "row positions[t] of a table with a row per token, not row t", c.layout,
+                                 [&, read](size_t t, uint32_t i) {
+                                   if (read[t] == INT64_MIN) return Trig{std::nan(""), std::nan(""), std::nan("")};
+                                   return at(A, read[t], i);
+                                 }));
+    }
+    if (token_index_differs && !per_token)
       cands.push_back(rotation(c, given ? Cause::table_row_indexed_by_token : Cause::token_index_as_position,
                                given ? fmt::format("rows 0..{} of the table, not the positions' rows", c.n_tokens() - 1)
                                      : fmt::format("the rotation at positions 0..{}", c.n_tokens() - 1),

@@ -1011,7 +1011,7 @@ CosSinTable build_table_rows(const RopeCase& c, TableKind kind, Dtype dtype, con
 }
 
 std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtype dtype, TablePipeline p,
-                                         std::string* why) {
+                                         std::string* why, GivenRows given_rows) {
   auto no = [&](const char* w) {
     if (why) *why = w;
     return std::nullopt;
@@ -1030,6 +1030,19 @@ std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtyp
     return t;
   };
   if (c.n_pos_axes != 1 || !c.pair_axis.empty()) return no("a table has one row per position: one position axis only");
+  if (given_rows != GivenRows::renumbered) {
+    // The positions as they are: a row per distinct position kept (the others not there), laid out by position
+    // (sparse) or per token.
+    std::vector<int64_t> distinct = c.positions;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (distinct.empty() || distinct.front() < 0) return no("a table has no rows of negative positions");
+    RopeCase t = with_table(c, distinct);
+    t.table->stored = distinct;
+    t.table->rows = size_t(distinct.back()) + 1;
+    t.table->by_token = given_rows == GivenRows::by_token;
+    return t;
+  }
   if (c.tensor && c.tensor->pos == PositionForm::implicit) {
     // Implicit positions (token s of sequence b at s + seq_offsets[b]) stay implicit: each sequence gets an offset
     // of its own into the table, the sequences' rows in the opposite order to the sequences, one row of another

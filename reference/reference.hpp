@@ -103,8 +103,12 @@ CosSinTable build_table_rows(const RopeCase& c, TableKind kind, Dtype dtype, con
 // in the opposite order to the positions, other rows real rows of other positions). The kernel's output is
 // judged against the table as given (its arithmetic); the table's own error is the pipeline's, by construction.
 // nullopt (and *why) when a table cannot express the call (several position axes).
+// How a given table's rows are laid out (with_given_table): renumbered as above (the default); by position
+// itself, the table sparse (positions past 2^31 reach the kernel: only the rows of the call's positions are kept,
+// CosSinTable::stored); per token (ABI v4, CosSinTable::by_token: row t holds token t's values).
+enum class GivenRows : uint8_t { renumbered, sparse, by_token };
 std::optional<RopeCase> with_given_table(const RopeCase& c, TableKind kind, Dtype dtype, TablePipeline p,
-                                         std::string* why = nullptr);
+                                         std::string* why = nullptr, GivenRows rows = GivenRows::renumbered);
 
 // af cos(phi) and af sin(phi) of pair i at position m of `c` (its angle fields; no table: std::invalid_argument),
 // rounded to double

@@ -36,7 +36,7 @@ TEST(Features, NamesAreReleasedOnceEachLowercaseHyphenated) {
     EXPECT_EQ(size_t(f.feature), k++) << f.name;
     EXPECT_TRUE(std::regex_match(std::string(f.name), shape)) << f.name;
     EXPECT_TRUE(seen.insert(f.name).second) << f.name << " twice";
-    EXPECT_TRUE(f.abi_version >= 1 && f.abi_version <= 3) << f.name;
+    EXPECT_TRUE(f.abi_version >= 1 && f.abi_version <= 4) << f.name;
     EXPECT_FALSE(f.meaning.empty()) << f.name;
     EXPECT_EQ(parse_feature(f.name), f.feature);
     EXPECT_EQ(to_string(f.feature), f.name);
@@ -46,7 +46,7 @@ TEST(Features, NamesAreReleasedOnceEachLowercaseHyphenated) {
             "positions-beyond-int32, rotary-offset, position-axes, attention-factor, negative-positions, rule-default, "
             "rule-linear, rule-dynamic, rule-ntk, rule-yarn, rule-longrope, rule-llama3, inverse, table-cos-sin-2, "
             "table-cos-sin-cat, table-cos-sin-full, table-angle, tensor-form, strides, q-and-k, batched, varlen, "
-            "implicit-positions, int32-positions");
+            "implicit-positions, int32-positions, table-per-token");
   EXPECT_EQ(FeatureSet::of_abi_version(1).text(),
             "f32, f16, bf16, interleaved, half-split, partial-rotary, in-place, inv-freq, position-scale, "
             "positions-beyond-int32");
@@ -184,6 +184,67 @@ TEST(Features, ModelConfigurationAndCoverage) {
   EXPECT_TRUE(cv.any_position);
   EXPECT_EQ(cv.min_position, -3);
   EXPECT_EQ(cv.max_position, int64_t(1) << 33);
+}
+
+// Coverage counts what a call carried to the kernel: a case sent in another form (a table the gate built, the
+// tensor form) is counted with the asked case's features, the sent call's ABI v3 and v4 features, and the sent
+// call's positions -- a table kernel's positions are rows of its table, so an asked position past int32 is not
+// one it reached, nor is a negative one; an int32 kernel's calls are int32 as sent.
+TEST(Coverage, CountsWhatTheCallsCarried) {
+  RopeCase asked = plain(64, 64);
+  asked.inv_freq.assign(32, 0.5);
+  asked.positions = {int64_t(1) << 35, 3};
+  RopeCase renumbered = asked;  // (as a table call: small rows, a table kind)
+  renumbered.inv_freq.clear();
+  renumbered.positions = {1, 3};
+  CosSinTable t;
+  t.kind = TableKind::cos_sin_full;
+  t.rows = 4;
+  t.cos.assign(4 * 32, 1.0);
+  t.sin.assign(4 * 32, 0.0);
+  renumbered.table = t;
+  Coverage cv;
+  cv.add(asked, false, true, nullptr, &renumbered);
+  EXPECT_EQ(cv.of(Feature::positions_beyond_int32).sent, 0u);
+  EXPECT_EQ(cv.max_position, 3);
+  EXPECT_EQ(cv.min_position, 1);
+  EXPECT_EQ(cv.of(Feature::table_cos_sin_full).accepted, 1u);  // how it was sent
+  EXPECT_EQ(cv.of(Feature::inv_freq).accepted, 1u);            // the values the table carries
+  EXPECT_EQ(cv.of(Feature::table_per_token).sent, 0u);
+  // The same asked positions as a sparse table's rows (the long positions row): reached.
+  RopeCase sparse = renumbered;
+  sparse.positions = asked.positions;
+  sparse.table->stored = {3, int64_t(1) << 35};
+  sparse.table->rows = (size_t(1) << 35) + 1;
+  sparse.table->cos.assign(2 * 32, 1.0);
+  sparse.table->sin.assign(2 * 32, 0.0);
+  Coverage sp;
+  sp.add(asked, false, true, nullptr, &sparse);
+  EXPECT_EQ(sp.of(Feature::positions_beyond_int32).accepted, 1u);
+  EXPECT_EQ(sp.max_position, int64_t(1) << 35);
+  // A per-token table, and negative positions the sent call does not carry.
+  RopeCase neg = plain(64, 64);
+  neg.positions = {-2, 5};
+  RopeCase per_token = neg;
+  per_token.positions = {0, 5};
+  per_token.table = t;
+  per_token.table->by_token = true;
+  Coverage pt;
+  pt.add(neg, true, false, nullptr, &per_token);
+  EXPECT_EQ(pt.of(Feature::negative_positions).sent, 0u);
+  EXPECT_EQ(pt.of(Feature::table_per_token).sent, 1u);
+  EXPECT_EQ(pt.of(Feature::table_per_token).accepted, 0u);
+  EXPECT_FALSE(pt.any_position);  // (nothing accepted)
+  // int32 positions in the tensor form as sent.
+  RopeCase flat = plain(64, 64);
+  flat.positions = {7, 9};
+  RopeCase as_int32 = flat;
+  as_int32.tensor = TensorCall{};
+  as_int32.tensor->pos = PositionForm::int32;
+  Coverage i32;
+  i32.add(flat, false, true, nullptr, &as_int32);
+  EXPECT_EQ(i32.of(Feature::int32_positions).accepted, 1u);
+  EXPECT_EQ(i32.of(Feature::tensor_form).accepted, 1u);
 }
 
 // Defined once, documented once: docs/gate.md ("Features") has one table row per feature with its ABI version

@@ -73,7 +73,8 @@ TEST(Coverage, TheVerdictStatesItInItsFirstLines) {
                                                 "rule-longrope \\d+, rule-llama3 \\d+, inverse \\d+, "
                                                 "table-cos-sin-2 \\d+, table-cos-sin-cat \\d+, table-cos-sin-full \\d+, "
                                                 "table-angle \\d+, tensor-form \\d+, strides \\d+, q-and-k \\d+, "
-                                                "batched \\d+, varlen \\d+, implicit-positions \\d+, int32-positions \\d+$")))
+                                                "batched \\d+, varlen \\d+, implicit-positions \\d+, int32-positions \\d+, "
+                                    "table-per-token \\d+$")))
       << cov;
   EXPECT_NE(table_row(log, "long positions").find("| pass |"), std::string::npos) << log;
   EXPECT_NE(slurp(d + "/j.xml").find("<property name=\"coverage\" value=\"coverage: "), std::string::npos);

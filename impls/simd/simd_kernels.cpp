@@ -996,7 +996,7 @@ void KernelFor(const rc_rope_args* a, const CallV3& v3) {
 
 int Apply(const rc_rope_args* call) {
   rc_rope_args n;  // the call with v1-style zeros read as neutral (impls/registry.hpp)
-  if (int rc = normalize_kernel_args(call, n, 3); rc != RC_OK) return rc;
+  if (int rc = normalize_kernel_args(call, n, 4); rc != RC_OK) return rc;
   // The v3 draft as the scalar kernel takes it: the tensor form through the legacy form (impls/tensor_form.hpp),
   // the inverse, and a caller-given table of every kind and dtype.
   if (n.abi_version >= 3 && n.q.data) return apply_tensor_form(n, &Apply);

@@ -1,4 +1,4 @@
-/* ropecheck kernel ABI, version 3 (a strict superset of versions 1 and 2).
+/* ropecheck kernel ABI, version 4 (a strict superset of versions 1, 2 and 3).
  *
  * A RoPE kernel under test exports one C function, rc_rope_apply. ropecheck
  * calls it with a filled rc_rope_args and judges the output against its exact
@@ -10,8 +10,8 @@
  * Versions. ROPECHECK_ABI_VERSION is the newest version this header
  * describes, not the version a kernel implements: compare abi_version with
  * your own literal,
- *     if (a->abi_version < 1 || a->abi_version > 3) return RC_UNSUPPORTED;
- * (3: the newest version your kernel implements).
+ *     if (a->abi_version < 1 || a->abi_version > 4) return RC_UNSUPPORTED;
+ * (4: the newest version your kernel implements).
  *  - ropecheck never calls a kernel at a version it does not speak. Before
  *    the first real call it makes the simplest neutral call (one token at
  *    position 1, every field after `out` neutral) at each version 1..newest
@@ -41,11 +41,22 @@
  *  - a call that does not return RC_OK must not have written any output (the
  *    gate reports a declined call that wrote: with an in-place call, a
  *    partial write destroys the caller's input);
- *  - a kernel that takes only caller-given tables (it cannot compute angles)
- *    declines the neutral calls; the gate then probes v3 with the simplest
- *    table call of each table kind (one token at position 1, a 2-row table):
- *    RC_OK there, with the undefined version refused, is "speaks v3, these
- *    table kinds only", and the gate gives it its cases with tables.
+ *  - a kernel that takes only the v3 forms of a call (caller-given tables: it
+ *    cannot compute angles; or the tensor form only) declines the neutral
+ *    calls; the gate then asks the simplest call (one token at position 1, a
+ *    2-row table) in each form (the legacy form, each tensor form; out of
+ *    place, in place), with each angle source (computed, each table kind by
+ *    position at version 3 and per token at 4), on each asked dtype x layout,
+ *    until one is taken, then each of these varied alone from that call.
+ *    RC_OK, with the undefined version refused, is "speaks v3 (v4) in these
+ *    forms", and the gate sends every case in a form it took (docs/gate.md,
+ *    "Kernels that take tables"); a call declined in one form is made in the
+ *    next it took.
+ *
+ * Version 4 adds table_rows (after the v3 fields): a caller-given table whose
+ * rows follow the tokens (RC_ROWS_BY_TOKEN: Hugging Face's cos[position_ids],
+ * Liger, XNNPACK), already gathered at their positions, instead of one row per
+ * position. Neutral (RC_ROWS_BY_POSITION) is the v3 call.
  *
  * Semantics (v2; v1 is the case rotary_offset = 0, n_pos_axes = 1,
  * pair_axis = NULL, attention_factor = 1, freq_rule = NULL). With R =
@@ -68,7 +79,7 @@
 extern "C" {
 #endif
 
-#define ROPECHECK_ABI_VERSION 3
+#define ROPECHECK_ABI_VERSION 4
 
 #include <stddef.h>
 
@@ -143,7 +154,8 @@ typedef struct rc_tensor {
 } rc_tensor;
 
 /* v3 table kinds: where a call's cos and sin come from when the caller gives them (table_kind). Row r of a
- * table holds the values for position r (rows [0, shape[0]); every position of the call indexes a row). The
+ * table holds the values for position r (rows [0, shape[0]); every position of the call indexes a row; v4: or,
+ * with table_rows = RC_ROWS_BY_TOKEN, row t holds token t's: enum rc_table_rows). The
  * values are the kernel's cos and sin as given, the attention factor already in them (af*cos, af*sin):
  * with a table, attention_factor is 1 except for RC_TABLE_ANGLE. ropecheck judges the kernel's arithmetic
  * against the exact values of the table as given, and the table itself separately (docs/abi-v3/README.md). */
@@ -158,6 +170,16 @@ enum rc_table_kind {
                                 adjacently). The two copies are equal in every call ropecheck makes */
   RC_TABLE_ANGLE = 4         /* table = f32 angles {P, R}, full width as RC_TABLE_COS_SIN_FULL (TransformerEngine):
                                 the kernel takes cos and sin of them; attention_factor applies */
+};
+
+/* v4: how the rows of a caller-given table are indexed (table_rows). */
+enum rc_table_rows {
+  RC_ROWS_BY_POSITION = 0,   /* neutral: row r holds the values of position r (v3) */
+  RC_ROWS_BY_TOKEN = 1       /* row t holds the values of token t, already gathered at its position (Hugging Face's
+                                cos[position_ids], Liger, XNNPACK's weights): the table is {T, W} with the legacy form
+                                or a 3-D q, {B, S, W} with a 4-D q, whose dim 0 may have extent 1 or stride 0 (one
+                                set of rows for every sequence). Positions are passed as ever (a kernel need not read
+                                them); every other rule of the table's kind holds */
 };
 
 enum rc_direction {
@@ -202,7 +224,11 @@ typedef struct rc_rope_args {
                                 the call (the v2 fields with int64 positions, or the tensors below) */
   rc_tensor table, table2;   /* the table(s) of table_kind: 2-D, their own dtype (f32, f16 or bf16; RC_TABLE_ANGLE
                                 f32), any row stride >= the row's width, column stride 1; table2.data NULL for the
-                                one-tensor kinds. Every position of the call is a row: 0 <= position < shape[0] */
+                                one-tensor kinds. Every position of the call is a row: 0 <= position < shape[0].
+                                Read the rows the call's positions index (and their neighbours, for a vector
+                                load): a table of 2^31 rows and more may have no memory behind the others (the
+                                gate's long positions row maps only those). v4, RC_ROWS_BY_TOKEN: {T, W}, or
+                                {B, S, W} with a 4-D q, a row per token (enum rc_table_rows) */
   /* The tensor form of the call, used when q.data is non-NULL (neutral: NULL, and in/out/positions/n_tokens/
    * n_heads above describe the call). In the tensor form, in, out and positions are NULL, n_tokens and n_heads
    * are 0, and dtype equals q's (RC_F32/RC_F16/RC_BF16); head_dim, rotary_dim, rotary_offset, layout, the angle
@@ -230,6 +256,9 @@ typedef struct rc_rope_args {
    * q and k (XPos, TransformerEngine's k_freqs), non-unit element strides, device memory, fp8. */
   rc_tensor q, q_out, k, k_out;
   rc_tensor pos, seq_offsets, cu_seqlens;
+  /* ---- v4: read only when abi_version >= 4; zero in each field is the v3 call ---- */
+  uint32_t table_rows;       /* enum rc_table_rows: how table and table2's rows are indexed. neutral
+                                RC_ROWS_BY_POSITION */
 } rc_rope_args;
 
 /* The DLPack mirror: DLTensor's layout on every ABI DLPack supports (LP64 and ILP32 alike). */

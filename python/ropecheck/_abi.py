@@ -14,6 +14,8 @@ LAYOUTS = {0: "interleaved", 1: "half-split"}
 FREQ_KINDS = {0: "default", 1: "linear", 2: "dynamic", 3: "ntk", 4: "yarn", 5: "longrope", 6: "llama3"}
 TABLE_KINDS = {0: None, 1: "cos-sin-2", 2: "cos-sin-cat", 3: "cos-sin-full", 4: "angle"}
 DIRECTIONS = {0: "forward", 1: "inverse"}
+TABLE_ROWS = {0: "position", 1: "token"}  # v4: a table's rows by position (v3), or one per token
+NEWEST_ABI_VERSION = 4
 DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat"}
 
 _p = ctypes.c_uint64  # a pointer in the gate's address space
@@ -90,6 +92,8 @@ class rc_rope_args(ctypes.Structure):
         ("pos", rc_tensor),
         ("seq_offsets", rc_tensor),
         ("cu_seqlens", rc_tensor),
+        # v4
+        ("table_rows", ctypes.c_uint32),
     ]
 
 

@@ -71,6 +71,8 @@ def _needs(f):
             n.append(("freq_rule", ("freq_rule",)))
     else:
         n.append(("table", ("table", "table2", "cos", "sin", "table_kind")))
+        if f.get("table_rows") == "token":  # (v4: a function that never asked cannot index rows by token)
+            n.append(("table_rows", ("table_rows",)))
     if f["n_pos_axes"] != 1:
         n.append(("n_pos_axes", ("n_pos_axes", "pair_axis")))
     if f["pair_axis"] is not None:
@@ -136,7 +138,7 @@ class Case:
         half = f["rotary_dim"] // 2
         cos, sin = f["cos"], f["sin"]
         if given == "cos-sin-full":
-            cos, sin = cos[:, :half], sin[:, :half]
+            cos, sin = cos[..., :half], sin[..., :half]
         is_torch = torch is not None and isinstance(cos, torch.Tensor)
         if dtype is not None:
             if is_torch:
@@ -297,7 +299,8 @@ class Caller:
              "rotary_dim": a.rotary_dim, "n_heads": a.n_heads, "n_tokens": a.n_tokens, "base": a.base,
              "position_scale": a.position_scale, "device": self.device,
              "rotary_offset": 0, "n_pos_axes": 1, "pair_axis": None, "attention_factor": 1.0, "freq_rule": None,
-             "direction": "forward", "table_kind": None, "table": None, "table2": None, "cos": None, "sin": None,
+             "direction": "forward", "table_kind": None, "table_rows": "position", "table": None, "table2": None,
+             "cos": None, "sin": None,
              "tensor_form": False, "q": None, "k": None, "q_out": None, "k_out": None, "pos": None,
              "seq_offsets": None, "cu_seqlens": None}
         if v >= 2:
@@ -325,8 +328,10 @@ class Caller:
                 t2, n2 = self._dl_view(ch, a.table2)
                 f["table"], f["table2"] = self._tensor(t1, n1), self._tensor(t2, n2)
                 kind, R = f["table_kind"], a.rotary_dim
+                if v >= 4:
+                    f["table_rows"] = _abi.TABLE_ROWS.get(a.table_rows, str(a.table_rows))
                 if kind == "cos-sin-cat" and t1 is not None:
-                    f["cos"], f["sin"] = self._tensor(t1[:, : R // 2], n1), self._tensor(t1[:, R // 2:], n1)
+                    f["cos"], f["sin"] = self._tensor(t1[..., : R // 2], n1), self._tensor(t1[..., R // 2:], n1)
                 elif kind in ("cos-sin-2", "cos-sin-full"):
                     f["cos"], f["sin"] = f["table"], f["table2"]
         return f, tensor_form
@@ -337,7 +342,7 @@ class Caller:
             raise ValueError(f"the gate sent an args offset outside its arena: {args_off:#x}")
         a = _abi.rc_rope_args.from_buffer_copy(ch.mm, args_off)
         self.calls += 1
-        if a.abi_version < 1 or a.abi_version > 3:
+        if a.abi_version < 1 or a.abi_version > _abi.NEWEST_ABI_VERSION:
             return _abi.RC_UNSUPPORTED, b""
         f, tensor_form = self._fields(ch, a)
         if f["dtype"] is None or f["layout"] is None:

@@ -25,6 +25,7 @@ extern "C" {
            uint32_t n_heads, uint64_t n_tokens, const int64_t* positions, double base, const void* in, void* out);
 ROPECHECK_ABI_CALLER(abi_caller_v1)
 ROPECHECK_ABI_CALLER(abi_caller_v2)
+ROPECHECK_ABI_CALLER(abi_caller_v3)
 ROPECHECK_ABI_CALLER(abi_caller_current)
 }
 
@@ -48,46 +49,60 @@ AbiVersions negotiated(uint32_t takes, int refusal = RC_UNSUPPORTED) {
 constexpr uint32_t kAny = 1u << 31;
 constexpr uint32_t V(uint32_t v) { return 1u << v; }
 
+// The probes made after the first one a kernel that takes only the v3 forms took: each thing varied alone from it
+// (its other version and the undefined one, each form, each angle source in the forms it took, each dtype x
+// layout). Bounded by the sum of the dimensions, never their product.
+size_t probes_after_first_taken(const AbiVersions& v) {
+  size_t k = 0;
+  while (k < v.probes.size() && !v.probes[k].ok()) ++k;
+  return v.probes.size() - std::min(v.probes.size(), k + 1);
+}
+size_t expansion_bound(const AbiVersions& v) {
+  constexpr size_t kSources = 15;  // computed, 4 kinds x (call dtype) + 3 x f32, by position and per token
+  return 2 + probe_forms().size() + kSources * v.forms.size() * 2 + v.asked_combos.size();
+}
+
 TEST(AbiNegotiation, EveryIdiomGetsEachCaseAtAVersionItSpeaksOrNotAtAll) {
-  static_assert(kNewestAbiVersion == 3, "add the new version's rows to this matrix");
+  static_assert(kNewestAbiVersion == 4, "add the new version's rows to this matrix");
   struct Row {
     const char* idiom;
     uint32_t takes;
     int refusal;
-    uint32_t neutral_at, v2_at, v3_at;  // version_for(1), (2), (3) (0: not sent)
-    uint32_t v2_declared_at, v3_declared_at;  // version_for(2), (3) with the features declared (--supports)
+    uint32_t at[4];        // version_for(1), (2), (3), (4) (0: not sent)
+    uint32_t declared[3];  // version_for(2), (3), (4) with the features declared (--supports)
   };
   const Row rows[] = {
       // v1 header, `!= ROPECHECK_ABI_VERSION` (macro 1) or a literal 1, RC_UNSUPPORTED or an error code
-      {"v1 equality idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 0, 2, 3},
-      {"v1 literal 1, error code for others", V(1), 2, 1, 0, 0, 2, 3},
-      // the same equality idiom rebuilt against the v2 (v3) header: it takes only 2 (3) and ignores later fields
-      {"v1 equality idiom, rebuilt against v2", V(2), 2, 2, 0, 0, 2, 3},
-      {"v1 equality idiom, rebuilt against v3", V(3), 2, 3, 0, 0, 3, 3},
+      {"v1 equality idiom, built against v1", V(1), RC_UNSUPPORTED, {1, 0, 0, 0}, {2, 3, 4}},
+      {"v1 literal 1, error code for others", V(1), 2, {1, 0, 0, 0}, {2, 3, 4}},
+      // the same equality idiom rebuilt against the v2 (v3, v4) header: it takes only 2 (3, 4) and ignores later
+      // fields
+      {"v1 equality idiom, rebuilt against v2", V(2), 2, {2, 0, 0, 0}, {2, 3, 4}},
+      {"v1 equality idiom, rebuilt against v3", V(3), 2, {3, 0, 0, 0}, {3, 3, 4}},
+      {"v1 equality idiom, rebuilt against v4", V(4), 2, {4, 0, 0, 0}, {4, 4, 4}},
       // no version check at all
-      {"no version check", kAny, RC_UNSUPPORTED, 1, 0, 0, 2, 3},
+      {"no version check", kAny, RC_UNSUPPORTED, {1, 0, 0, 0}, {2, 3, 4}},
       // the v2 header's rule: RC_UNSUPPORTED above the newest version the kernel implements
-      {"v2 kernel (1 <= v <= 2)", V(1) | V(2), RC_UNSUPPORTED, 1, 2, 0, 2, 3},
-      {"v3 kernel (1 <= v <= 3)", V(1) | V(2) | V(3), RC_UNSUPPORTED, 1, 2, 3, 2, 3},
+      {"v2 kernel (1 <= v <= 2)", V(1) | V(2), RC_UNSUPPORTED, {1, 2, 0, 0}, {2, 3, 4}},
+      {"v3 kernel (1 <= v <= 3)", V(1) | V(2) | V(3), RC_UNSUPPORTED, {1, 2, 3, 0}, {2, 3, 4}},
+      {"v4 kernel (1 <= v <= 4)", V(1) | V(2) | V(3) | V(4), RC_UNSUPPORTED, {1, 2, 3, 4}, {2, 3, 4}},
       // `abi_version > ROPECHECK_ABI_VERSION` built against v1: takes 1 only
-      {"v1 `> macro` idiom, built against v1", V(1), RC_UNSUPPORTED, 1, 0, 0, 2, 3},
+      {"v1 `> macro` idiom, built against v1", V(1), RC_UNSUPPORTED, {1, 0, 0, 0}, {2, 3, 4}},
       // built against a newer header than this ropecheck knows, equality idiom: nothing taken
-      {"equality idiom, newer header", 0, 2, 1, 2, 3, 2, 3},
+      {"equality idiom, newer header", 0, 2, {1, 2, 3, 4}, {2, 3, 4}},
       // takes nothing, declines everything (RC_UNSUPPORTED) at every version
-      {"declines everything", 0, RC_UNSUPPORTED, 1, 2, 3, 2, 3},
+      {"declines everything", 0, RC_UNSUPPORTED, {1, 2, 3, 4}, {2, 3, 4}},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.idiom);
     const AbiVersions v = negotiated(r.takes, r.refusal);
     EXPECT_TRUE(v.probed);
     EXPECT_FALSE(v.tables_only);
-    EXPECT_EQ(v.version_for(1), r.neutral_at);
-    EXPECT_EQ(v.version_for(2), r.v2_at);
-    EXPECT_EQ(v.version_for(3), r.v3_at);
-    EXPECT_EQ(v.version_for(2, /*declared=*/true), r.v2_declared_at);
-    EXPECT_EQ(v.version_for(3, /*declared=*/true), r.v3_declared_at);
+    for (uint32_t k = 1; k <= 4; ++k) EXPECT_EQ(v.version_for(k), r.at[k - 1]) << "needed " << k;
+    for (uint32_t k = 2; k <= 4; ++k)
+      EXPECT_EQ(v.version_for(k, /*declared=*/true), r.declared[k - 2]) << "needed " << k << ", declared";
     EXPECT_EQ(v.blind, r.takes == kAny);
-    if (r.v2_at == 0) {
+    if (r.at[1] == 0) {
       EXPECT_FALSE(v.why_not_sent(2).empty());
     }
     EXPECT_EQ(v.refusal().empty(), r.takes != 0);
@@ -145,7 +160,8 @@ TEST(AbiNegotiation, AKernelThatTakesTablesOnlyIsFoundByTheTableProbes) {
     EXPECT_EQ(v.version_for(3, /*declared=*/true), 3u);
     EXPECT_EQ(v.refusal(), "");
     EXPECT_NE(v.summary().find("with caller-given tables only"), std::string::npos) << v.summary();
-    EXPECT_LE(calls, 70);
+    EXPECT_LE(probes_after_first_taken(v), expansion_bound(v));
+    EXPECT_LE(calls, 200);
   }
   // A kernel that declines everything is not taken for a table kernel.
   const AbiVersions none = negotiated(0);
@@ -195,7 +211,11 @@ TEST(AbiNegotiation, AKernelThatTakesTheTensorFormOnlyIsFoundByTheTensorProbes) 
     EXPECT_EQ(v.accepted, V(3));
     EXPECT_EQ(v.in_place_only, k.in_place_only);
     EXPECT_EQ(v.tensor_form.pos, k.form.pos);
-    EXPECT_EQ(table_probes, 0);
+    // The tables are asked too, in the form it took (each position-table source; no per-token one: it refused v4),
+    // and declined: it is no table kernel.
+    EXPECT_EQ(table_probes, 7);
+    for (TableKind t : {TableKind::cos_sin_2, TableKind::cos_sin_cat, TableKind::cos_sin_full, TableKind::angle})
+      EXPECT_FALSE(v.takes_table(t));
     EXPECT_FALSE(v.blind);
     EXPECT_EQ(v.version_for(1), 3u);
     EXPECT_EQ(v.version_for(2), 3u);
@@ -203,7 +223,8 @@ TEST(AbiNegotiation, AKernelThatTakesTheTensorFormOnlyIsFoundByTheTensorProbes) 
     EXPECT_EQ(v.refusal(), "");
     EXPECT_NE(v.summary().find("speaks ABI v3 in the tensor form only " + std::string(k.says)), std::string::npos)
         << v.summary();
-    EXPECT_LE(calls, 20);
+    EXPECT_LE(probes_after_first_taken(v), expansion_bound(v));
+    EXPECT_LE(calls, 100);
   }
 }
 
@@ -288,8 +309,8 @@ TEST(AbiNegotiation, AShapeAKernelDeclinesIsNotMistakenForAVersionItRefuses) {
   EXPECT_EQ(v.accepted, V(1) | V(2));
   EXPECT_FALSE(v.blind);
   EXPECT_EQ(v.version_for(2), 2u);
-  // 11 shapes refused at versions 1, 2 and 3, the 12th taken at 1, then 2, 3 and the undefined version on it.
-  EXPECT_EQ(v.probes.size(), 37u);
+  // 11 shapes refused at versions 1 to 4, the 12th taken at 1, then 2, 3, 4 and the undefined version on it.
+  EXPECT_EQ(v.probes.size(), 49u);
 }
 
 TEST(AbiNegotiation, AVersionDeclinedWhereVersion1GotErrorCodesCarriesTheNeutralCalls) {
@@ -307,12 +328,67 @@ TEST(AbiNegotiation, AVersionDeclinedWhereVersion1GotErrorCodesCarriesTheNeutral
   EXPECT_FALSE(v.refusal().empty());
 }
 
-TEST(AbiNegotiation, AKernelThatTakesTheFirstShapeAnswersInFourProbes) {
-  for (uint32_t takes : {V(1), V(2), V(3), V(1) | V(2), V(1) | V(2) | V(3)}) {
+TEST(AbiNegotiation, AKernelThatTakesTheFirstShapeAnswersInFiveProbes) {
+  for (uint32_t takes : {V(1), V(2), V(3), V(4), V(1) | V(2), V(1) | V(2) | V(3), V(1) | V(2) | V(3) | V(4)}) {
     const AbiVersions v = negotiated(takes);
     EXPECT_EQ(v.accepted, takes);
-    EXPECT_EQ(v.probes.size(), 4u) << takes;  // versions 1, 2, 3 and the undefined one, all on the first shape
+    EXPECT_EQ(v.probes.size(), 5u) << takes;  // versions 1, 2, 3, 4 and the undefined one, all on the first shape
   }
+}
+
+// What the probes tried is counted from the probes made, a part per kind of probe with its own shapes: under one
+// asked dtype and layout the ABI v3 forms are tried on that one alone (the neutral probes, which answer the version
+// question, on every shape), and the count is every probe made.
+TEST(AbiNegotiation, TheProbeMessageListsExactlyWhatWasTried) {
+  const AbiVersions v = negotiate_abi(
+      [](const RopeCase&, uint32_t, bool) {
+        AbiProbe p;
+        p.rc = RC_UNSUPPORTED;
+        return p;
+      },
+      {Dtype::f32}, {Layout::half_split});
+  ASSERT_EQ(v.accepted, 0u);
+  const std::string t = v.tried();
+  EXPECT_EQ(t.rfind(std::to_string(v.probes.size()) + " call(s)", 0), std::string::npos) << t;  // (parts counted)
+  size_t neutral = 0, forms = 0;
+  for (const AbiProbe& p : v.probes) (p.source.kind || p.form.tensor ? forms : neutral) += 1;
+  EXPECT_EQ(neutral + forms, v.probes.size());
+  EXPECT_NE(t.find(std::to_string(neutral) + " call(s) in the flat form with computed angles: f32, f16 and bf16 x "
+                   "half-split and interleaved at head_dim 64 and 128, abi_version 1, 2, 3 and 4"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find(std::to_string(forms) + " in the ABI v3 forms: f32 x half-split at head_dim 64: computed angles "
+                   "in the tensor form"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("cos-sin-2, cos-sin-cat, cos-sin-full and angle tables by position and per token (abi_version 4), "
+                   "of f32, in the flat form and the tensor form"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(v.summary().find(t), std::string::npos) << v.summary();
+  const std::string r = v.refusal();
+  EXPECT_NE(r.find("all " + std::to_string(v.probes.size()) + " probe calls refused; the abi line lists them"),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(r.find("the probes tried f32/f16/bf16"), std::string::npos) << r;  // (no claim the probes do not back)
+}
+
+// Probing that the budget ends is no refusal: what was asked is said, and that the rest is not known.
+TEST(AbiNegotiation, ProbingTheBudgetEndsIsNotARefusal) {
+  int calls = 0;
+  const AbiVersions v = negotiate_abi(
+      [&](const RopeCase&, uint32_t, bool) {
+        ++calls;
+        AbiProbe p;
+        p.rc = RC_UNSUPPORTED;
+        return p;
+      },
+      {Dtype::f32}, {Layout::interleaved}, [&] { return calls >= 7; });
+  EXPECT_EQ(calls, 7);
+  EXPECT_TRUE(v.stopped);
+  EXPECT_EQ(v.refusal(), "");
+  EXPECT_NE(v.summary().find("not known: the budget was reached after 7 probe call(s)"), std::string::npos)
+      << v.summary();
 }
 
 TEST(AbiNegotiation, ACrashingProbeEndsTheProbingAndNothingIsAssumed) {
@@ -362,7 +438,7 @@ TEST(AbiCallers, AV1StyleCallerBuiltAgainstEachHeaderGetsCorrectResultsFromEvery
   using Caller = int (*)(int (*)(const void*), uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint64_t,
                          const int64_t*, double, const void*, void*);
   const std::pair<const char*, Caller> callers[] = {
-      {"v1", abi_caller_v1}, {"v2", abi_caller_v2}, {"current", abi_caller_current}};
+      {"v1", abi_caller_v1}, {"v2", abi_caller_v2}, {"v3", abi_caller_v3}, {"current", abi_caller_current}};
   for (const Implementation& impl : implementations())
     for (const auto& [header, caller] : callers)
       for (Dtype d : kAllDtypes)
@@ -456,27 +532,32 @@ TEST_P(V1KernelsWithAPlantedBug, FailWithItsNamedCause) {
 }
 
 const V1Kernel kV1Kernels[] = {
-    // the downstream example as the v1 release shipped it: `!= ROPECHECK_ABI_VERSION` returns 2 (first three:
+    // the downstream example as the v1 release shipped it: `!= ROPECHECK_ABI_VERSION` returns 2 (first four:
     // it has no planted-bug build)
     {"example", "v1", "the kernel speaks ABI v1;"},
     {"example", "v2", "neutral calls go as abi_version 2"},
-    {"example", "current", "neutral calls go as abi_version 3"},
+    {"example", "v3", "neutral calls go as abi_version 3"},
+    {"example", "current", "neutral calls go as abi_version 4"},
     {"eq_unsupported", "v1", "the kernel speaks ABI v1;"},
     {"eq_unsupported", "v2", "neutral calls go as abi_version 2"},
-    {"eq_unsupported", "current", "neutral calls go as abi_version 3"},
+    {"eq_unsupported", "v3", "neutral calls go as abi_version 3"},
+    {"eq_unsupported", "current", "neutral calls go as abi_version 4"},
     {"literal_error", "v1", "the kernel speaks ABI v1;"},
     {"literal_error", "v2", "the kernel speaks ABI v1;"},
+    {"literal_error", "v3", "the kernel speaks ABI v1;"},
     {"literal_error", "current", "the kernel speaks ABI v1;"},
     {"float_passthrough", "v1", "the kernel speaks ABI v1;"},
     {"float_passthrough", "v2", "neutral calls go as abi_version 2"},
-    {"float_passthrough", "current", "neutral calls go as abi_version 3"},
+    {"float_passthrough", "v3", "neutral calls go as abi_version 3"},
+    {"float_passthrough", "current", "neutral calls go as abi_version 4"},
     {"no_version_check", "v1", "does not check the version"},
     {"no_version_check", "v2", "does not check the version"},
+    {"no_version_check", "v3", "does not check the version"},
     {"no_version_check", "current", "does not check the version"},
 };
 const auto kV1KernelName = [](const auto& info) { return std::string(info.param.name) + "_" + info.param.header; };
 INSTANTIATE_TEST_SUITE_P(Abi, V1KernelsKeepTheirVerdict, ::testing::ValuesIn(kV1Kernels), kV1KernelName);
-INSTANTIATE_TEST_SUITE_P(Abi, V1KernelsWithAPlantedBug, ::testing::ValuesIn(kV1Kernels + 3, std::end(kV1Kernels)),
+INSTANTIATE_TEST_SUITE_P(Abi, V1KernelsWithAPlantedBug, ::testing::ValuesIn(kV1Kernels + 4, std::end(kV1Kernels)),
                          kV1KernelName);
 
 class V2KernelsKeepTheirVerdict : public ::testing::TestWithParam<const char*> {};
@@ -499,12 +580,12 @@ TEST_P(V2KernelsKeepTheirVerdict, WithAPlantedBugFailWithItsNamedCause) {
   EXPECT_NE(g.out.find("attention factor applied twice"), std::string::npos) << g.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Abi, V2KernelsKeepTheirVerdict, ::testing::Values("v2", "current"));
+INSTANTIATE_TEST_SUITE_P(Abi, V2KernelsKeepTheirVerdict, ::testing::Values("v2", "v3", "current"));
 
 extern "C" {
-extern const size_t rc_v2_offsets[35];
-extern const size_t rc_v3_offsets[35];
-extern const size_t rc_current_offsets[35];
+extern const size_t rc_v2_offsets[36];
+extern const size_t rc_v3_offsets[36];
+extern const size_t rc_current_offsets[36];
 }
 
 // Each later header appends to the released struct (tests/abi/layout_offsets.c): every v1 and v2 field at the
@@ -520,6 +601,10 @@ TEST(AbiLayout, EachHeaderKeepsEveryReleasedFieldInPlace) {
   EXPECT_EQ(rc_v3_offsets[20], 48u);
   for (size_t k = 18; k < 34; ++k) EXPECT_EQ(rc_current_offsets[k], rc_v3_offsets[k]) << "entry " << k;
   EXPECT_GE(rc_current_offsets[34], rc_v3_offsets[34]);
+  // v4 appends table_rows where v3's struct ended
+  EXPECT_EQ(rc_v3_offsets[35], 0u);
+  EXPECT_EQ(rc_current_offsets[35], rc_v3_offsets[34]);
+  EXPECT_EQ(offsetof(rc_rope_args, table_rows), rc_v3_offsets[34]);
   // and the harness sees the struct today's header declares
   EXPECT_EQ(offsetof(rc_rope_args, direction), rc_v2_offsets[18]);
   EXPECT_EQ(sizeof(rc_rope_args), rc_current_offsets[34]);
@@ -723,6 +808,171 @@ TEST(AbiV3Kernels, APropertyFailureOfATablesOnlyKernelReplays) {
     ++replayed;
   }
   EXPECT_GT(replayed, 0u) << "no property replay file in " << dir << "\n" << g.out;
+}
+
+// ---- the door as production kernels use it (issue 49): kernels/door_kernels.c under the default options -----
+// No --layout, no --dtype, the default positions (2^24, the long positions row to 2^40); fewer random and property
+// executions than the default (tests count cases, not seconds).
+const char* kDoorOptions = "--cases 100 --property-cases 5";
+
+struct DoorKernel {
+  const char* kernel;
+  const char* extra;                   // options its documented contract states (--input-padding)
+  const char* abi_says;                // on the abi line
+  std::vector<const char*> rows_pass;  // rows that must run and pass
+  const char* also = nullptr;          // said somewhere else in the verdict
+};
+
+class AbiDoor : public ::testing::TestWithParam<DoorKernel> {};
+
+TEST_P(AbiDoor, ACorrectKernelPassesTheDefaultGate) {
+  const DoorKernel& k = GetParam();
+  const GateRun g = gate(kernel("current", k.kernel), std::string(kDoorOptions) + " " + k.extra,
+                         std::string("door_") + k.kernel);
+  EXPECT_EQ(g.exit, 0) << g.out;
+  EXPECT_NE(g.out.find("verdict: PASS"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find(k.abi_says), std::string::npos) << k.abi_says << "\n" << g.out;
+  for (const char* row : k.rows_pass) {
+    const std::string line = row_line(g.out, row);
+    EXPECT_NE(line.find("| pass |"), std::string::npos) << row << "\n" << g.out;
+    EXPECT_EQ(line.rfind("| " + std::string(row) + " | 0 |", 0), std::string::npos) << row << " ran no case\n" << g.out;
+  }
+  if (k.also) EXPECT_NE(g.out.find(k.also), std::string::npos) << k.also << "\n" << g.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Abi, AbiDoor,
+    ::testing::Values(
+        // one layout only: every probe of the other layout refused, the kernel found on its own (the probes vary the
+        // dtype and layout fastest), its matrix of the other layout declined
+        DoorKernel{"door_half_split_table", "", "its probe calls were taken in half-split only",
+                   {"matrix f32 half-split", "matrix bf16 half-split", "long positions", "property: norm", "random"},
+                   "note: matrix f32 interleaved: every case declined (RC_UNSUPPORTED)"},
+        DoorKernel{"door_interleaved_table", "", "its probe calls were taken in interleaved only",
+                   {"matrix f16 interleaved", "long positions", "property: relative", "random"}},
+        // f32 activations only, the tensor form with int64 positions, out of place only: and the case of 2^32
+        // elements, out of place
+        DoorKernel{"door_f32_only", "", "its probe calls were taken in f32 only",
+                   {"matrix f32 interleaved", "matrix f32 half-split", "v3: strides", "random"}},
+        // the flat form for one token (a decode entry point) beside the general tensor form: the matrix's calls
+        // of several tokens go in the tensor form
+        DoorKernel{"door_both_forms", "", "it takes the tensor form (explicit int64 positions) too",
+                   {"matrix f32 interleaved", "matrix bf16 half-split", "v3: strides", "property: composition",
+                    "random"}},
+        // TransformerEngine's fp32 angle table (sincosf in f32), int32 positions, varlen with int32 cu_seqlens and
+        // offsets, the backward: no false alarm on the property rows
+        DoorKernel{"door_angle", "", "with caller-given tables only (angle, in the tensor form with explicit int32 positions)",
+                   {"matrix f32 interleaved", "v3: inverse", "v3: sequences", "v3: int32 positions", "long positions",
+                    "property: relative", "property: composition", "property: accuracy", "property: special values",
+                    "property: variant accuracy", "property: inverse", "property: sequences"}},
+        // Hugging Face / Liger: cos and sin already gathered per token (v4), q and k with their own head counts
+        DoorKernel{"door_token_table", "", "with caller-given tables only (per-token cos-sin-full, in the tensor form)",
+                   {"matrix f32 half-split", "v3: q and k", "v3: sequences", "v4: per-token tables", "property: q and k",
+                    "property: inverse", "random"}},
+        // XNNPACK: 16-byte loads that run past each input's end, as its documentation lets them
+        DoorKernel{"door_padded", "--input-padding 16", "with caller-given tables only (cos-sin-2)",
+                   {"matrix f32 interleaved", "matrix bf16 half-split", "v3: strides", "long positions", "random"},
+                   "padding: the kernel may read 16 byte(s) past each input and table it reads"}),
+    [](const auto& info) { return std::string(info.param.kernel).substr(5); });
+
+struct DoorBug {
+  const char* kernel;
+  const char* extra;
+  const char* cause;  // the verdict's cause (first), under the default contract and under loosest
+};
+
+class AbiDoorPlantedBugs : public ::testing::TestWithParam<DoorBug> {};
+
+TEST_P(AbiDoorPlantedBugs, FailUnderTheDefaultAndTheLoosestContractWithTheirCauseFirst) {
+  const DoorBug& b = GetParam();
+  for (const char* contract : {"", "--contract loosest"}) {
+    SCOPED_TRACE(contract);
+    const GateRun g = gate(kernel("current", b.kernel), std::string(kDoorOptions) + " " + b.extra + " " + contract,
+                           std::string("door_bug_") + b.kernel + (*contract ? "_loosest" : ""));
+    EXPECT_EQ(g.exit, 1) << g.out;
+    EXPECT_NE(g.out.find(std::string("verdict: FAIL (failed: ") + b.cause), std::string::npos) << b.cause << "\n"
+                                                                                             << g.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Abi, AbiDoorPlantedBugs,
+    ::testing::Values(
+        // positions checked as int64, then kept in an int: the long positions row's sparse table gets them
+        DoorBug{"door_half_split_narrow", "", "positions truncated to 32 bits"},
+        DoorBug{"door_both_forms_narrow", "", "positions truncated to 32 bits"},
+        // element offsets in 32-bit arithmetic, out of place only: the 2^32-element case out of place
+        DoorBug{"door_f32_only_offsets32", "", "element offsets computed in 32 bits"},
+        // the last k head never touched: out of place its k_out head still holds the poison
+        DoorBug{"door_token_table_last_k_head", "", "unwritten output"},
+        // a per-token table read at the positions' rows
+        DoorBug{"door_token_table_by_position", "", "per-token table indexed by position"},
+        // the padding read as promised, and written too
+        DoorBug{"door_padded_writes", "--input-padding 16", "out-of-bounds write"},
+        // without the padding declared, its documented over-reads fault on the guard page (right: the ABI's default)
+        DoorBug{"door_padded", "", "crash"},
+        // a backward dropping the attention factor (the kernels of tests/abi/kernels/table_kernels.c)
+        DoorBug{"table_backward_drops_af", "", "attention factor not applied"}),
+    [](const auto& info) { return std::string(info.param.kernel) + (*info.param.extra ? "_padding" : ""); });
+
+// Probes are calls like any other: their blocked time counts in the budget (a kernel whose every call takes 0.1 s,
+// taking tables of one layout only, needs about a hundred probes before its first taken one), and the run stops
+// at the budget with that said.
+TEST(AbiDoorBudget, ProbesCountInTheBudget) {
+  const std::filesystem::path dir = std::filesystem::path(ROPECHECK_TEST_TMP) / "door_sleepy_budget";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string log = (dir / "gate.txt").string();
+  const int st = std::system((std::string(ROPECHECK_CLI) + " gate --verbose --quiet --budget-seconds 2 --kernel " +
+                              kernel("current", "door_sleepy") + " --report-dir " + (dir / "report").string() +
+                              " --cases 10 --property-cases 1 > " + log + " 2>&1")
+                                 .c_str());
+  std::ifstream f(log);
+  std::stringstream out;
+  out << f.rdbuf();
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1) << out.str();
+  EXPECT_NE(out.str().find("abi: not known: the budget was reached after "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("the budget was reached before the kernel accepted a case"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("; the budget (2 s) cut: "), std::string::npos) << out.str();
+}
+
+// What the coverage line says was reached is what the calls carried to the kernel: a kernel that takes tables only
+// is given positions as rows of the tables the gate builds (its long positions row: positions indexing a sparse
+// table, up to 2^34), and one that takes int32 positions is never credited a position past int32.
+TEST(AbiDoorCoverage, PositionsAreTheOnesTheCallsCarried) {
+  auto coverage = [](const std::string& out) {
+    const size_t at = out.find("coverage: ");
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  const GateRun hs = gate(kernel("current", "door_half_split_table"), kDoorOptions, "door_cov_hs");
+  ASSERT_EQ(hs.exit, 0) << hs.out;
+  EXPECT_NE(coverage(hs.out).find("positions 0 .. 17179869184 (2^34)"), std::string::npos) << coverage(hs.out);
+  EXPECT_NE(coverage(hs.out).find("positions-beyond-int32 "), std::string::npos) << coverage(hs.out);
+  const GateRun an = gate(kernel("current", "door_angle"), kDoorOptions, "door_cov_angle");
+  ASSERT_EQ(an.exit, 0) << an.out;
+  EXPECT_EQ(coverage(an.out).find("positions-beyond-int32"), std::string::npos) << coverage(an.out);
+  EXPECT_NE(coverage(an.out).find(".. 2147483647 (2^31.0)"), std::string::npos) << coverage(an.out);  // int32's top
+  EXPECT_EQ(coverage(an.out).find("2^40"), std::string::npos) << coverage(an.out);
+}
+
+// A replay file places the call as the gate did: with the declared padding (a write into it still an out-of-bounds
+// write, not the crash an undeclared over-read would be).
+TEST(AbiDoorReplay, AReplayKeepsTheDeclaredPadding) {
+  const GateRun g = gate(kernel("current", "door_padded_writes"), std::string(kDoorOptions) + " --input-padding 16",
+                         "door_replay_padding");
+  ASSERT_EQ(g.exit, 1) << g.out;
+  const std::filesystem::path file =
+      std::filesystem::path(ROPECHECK_TEST_TMP) / "door_replay_padding" / "report" / "matrix-f32-interleaved.smallest.json";
+  const std::string log = (std::filesystem::path(ROPECHECK_TEST_TMP) / "door_replay_padding" / "replay.txt").string();
+  const int st = std::system((std::string(ROPECHECK_CLI) + " replay " + file.string() + " --kernel " +
+                              kernel("current", "door_padded_writes") + " > " + log + " 2>&1")
+                                 .c_str());
+  std::ifstream f(log);
+  std::stringstream out;
+  out << f.rdbuf();
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1) << out.str();
+  EXPECT_NE(out.str().find("out-of-bounds write"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("crashed"), std::string::npos) << out.str();
 }
 
 TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
