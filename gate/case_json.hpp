@@ -26,6 +26,9 @@ struct CaseRecord {
   Contract contract;    // what the kernel was held to
   double tolerance = 0; // > 0: a flat --tolerance override replaced the contract's allowances
   std::string diagnosis;  // what the kernel most likely computes
+  std::string suggestion;  // the --contract SPEC the diagnosis suggests (not written: the gate verifies it first)
+  std::string fault;       // the fault it failed with ("crash", ...; empty: its output failed; not written)
+  bool fault_free() const { return fault.empty(); }
   // A property's failure (properties/engine.hpp): the property's id, and how the engine reproduces its
   // smallest failing execution; `c` is that execution's first call.
   std::string property;

@@ -246,6 +246,10 @@ class Gate {
     return rec;
   }
 
+  // How the sequence and repeat rows call (their calls are out of place): in place for a kernel that takes in-place
+  // calls only (vLLM's: its stale state is checked all the same), as run_case and the property rows do.
+  bool stateful_in_place() const { return host_.abi().in_place_only; }
+
   // The table kinds a kernel that takes tables only is given in turn, case after case (the turn of a case that
   // needs a table).
   uint64_t next_turn(const RopeCase& asked) {
@@ -256,8 +260,11 @@ class Gate {
   // in_bias: the call's pairs join the radial bias check (docs/gate.md). The repeat row's 300 copies of one
   // case are not independent clusters, and the large row's prefill would outweigh every other row's pairs:
   // both stay out of it (their pairs are in the error decomposition all the same).
-  Outcome run_case(CheckRow& r, const RopeCase& asked, bool in_place, bool in_bias = true,
+  Outcome run_case(CheckRow& r, const RopeCase& asked, bool asked_in_place, bool in_bias = true,
                    GivenRows rows = GivenRows::renumbered) {
+    // A kernel that takes in-place calls only (vLLM's) gets every case in place: its out-of-place output would be
+    // what the in-place call gives, and declining it would check nothing (the property rows do the same).
+    const bool in_place = asked_in_place || host_.abi().in_place_only;
     Outcome o;
     if (aborted_) return o;
     if (over_budget()) {
@@ -307,6 +314,7 @@ class Gate {
   }
 
   void record_failure(CheckRow& r, CaseRecord rec, const std::string& fault = "") {
+    rec.fault = fault;
     ++r.failed;
     r.failed_check = true;
     ++r.faults[!fault.empty() ? fault : rec.property.empty() ? "accuracy" : "property"];
@@ -328,7 +336,8 @@ class Gate {
   // What a property's smallest failing execution shows: its fault, else the first of its calls that fails
   // alone against the reference, diagnosed; else the property alone is violated.
   std::string diagnose_property(const props::PropertyDef& p, const std::vector<HandleCall>& calls,
-                                const std::string& fault, const std::string& message) {
+                                const std::string& fault, const std::string& message, std::string* suggestion) {
+    suggestion->clear();
     if (!fault.empty()) return fault + ": " + message.substr(0, message.find('\n'));
     size_t judged = 0;
     for (const HandleCall& hc : calls) {
@@ -344,7 +353,7 @@ class Gate {
       const RopeCase& c = *sent;
       const Criteria cr = criteria(c);
       const CaseVerdict v = judge_call(c, in_place, opt_.angle_model, cr, res);
-      if (v.accepted && !v.pass) return diagnose_call(c, opt_.angle_model, cr, v, res);
+      if (v.accepted && !v.pass) return diagnose_call(c, opt_.angle_model, cr, v, res, suggestion);
       judged += v.accepted;
     }
     if (judged < calls.size())
@@ -353,6 +362,14 @@ class Gate {
     return fmt::format("property {} violated (each of its {} call(s) alone is within its allowance)", p.id,
                        calls.size());
   }
+
+  // How many of the failing cases a row kept (its smallest and the others; a property row's failing execution,
+  // replayed) still fail when judged under contract w: each re-run in the row's host (not counted in the coverage).
+  // `of`: how many were judged. What a suggestion ("would pass with --contract w") must leave at 0 to be printed.
+  uint64_t failing_under(const CheckRow& r, const Contract& w, uint64_t& of);
+  // Every row's suggestion, re-judged on the row's failing cases: one that leaves some failing is not printed (the
+  // diagnosis says so instead).
+  void verify_suggestions();
 
   // Try to shrink a row's smallest failing case to one token, then one head.
   void shrink(CheckRow& r);
@@ -457,6 +474,73 @@ void Gate::shrink(CheckRow& r) {
   if (cut) budget_cuts_.push_back("shrinking the smallest failing case of '" + r.name + "' (not fully shrunk)");
 }
 
+uint64_t Gate::failing_under(const CheckRow& r, const Contract& w, uint64_t& of) {
+  of = 0;
+  uint64_t failing = 0;
+  std::vector<const CaseRecord*> recs;
+  if (r.smallest) recs.push_back(&*r.smallest);
+  for (const CaseRecord& f : r.failing) recs.push_back(&f);
+  std::set<std::string> replayed;  // (a property's execution once)
+  for (const CaseRecord* f : recs) {
+    if (aborted_ || over_budget()) break;
+    if (!f->fault_free()) continue;
+    if (!f->property.empty()) {
+      const props::PropertyDef* p = props::find_property(f->property);
+      const std::string key = fmt::format("{}/{}/{}", f->property, f->property_case, to_string(f->c.dtype));
+      if (!p || !replayed.insert(key).second) continue;
+      HostHandle h(
+          impl_.name,
+          [this](const RopeCase& c, bool ip) {
+            return gate::property_call(c, ip, host_.abi(), opt_.contract, opt_.angle_model,
+                                       [this](const RopeCase& s, bool sip) { return call_unless_not_sent(s, sip); });
+          },
+          [&](const RopeCase& c) {
+            return case_criteria(opt_.error_model, c, property_contract(c, host_.abi(), w), opt_.tolerance);
+          },
+          opt_.angle_model, [this] { return aborted_ || over_budget(); });
+      h.set_send_filter([this](const RopeCase& c, bool ip) { return why_not_sent(c, ip); });
+      const auto res = props::replay_execution(*p, h, f->c.dtype, f->property_layout,
+                                               props::Scope{f->property_max_position}, f->property_seed,
+                                               f->property_case, f->property_shrink, f->property_cases);
+      if (res.type == rc::detail::CaseResult::Type::Discard) continue;
+      ++of;
+      failing += res.type == rc::detail::CaseResult::Type::Failure;
+      continue;
+    }
+    const Criteria cr = case_criteria(opt_.error_model, f->c, w, opt_.tolerance);
+    const CaseVerdict v = judge_call(f->c, f->in_place, opt_.angle_model, cr, call(f->c, f->in_place));
+    if (!v.accepted) continue;
+    ++of;
+    failing += !v.pass;
+  }
+  return failing;
+}
+
+void Gate::verify_suggestions() {
+  for (CheckRow& r : res_.rows) {
+    if (!r.failed_check || r.suggestion.empty()) continue;
+    std::string err;
+    const std::optional<Contract> w = parse_contract(r.suggestion, &err);
+    uint64_t of = 0;
+    const uint64_t left = w ? failing_under(r, *w, of) : 1;
+    if (w && left == 0 && of > 0) continue;  // verified
+    // Not printed: the suggestion of the row's diagnosis is replaced by what re-judging found.
+    const std::string would = "; would pass with --contract " + r.suggestion;
+    const std::string said =
+        of == 0 ? fmt::format("; --contract {} could not be re-judged on this row's failing cases: not suggested",
+                              r.suggestion)
+                : fmt::format("; --contract {} re-judged on this row's {} failing case(s) leaves {} failing: not "
+                              "suggested",
+                              r.suggestion, of, left);
+    for (std::string* d : {&r.diagnosis, r.smallest ? &r.smallest->diagnosis : nullptr})
+      if (d)
+        if (const size_t at = d->rfind(would); at != std::string::npos) d->replace(at, would.size(), said);
+    for (CaseRecord& f : r.failing)
+      if (const size_t at = f.diagnosis.rfind(would); at != std::string::npos) f.diagnosis.replace(at, would.size(), said);
+    r.suggestion.clear();
+  }
+}
+
 void Gate::diagnose_row(CheckRow& r) {
   if (!r.smallest) return;
   if (!r.diagnosis.empty()) {  // the row diagnosed its own failure (sequence, repeat)
@@ -474,6 +558,7 @@ void Gate::diagnose_row(CheckRow& r) {
   const CaseRecord& rec = *richest;
   if (!r.smallest->property.empty()) {
     r.diagnosis = r.smallest->diagnosis;  // diagnose_property's, made when the failure was found
+    r.suggestion = r.smallest->suggestion;
   } else if (r.smallest_fault == "hang") {
     r.diagnosis = "hang: the kernel did not return within the timeout";
   } else if (!r.smallest_fault.empty()) {
@@ -494,16 +579,18 @@ void Gate::diagnose_row(CheckRow& r) {
       r.diagnosis = "state across calls: the case fails in the long-running host process and passes in a fresh one "
                     "(a call counter, or a cache kept across calls)";
     else if (v.accepted && !v.pass)
-      r.diagnosis = diagnose_call(rec.c, opt_.angle_model, cr, v, res);
+      r.diagnosis = diagnose_call(rec.c, opt_.angle_model, cr, v, res, &r.suggestion);
     else if (fails_alone)
-      r.diagnosis = diagnose_call(rec.c, opt_.angle_model, cr, va, alone);
+      r.diagnosis = diagnose_call(rec.c, opt_.angle_model, cr, va, alone, &r.suggestion);
     else
       r.diagnosis = "not reproduced on a rerun, alone or after other calls: the output depends on the calls before "
                     "it (a stale cache or counter) or is not deterministic";
     if (rec.in_place && v.accepted && !v.pass) {
       // In place only? The same call out of place.
-      if (std::string a = in_place_aliasing(rec.c, opt_.angle_model, cr, call(rec.c, false)); !a.empty())
+      if (std::string a = in_place_aliasing(rec.c, opt_.angle_model, cr, call(rec.c, false)); !a.empty()) {
         r.diagnosis = std::move(a);
+        r.suggestion.clear();
+      }
     }
   }
   r.smallest->diagnosis = r.diagnosis;
@@ -579,14 +666,15 @@ void Gate::run_long_positions() {
   // the call's positions are there), on narrow rows, up to the position a table of them can reach.
   const bool tables = host_.abi().tables_only;
   const int64_t reached = tables ? std::min(top, long_table_max_position(model())) : top;
-  std::set<std::string> declined;
+  // The declined calls counted by the positions they held (not a cause: a call may be declined for anything else).
+  uint64_t sent[2] = {0, 0}, declined[2] = {0, 0};  // [beyond int32]
   for (const auto& [d, l] : accepted_combos_)
     for (const auto& [c, in_place] : long_position_cases(d, l, top, opt_.seed, model(), tables)) {
-      const uint64_t before = r.declined;
+      const uint64_t before = r.declined, made = r.cases + r.declined;
       run_case(r, c, in_place, /*in_bias=*/false, tables ? GivenRows::sparse : GivenRows::renumbered);
-      if (r.declined > before)
-        declined.insert(features_of(c, in_place).has(Feature::positions_beyond_int32) ? "positions beyond int32"
-                                                                                       : "positions below 2^31");
+      const int beyond = features_of(c, in_place).has(Feature::positions_beyond_int32);
+      sent[beyond] += r.cases + r.declined - made;
+      declined[beyond] += r.declined - before;
     }
   std::string note = fmt::format("positions {} .. {}{}", kLongPositionsFrom, reached,
                                  opt_.long_positions_bound.empty() ? "" : " (bounded by " + opt_.long_positions_bound + ")");
@@ -594,7 +682,13 @@ void Gate::run_long_positions() {
     note += fmt::format("; the kernel takes tables only: each call's positions index a sparse table (the rows of its "
                         "positions only){}, up to {} (what such a table's address space holds)",
                         model() ? "" : fmt::format(", at rotary_dim {}", kLongTableRotaryDim), reached);
-  if (!declined.empty()) note += fmt::format("; declined: {}", fmt::join(declined, ", "));
+  if (declined[0] + declined[1]) {
+    std::vector<std::string> parts;
+    if (declined[0]) parts.push_back(fmt::format("{} of the {} call(s) with positions below 2^31", declined[0], sent[0]));
+    if (declined[1])
+      parts.push_back(fmt::format("{} of the {} call(s) with positions beyond int32", declined[1], sent[1]));
+    note += fmt::format("; declined (RC_UNSUPPORTED): {}", fmt::join(parts, ", "));
+  }
   if (opt_.tolerance.empty() && (opt_.contract.angles == Contract::Angles::f32 || opt_.error_model.angle_f32))
     note += "; under angles=f32 a pair whose K ulps of f32 at |angle| reach pi has no direction to keep: there these "
             "cases test the pair's length only";
@@ -728,7 +822,7 @@ void Gate::run_properties() {
       rec.property_max_discard_ratio = dl.max_discard_ratio;
       rec.property_shrink = o.shrink_path;
       rec.property_max_position = opt_.max_position;
-      rec.diagnosis = diagnose_property(p, calls, property_handle_.failing_fault(), o.message);
+      rec.diagnosis = diagnose_property(p, calls, property_handle_.failing_fault(), o.message, &rec.suggestion);
       record_failure(r, std::move(rec), property_handle_.failing_fault());
       if (o.shrink_cut)
         budget_cuts_.push_back(fmt::format("shrinking the failure of '{}' ({} {}; not fully shrunk)", r.name,
@@ -806,13 +900,13 @@ void Gate::run_sequences() {
   for (size_t n = 0; n < cases.size(); ++n) {
     const RopeCase& c = cases[n];
     const uint64_t failed_before = r.failed;
-    const Outcome o = run_case(r, c, false);
+    const Outcome o = run_case(r, c, stateful_in_place());
     if (r.failed > failed_before && n > 0 && o.v.fault.empty() && r.diagnosis.empty() &&
         failed_alone < kFailedAloneEnough && !over_budget()) {
       // Does it fail alone? A case that passes in a fresh process failed because of the calls before it.
       const RopeCase& sent = o.sent ? *o.sent : c;  // (as run_case sent it)
-      const CallResult alone = call_isolated_like(sent);
-      const CaseVerdict va = judge_call(sent, false, opt_.angle_model, criteria(sent), alone);
+      const CallResult alone = call_isolated_like(sent, stateful_in_place());
+      const CaseVerdict va = judge_call(sent, stateful_in_place(), opt_.angle_model, criteria(sent), alone);
       if (va.accepted && va.pass)
         r.diagnosis = fmt::format("stale state across calls: {} fails right after {} in the same process and passes "
                                   "in a fresh one (a cache keyed on some of the parameters?)",
@@ -822,7 +916,9 @@ void Gate::run_sequences() {
     }
   }
   if (!r.ran && !aborted_ && r.not_sent.empty())
-    r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
+    r.note = budget_reached_ ? "not run: the budget was reached"
+             : r.declined   ? "every call declined (RC_UNSUPPORTED)"
+                            : "no accepted dtype/layout";
 }
 
 // The same case many times in one process: every output judged and the same as the first (bit for bit, or
@@ -843,7 +939,8 @@ void Gate::run_repeat() {
     return;
   }
   const RopeCase* sent = nullptr;
-  CallResult first_call = call_in_ways(ways, [&](const RopeCase& w) { return call_unless_not_sent(w, false); },
+  const bool ip = stateful_in_place();
+  CallResult first_call = call_in_ways(ways, [&](const RopeCase& w) { return call_unless_not_sent(w, ip); },
                                        taken_way_ % std::max<size_t>(1, ways.size()), &sent);
   if (!sent) {
     r.not_sent[first_call.not_sent] += kRepeats;
@@ -861,12 +958,17 @@ void Gate::run_repeat() {
       ++not_run_[r.name];
       break;
     }
-    const CallResult res = k == 0 ? std::move(first_call) : call(c, false);
-    count(asked, c, false, res);
+    const CallResult res = k == 0 ? std::move(first_call) : call(c, ip);
+    count(asked, c, ip, res);
     ++res_.calls;
-    const CaseVerdict v = judge_call(c, false, opt_.angle_model, cr, res, &ref);
+    const CaseVerdict v = judge_call(c, ip, opt_.angle_model, cr, res, &ref);
     if (!v.accepted) {
       ++r.declined;
+      if (k == 0) {  // (declined in every way the kernel took: the same call 299 times more tells nothing)
+        r.note = fmt::format("declined (RC_UNSUPPORTED): its case ({}{}), in every form the kernel took",
+                             asked.summary(), ip ? ", in place" : "");
+        break;
+      }
       continue;
     }
     ++res_.accepted;
@@ -893,7 +995,7 @@ void Gate::run_repeat() {
       if (r.failed == 0 && v.fault.empty() && k > 0)
         r.diagnosis = fmt::format("state across calls: call {} of the same case {}", k + 1,
                                   v.pass ? "differs from the first" : "fails, the first ones passed");
-      record_failure(r, record(r, c, false, cr, msg), v.fault);
+      record_failure(r, record(r, c, ip, cr, msg), v.fault);
       if (r.failed >= 3) break;  // enough evidence; keep the budget for the rest
     }
   }
@@ -1120,6 +1222,7 @@ GateResult Gate::run() {
       shrink(r);
       diagnose_row(r);
     }
+  verify_suggestions();
   save_files();
   charge("verdict");
   res_.budget_used = charged_;
@@ -1180,6 +1283,7 @@ GateResult Gate::run() {
     // of several rows (each row's smallest widening of the contract: on a few pairs just past the allowance
     // they differ from row to row) are one cause, the join of the widenings, where every row has one.
     std::vector<std::string> causes, precision_texts, precision_causes;
+    std::vector<CheckRow*> precision_rows;  // (the rows of precision_texts)
     std::vector<std::string> row_causes;  // each failing row's cause
     std::vector<std::string> explained;  // the causes of rows with a fault or a named diagnosis
     bool bias_diagnosed_in_a_case = false;  // a row other than the bias rows was diagnosed a radial bias
@@ -1211,7 +1315,7 @@ GateResult Gate::run() {
       const std::string_view id = cause_id(cause);
       return id == id_of(Cause::cos_sin_bf16) || id == id_of(Cause::cos_sin_f16) || id == id_of(Cause::radial_bias);
     };
-    for (const auto& r : res_.rows) {
+    for (auto& r : res_.rows) {
       if (!r.failed_check) continue;
       std::string cause = cause_of(r);
       if (!truncation.empty() && r.smallest_fault.empty() && is_precision_cause(cause) &&
@@ -1223,6 +1327,7 @@ GateResult Gate::run() {
       if (cause == "radial bias" && r.name.rfind("bias ", 0) != 0) bias_diagnosed_in_a_case = true;
       if (r.smallest_fault.empty() && is_precision_cause(cause)) {
         precision_texts.push_back(r.diagnosis);
+        precision_rows.push_back(&r);
         if (std::find(precision_causes.begin(), precision_causes.end(), cause) == precision_causes.end())
           precision_causes.push_back(cause);
       }
@@ -1232,8 +1337,20 @@ GateResult Gate::run() {
     if (precision_causes.size() > 1)
       if (const std::optional<PrecisionJoin> j = join_precision(precision_texts, opt_.contract)) {
         std::vector<std::string> merged;
+        // Said only once every such row's failing cases pass under it (each re-judged; verify_suggestions).
+        std::string err;
+        const std::optional<Contract> w = parse_contract(j->spec, &err);
+        uint64_t left = 0, of = 0;
+        for (CheckRow* pr : precision_rows) {
+          uint64_t n = 0;
+          left += w ? failing_under(*pr, *w, n) : 1;
+          of += n;
+        }
         const std::string joined =
-            fmt::format("precision: {}; every such row passes with --contract {}", j->causes, j->spec);
+            w && left == 0 && of > 0
+                ? fmt::format("precision: {}; every such row passes with --contract {}", j->causes, j->spec)
+                : fmt::format("precision: {}; --contract {} re-judged on their {} failing case(s) leaves {} failing",
+                              j->causes, j->spec, of, left);
         for (const std::string& cause : causes) {
           const bool precision = std::find(precision_causes.begin(), precision_causes.end(), cause) !=
                                  precision_causes.end();

@@ -107,6 +107,9 @@ struct CheckRow {
   // kernel's decline.
   std::map<std::string, uint64_t> not_sent;
   std::string diagnosis;  // what the smallest failing case's kernel most likely computes
+  // The --contract SPEC its diagnosis suggests ("would pass with --contract SPEC"), kept only once every failing case
+  // the row kept passes under it (for a property row: its failing execution, replayed); empty: none.
+  std::string suggestion;
   // Fold one judged call's worst pair and angle error into the row.
   void add(const Judgement& j);
   bool ran = false;       // at least one accepted case
@@ -270,8 +273,8 @@ class SendWays {
 };
 // The call of `asked` in the first of its ways (from way `first` on, then around) that the kernel does not
 // decline: `call` makes the call of one way (a result with not_sent set: that way is not to be made). Returns the
-// result of the accepted call, else of the last declined one, else (no way made) one with not_sent saying why;
-// *sent: the case of that result's way (nullptr: none made); *way: its index.
+// result of the accepted call, else of the first declined one (what the case is counted as), else (no way made) one
+// with not_sent saying why; *sent: the case of that result's way (nullptr: none made); *way: its index.
 CallResult call_in_ways(SendWays& ways, const std::function<CallResult(const RopeCase&)>& call, size_t first = 0,
                         const RopeCase** sent = nullptr, size_t* way = nullptr);
 // The contract a call with a table the harness built is judged under when it is judged as the case asked (the
@@ -301,9 +304,11 @@ Contract property_contract(const RopeCase& asked, const AbiVersions& abi, const 
 Criteria case_criteria(const KernelErrorModel& em, const RopeCase& c, const Contract& contract,
                        const std::map<Dtype, double>& tolerance);
 
-// The diagnosis of a failing call (faults named as such, else properties/diagnosis).
+// The diagnosis of a failing call (faults named as such, else properties/diagnosis). *suggestion: the --contract SPEC
+// the diagnosis says the call would pass under (empty: none), which a row prints only once verified on its other
+// failing cases (Gate::verify_suggestions).
 std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
-                          const struct CallResult& r);
+                          const struct CallResult& r, std::string* suggestion = nullptr);
 // A failing in-place call whose case passes out of place (`out_of_place`: the same case called out of place):
 // "in-place aliasing: ..." (the kernel reads what it already wrote when out == in); empty otherwise.
 std::string in_place_aliasing(const RopeCase& c, AngleModel model, const Criteria& cr,

@@ -683,8 +683,9 @@ std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, in
     out.push_back({std::move(c), in_place});
   };
   // Within int32, where f32 no longer holds every integer: a position rounded to f32 moves by up to 64 (a whole
-  // radian and more on the fastest pairs), 2^31 - 1 rounds up to 2^31.
-  const int64_t top32 = std::min(max_position, int32_top);
+  // radian and more on the fastest pairs), 2^31 - 1 rounds up to 2^31. (For a table: 2^31 - 2, so that the table's
+  // 2^31 - 1 rows fit the int a kernel may keep its row count in: ONNX Runtime's max_sequence_length.)
+  const int64_t top32 = std::min(max_position, for_tables ? int32_top - 1 : int32_top);
   make(64, 64, 10000.0,
        {top32, (int64_t(1) << 25) + 1, (int64_t(1) << 28) + 3,
         (int64_t(1) << 30) + 5, draw(kLongPositionsFrom, top32), std::max<int64_t>(kLongPositionsFrom, top32 - 2)},

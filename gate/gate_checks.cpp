@@ -179,10 +179,8 @@ CaseVerdict check_call(const RopeCase& c, bool in_place, const CallResult& r) {
                                         : r.status == CallStatus::crashed && r.signal == SIGSYS ? "forbidden system call"
                                         : r.status == CallStatus::crashed && !r.wrapped_offset.empty()
                                             ? "element offsets computed in 32 bits"
-                                        : r.status == CallStatus::crashed && !r.narrowed_position.empty()
-                                            ? "positions truncated to 32 bits"
-                                        : r.status == CallStatus::crashed && !r.token_table_row.empty()
-                                            ? "per-token table indexed by position"
+                                        : r.status == CallStatus::crashed && !r.misread_fault.empty()
+                                            ? r.misread_fault.c_str()
                                         : r.status == CallStatus::crashed ? "crash"
                                         : !r.raised.empty()                                     ? "exception"
                                                                                                 : "error code");
@@ -344,11 +342,13 @@ std::vector<HeadMap> stride_hypotheses(const RopeCase& c, bool for_k) {
 }  // namespace
 
 std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& cr, const CaseVerdict& v,
-                          const CallResult& r) {
+                          const CallResult& r, std::string* suggestion) {
+  if (suggestion) suggestion->clear();
   if (!v.fault.empty()) {
     if (v.fault == "crash" || v.fault == "hang" || v.fault == "error code" || v.fault == "exception" ||
         v.fault == "forbidden system call" || v.fault == "element offsets computed in 32 bits" ||
-        v.fault == "positions truncated to 32 bits" || v.fault == "per-token table indexed by position")
+        v.fault == "positions truncated to 32 bits" || v.fault == "per-token table indexed by position" ||
+        v.fault == "table row indexed by token")
       return v.fault + ": the kernel " + describe(r);
     return v.fault;
   }
@@ -359,9 +359,13 @@ std::string diagnose_call(const RopeCase& c, AngleModel model, const Criteria& c
   if (c.tensor && c.tensor->k_heads && judge_output(c, ref, r.out.data(), cr).ok()) {
     // q is within its allowances: the failure is k's (judge_call), diagnosed as a case of its own.
     const RopeCase kc = c.k_case();
-    return "k: " + diagnose(kc, r.k_out.data(), reference_rope(kc, ro), cr, model, stride_hypotheses(c, true)).text();
+    const Diagnosis dg = diagnose(kc, r.k_out.data(), reference_rope(kc, ro), cr, model, stride_hypotheses(c, true));
+    if (suggestion) *suggestion = dg.contract;
+    return "k: " + dg.text();
   }
-  return diagnose(c, r.out.data(), ref, cr, model, stride_hypotheses(c, false)).text();
+  const Diagnosis dg = diagnose(c, r.out.data(), ref, cr, model, stride_hypotheses(c, false));
+  if (suggestion) *suggestion = dg.contract;
+  return dg.text();
 }
 
 std::string in_place_aliasing(const RopeCase& c, AngleModel model, const Criteria& cr, const CallResult& out_of_place) {
@@ -436,10 +440,14 @@ CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em) {
             k == 1 ? "f16" : "bf16", st[k].bias, st[k].allowed, k == 1 ? "f16" : "bf16");
         break;
       }
+    // (A negative radial component is an output short of the exact rotation along its direction: a shorter output,
+    // or one rotated by another angle, whose error's radial part is -|y|(1 - cos(delta)) -- not always shorter.)
     r.smallest_message = fmt::format(
         "radial bias: the mean radial error is {:+.4f} u over {} pairs ({} clusters), beyond {:.4f} u (5 SE + 1/8 u + "
-        "the contract's systematic share); outputs are systematically {} than the exact rotation",
-        s.bias, b.n, b.clusters, s.allowed, s.bias < 0 ? "shorter" : "longer");
+        "the contract's systematic share); the outputs fall systematically {} the exact rotation along its direction "
+        "({})",
+        s.bias, b.n, b.clusters, s.allowed, s.bias < 0 ? "short of" : "beyond",
+        s.bias < 0 ? "shorter outputs, or outputs rotated by another angle" : "longer outputs");
   }
   return r;
 }
@@ -530,9 +538,11 @@ const RopeCase* SendWays::way(size_t i) {
 
 CallResult call_in_ways(SendWays& ways, const std::function<CallResult(const RopeCase&)>& call, size_t first,
                         const RopeCase** sent, size_t* way) {
-  std::optional<CallResult> last, unsent;
-  const RopeCase* last_case = nullptr;
-  size_t last_way = 0;
+  // The accepted call, else the first made (declined in every way, the case counts as its first way made: the
+  // features of the ways tried after it are not what it was refused for).
+  std::optional<CallResult> made, unsent;
+  const RopeCase* made_case = nullptr;
+  size_t made_way = 0;
   const size_t n = ways.size();
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (first + k) % n;
@@ -544,14 +554,16 @@ CallResult call_in_ways(SendWays& ways, const std::function<CallResult(const Rop
       continue;
     }
     const bool declined = r.status == CallStatus::declined;
-    last = std::move(r);
-    last_case = c;
-    last_way = i;
+    if (!declined || !made) {
+      made = std::move(r);
+      made_case = c;
+      made_way = i;
+    }
     if (!declined) break;
   }
-  if (sent) *sent = last_case;
-  if (way) *way = last_way;
-  if (last) return std::move(*last);
+  if (sent) *sent = made_case;
+  if (way) *way = made_way;
+  if (made) return std::move(*made);
   if (unsent) return std::move(*unsent);
   CallResult r;
   r.status = CallStatus::declined;

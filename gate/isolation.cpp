@@ -465,15 +465,16 @@ std::string wrapped_element(const RopeCase& c, int which, int64_t delta) {
 }
 
 struct Region;
-std::string narrowed_row(const RopeCase& c, const Region& g, int64_t delta);
-std::string position_row_of_token_table(const RopeCase& c, const Region& g, int64_t delta);
+struct MisreadRow {
+  std::string fault, where;  // the fault it is named ("positions truncated to 32 bits", ...), the row in words
+};
+MisreadRow misread_row(const RopeCase& c, const Region& g, int64_t delta);
 
 // Where a faulting access of a call was (CallResult::fault_where): in which guard page of which buffer, how far
 // from the buffer's data, or outside ropecheck's buffers; and, when the address is where a tensor's element
 // would be with its offset computed in 32 bits, which element (`wrapped`: its words, else empty).
 std::string fault_place(const Reply& f, const std::vector<Region>& regions, const unsigned char* arena,
-                        size_t used, const RopeCase& c, std::string& wrapped, std::string& narrowed,
-                        std::string& by_position) {
+                        size_t used, const RopeCase& c, std::string& wrapped, MisreadRow& misread) {
   const char* how = f.fault_write == 1 ? "a write" : f.fault_write == 0 ? "a read" : "an access";
   const uint64_t a = f.fault_addr, base = reinterpret_cast<uint64_t>(arena);
   if (a < 4096) return fmt::format("{} at address {:#x} (a null pointer)", how, a);
@@ -509,14 +510,11 @@ std::string fault_place(const Reply& f, const std::vector<Region>& regions, cons
     if (g.tensor >= 0 && wrapped.empty())
       wrapped = wrapped_element(c, g.tensor, int64_t(a) - int64_t(base + g.data));
   if (!wrapped.empty()) where += "; there would be " + wrapped;
-  for (const Region& g : regions)
-    if (!g.live.empty() && g.tensor < 0 && narrowed.empty())
-      narrowed = narrowed_row(c, g, int64_t(a) - int64_t(base + g.data));
-  if (!narrowed.empty()) where += "; there would be " + narrowed;
-  for (const Region& g : regions)
-    if (g.tensor < 0 && by_position.empty() && std::string_view(g.name).rfind("table", 0) == 0)
-      by_position = position_row_of_token_table(c, g, int64_t(a) - int64_t(base + g.data));
-  if (!by_position.empty()) where += "; there would be " + by_position;
+  for (const Region& g : regions) {
+    if (g.tensor >= 0 || !misread.fault.empty() || std::string_view(g.name).rfind("table", 0) != 0) continue;
+    misread = misread_row(c, g, int64_t(a) - int64_t(base + g.data));
+  }
+  if (!misread.where.empty()) where += "; there would be " + misread.where;
   return where;
 }
 
@@ -593,42 +591,48 @@ Region place_table(const char* name, unsigned char pattern, const RopeCase& c, i
   return r;
 }
 
-// The table row a faulting address of a sparse table's call is, where a position of the call narrowed to 32 bits
-// would index it: "table row -2147483648 (position 2147483648 as int32)"; empty when none.
-std::string narrowed_row(const RopeCase& c, const Region& g, int64_t delta) {
-  if (!c.table || !c.table->sparse()) return "";
-  if (g.tensor >= 0) return "";
-  const int64_t row = int64_t(c.abi_table_bytes[0].size() / c.table->stored.size());  // (table2's rows are as wide)
-  if (row <= 0) return "";
-  for (int64_t m : c.positions) {
-    const struct {
-      int64_t r;
-      const char* words;
-    } ways[] = {{int64_t(int32_t(uint32_t(uint64_t(m)))), "as int32"}, {int64_t(uint32_t(uint64_t(m))), "as uint32"}};
-    for (const auto& w : ways) {
+// The table row a faulting address of a table's call would be where a kernel reads a row it should not, and why:
+// for a sparse table (its positions are its rows), a position of the call narrowed to 32 bits ("table row
+// -2147483648 (position 2147483648 as int32)") or the token's index ("table row 2 (token 2's index, not its position
+// 4294967297)"); for a per-token table, a token's position ("table row 4097 (token 2's position; the table has a row
+// per token, 6 rows)"). Empty when none.
+MisreadRow misread_row(const RopeCase& c, const Region& g, int64_t delta) {
+  if (!c.table || c.n_tokens() == 0) return {};
+  const CosSinTable& t = *c.table;
+  const int64_t T = int64_t(c.n_tokens());
+  if (t.sparse()) {
+    const int64_t row = int64_t(c.abi_table_bytes[0].size() / t.stored.size());  // (table2's rows are as wide)
+    auto at = [&](int64_t r) {
       int64_t lo;
-      if (w.r == m || __builtin_mul_overflow(w.r, row, &lo)) continue;
+      return !__builtin_mul_overflow(r, row, &lo) && delta >= lo && delta < lo + row;
+    };
+    for (int64_t m : c.positions) {
+      const struct {
+        int64_t r;
+        const char* words;
+      } ways[] = {{int64_t(int32_t(uint32_t(uint64_t(m)))), "as int32"}, {int64_t(uint32_t(uint64_t(m))), "as uint32"}};
+      for (const auto& w : ways)
+        if (w.r != m && at(w.r))
+          return {"positions truncated to 32 bits", fmt::format("{} row {} (position {} {})", g.name, w.r, m, w.words)};
+    }
+    for (int64_t k = 0; k < T; ++k)
+      if (t.kept(size_t(k)) == SIZE_MAX && at(k))
+        return {"table row indexed by token",
+                fmt::format("{} row {} (token {}'s index, not its position {})", g.name, k, k, c.position(size_t(k)))};
+    return {};
+  }
+  if (t.by_token && c.abi_table_ndim == 2) {
+    const int64_t row = int64_t(c.abi_table_bytes[0].size()) / T;
+    for (int64_t k = 0; k < T; ++k) {
+      const int64_t m = c.position(size_t(k));
+      int64_t lo;
+      if (m < T || __builtin_mul_overflow(m, row, &lo)) continue;
       if (delta >= lo && delta < lo + row)
-        return fmt::format("{} row {} (position {} {})", g.name, w.r, m, w.words);
+        return {"per-token table indexed by position",
+                fmt::format("{} row {} (token {}'s position; the table has a row per token, {} rows)", g.name, m, k, T)};
     }
   }
-  return "";
-}
-
-// The row a faulting address of a per-token table's call is, where a token's position would index it (a per-token
-// table read as one indexed by position): "table row 4097 (token 2's position; the table has a row per token, 6
-// rows)"; empty when none.
-std::string position_row_of_token_table(const RopeCase& c, const Region& g, int64_t delta) {
-  if (!c.table || !c.table->by_token || c.abi_table_ndim != 2 || c.n_tokens() == 0) return "";
-  const int64_t T = int64_t(c.n_tokens()), row = int64_t(c.abi_table_bytes[0].size()) / T;
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t m = c.position(size_t(t));
-    int64_t lo;
-    if (m < T || __builtin_mul_overflow(m, row, &lo)) continue;
-    if (delta >= lo && delta < lo + row)
-      return fmt::format("{} row {} (token {}'s position; the table has a row per token, {} rows)", g.name, m, t, T);
-  }
-  return "";
+  return {};
 }
 
 // ---- the ABI v3 draft's tensors in the arena -----------------------------------------------------------
@@ -1534,9 +1538,11 @@ CallResult KernelHost::call_at(const RopeCase& c, bool in_place, double timeout_
     } else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
       r.status = CallStatus::crashed;
       r.signal = WTERMSIG(st);
-      if (fault && fault->rc == r.signal)
-        r.fault_where = fault_place(*fault, regions, A, cursor, c, r.wrapped_offset, r.narrowed_position,
-                                    r.token_table_row);
+      if (fault && fault->rc == r.signal) {
+        MisreadRow misread;
+        r.fault_where = fault_place(*fault, regions, A, cursor, c, r.wrapped_offset, misread);
+        r.misread_fault = misread.fault;
+      }
     } else {
       r.status = CallStatus::crashed;
       r.signal = WIFSIGNALED(st) ? SIGKILL : 0;

@@ -74,12 +74,11 @@ struct CallResult {
   // ... and the fault's address is where a tensor's element would be with its offset computed in 32 bits: which
   // ("q[2][0][0] (element offset 4294967168; as int32 -128)"); the verdict's cause is then that.
   std::string wrapped_offset;
-  // ... or where a sparse table's row would be for a position of the call narrowed to 32 bits: which ("table row
-  // -2147483648 (position 2147483648 as int32)"); the verdict's cause is then that.
-  std::string narrowed_position;
-  // ... or where a per-token table's row would be for a token's position (the table read as one indexed by
-  // position): which ("table row 4097 (token 2's position; ...)"); the verdict's cause is then that.
-  std::string token_table_row;
+  // ... or where a table's row would be that the kernel should not read, for a reason the row tells: a position
+  // narrowed to 32 bits, the token's index (a sparse table), a token's position (a per-token table). Its fault's
+  // name ("positions truncated to 32 bits", "table row indexed by token", "per-token table indexed by position"),
+  // which the verdict names then; fault_where says which row.
+  std::string misread_fault;
   uint64_t host_start = 0;  // which host process made the call (1: the first; a crash or hang starts another)
   // Not empty: the kernel was not called, because no ABI version it speaks expresses the case (why; status
   // is `declined`, and the call is not the kernel's decline: rows count it apart). core/abi_versions.hpp.

@@ -320,6 +320,12 @@ std::string ranges(const std::vector<uint32_t>& v) {
 }
 
 std::string g4(double v) { return fmt::format("{:.4g}", v); }
+// A ratio to an allowance: never "1" for one beyond it, nor "0" for one above 0 ("the worst at 1x it" of a failure).
+std::string ratio_text(double r) {
+  std::string s = g4(r);
+  if ((s == "1" && r > 1) || (s == "0" && r > 0)) s = fmt::format("{:.7g}", r);
+  return s;
+}
 
 // Contract::short_spec() with K written exactly: it formats K with {:g}, six significant digits, so
 // angles=f32:1000001 reads back as 1e+06.
@@ -500,6 +506,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
   const Ctx x{c, got, ref, cr, np, ref.angle.size() == c.n_tokens() * np};
   const Contract cur = contract_of(cr);
   const std::string cur_spec = cr.flat > 0 ? fmt::format("a flat bound of {} u", g4(cr.flat)) : exact_short_spec(cur);
+  // What a pair is held to, as the object of "beyond" / "within": "the default allowance", "the flat bound of 3 u".
+  const std::string cur_allowance =
+      cr.flat > 0 ? fmt::format("the flat bound of {} u", g4(cr.flat)) : "the " + exact_short_spec(cur) + " allowance";
 
   // The finite pairs against the reference, and what fails.
   std::vector<Rec> recs;
@@ -955,6 +964,19 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       }
       return predicted || only_unwritten;
     };
+    // With a caller-given table, a row read by the token's index is the likelier of the readings of another row: it
+    // goes before the position shifts (a tie between them -- row 0 of a one-token case is position m-1's row too --
+    // is its).
+    if (given) {
+      const auto by_token = std::find_if(cands.begin(), cands.end(), [](const Candidate& k) {
+        return k.cause == Cause::table_row_indexed_by_token || k.cause == Cause::token_table_indexed_by_position;
+      });
+      if (by_token != cands.end()) {
+        const size_t to = std::min<size_t>(cands.size() - 1, np > 1 ? 2 : 1);  // (after angle negated, other layout)
+        if (size_t(by_token - cands.begin()) > to)
+          std::rotate(cands.begin() + to, by_token, by_token + 1);
+      }
+    }
     std::vector<Scored> fits;
     for (const Candidate& k : cands) {
       const Fit f = fit(x, k, true);
@@ -980,8 +1002,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         others += (others.empty() ? "" : ", ") + std::string(name_of(fits[k].k->cause)) + " (" +
                   g4(fits[k].f.residual) + " u)";
       dg.detail = fmt::format(
-          "every pair within the {} allowance against {}: residual {} u, against the exact rotation {} u{}{}",
-          cur_spec, best.k->what, g4(best.f.residual), g4(ref_residual),
+          "every pair within {} against {}: residual {} u, against the exact rotation {} u{}{}",
+          cur_allowance, best.k->what, g4(best.f.residual), g4(ref_residual),
           others.empty() ? "" : "; also fits: " + others, also(false));
       return dg;
     }
@@ -1000,9 +1022,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           dg.cause = Cause::truncating_stores;
           dg.detail = fmt::format(
               "every output the exact value misses is its neighbour toward zero ({} of {} elements), never the one "
-              "away from it (rounding to nearest picks each about half the time); {} pair(s) beyond the {} "
-              "allowance, largest error {} u{}",
-              tr->down, tr->down + tr->up, acc_bad, cur_spec, g4(ref_residual), also(true));
+              "away from it (rounding to nearest picks each about half the time); {} pair(s) beyond {}, "
+              "largest error {} u{}",
+              tr->down, tr->down + tr->up, acc_bad, cur_allowance, g4(ref_residual), also(true));
           if (!cur.truncating_stores) {
             Contract w = cur;
             w.truncating_stores = true;
@@ -1014,10 +1036,10 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
           dg.detail = fmt::format(
               "pairs {}..{} of each head's {} (a tail of {}) are truncated: every output of theirs the exact value "
               "misses is its neighbour toward zero ({} of {} elements); pairs 0..{} round to nearest ({} toward "
-              "zero, {} away) -- the tail converts unlike the loop before it; {} pair(s) beyond the {} allowance, "
+              "zero, {} away) -- the tail converts unlike the loop before it; {} pair(s) beyond {}, "
               "largest error {} u{}",
               tr->from_pair, np - 1, np, np - tr->from_pair, tr->down, tr->down + tr->up, tr->from_pair - 1,
-              tr->head_down, tr->head_up, acc_bad, cur_spec, g4(ref_residual), also(true));
+              tr->head_down, tr->head_up, acc_bad, cur_allowance, g4(ref_residual), also(true));
         }
         return dg;
       }
@@ -1045,9 +1067,9 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         dg.detail = fmt::format(
             "the cos/sin the kernel used are those of a {} table made by truncation (toward zero): {} of {} pairs "
             "that can tell are the input times them; rounded to nearest, {} of {}; a bug (a table rounded to "
-            "nearest is what cos-sin={} describes); {} pair(s) beyond the {} allowance, largest error {} u{}",
+            "nearest is what cos-sin={} describes); {} pair(s) beyond {}, largest error {} u{}",
             to_string(t), tz.support, tz.support + tz.against, rn.support, rn.support + rn.against, to_string(t),
-            acc_bad, cur_spec, g4(ref_residual), also(true));
+            acc_bad, cur_allowance, g4(ref_residual), also(true));
         return dg;
       }
     }
@@ -1079,8 +1101,8 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
         dg.cause = Cause::radial_bias;
         dg.detail = fmt::format(
             "every pair within its tangential allowance, but the mean radial error is {:+.3f} u over {} pairs "
-            "(outputs shortened, as by truncating stores); {} pair(s) beyond the {} allowance, largest error {} u{}",
-            sum_r / double(n), n, acc_bad, cur_spec, g4(ref_residual), also(true));
+            "(outputs shortened, as by truncating stores); {} pair(s) beyond {}, largest error {} u{}",
+            sum_r / double(n), n, acc_bad, cur_allowance, g4(ref_residual), also(true));
         // A kernel that stores by truncation (vLLM's CPU bf16 conversion, docs/real-kernels.md) declares it:
         // suggested only where every finite pair then passes.
         if (cr.flat <= 0 && !cur.truncating_stores) {
@@ -1316,9 +1338,15 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
             rc = std::max(rc, ratio_of(r.pe, cr.allowance(c, r.pair, r.norm, r.phi, r.hint)));
             rw = std::max(rw, ratio_of(r.pe, wc.allowance(c, r.pair, r.norm, r.phi, r.hint)));
           }
-          ev += fmt::format("{}{} pair(s) beyond the {} allowance, the worst at {}x it (largest error {} u); at "
-                            "most {}x the allowance with {}",
-                            ev.empty() ? "" : "; ", acc_bad, cur_spec, g4(rc), g4(ref_residual), g4(rw), clauses);
+          if (acc_bad > 0)
+            ev += fmt::format("{}{} pair(s) beyond {}, the worst at {}x it (largest error {} u); at most {}x the "
+                              "allowance with {}",
+                              ev.empty() ? "" : "; ", acc_bad, cur_allowance, ratio_text(rc), g4(ref_residual),
+                              ratio_text(rw), clauses);
+          else  // (only pairs at angle 0 off their input: no rotated pair beyond the allowance)
+            ev += fmt::format("{}every rotated pair within {}; {} pair(s) at angle 0 far from their input; with {} "
+                              "every pair passes",
+                              ev.empty() ? "" : "; ", cur_allowance, id_far, clauses);
         }
         if (s.size() > 1) ev = "no single clause suffices; " + ev;
         {
@@ -1401,10 +1429,10 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
     }
     dg.cause = Cause::unexplained;
     dg.detail = fmt::format(
-        "{} pair(s) beyond the {} allowance, largest error {} u against the exact rotation; no explanation fits: "
+        "{} pair(s) beyond {}, largest error {} u against the exact rotation; no explanation fits: "
         "the closest, {}, leaves pairs at {}x their allowance (residual {} u){}; no contract of a plausible "
         "pipeline explains it: a bug{}",
-        acc_bad, cur_spec, g4(ref_residual), closest ? name_of(closest->cause) : std::string_view("-"), g4(closest_fit.worst_ratio),
+        acc_bad, cur_allowance, g4(ref_residual), closest ? name_of(closest->cause) : std::string_view("-"), ratio_text(closest_fit.worst_ratio),
         g4(closest_fit.residual),
         beyond_real_k ? fmt::format("; not f32 angle drift: only an angle error beyond what an f32 pipeline "
                                          "makes here (K > {}) would explain it", real_f32_max_k(c))

@@ -641,6 +641,22 @@ TEST(Diagnosis, IdentityChangedUnderIdentityBits) {
   EXPECT_EQ(judge_and_diagnose(k, c, default_contract()).dg.cause, Cause::none);
 }
 
+// The evidence names what a pair is held to: a contract's allowance, or a flat bound (never "the a flat bound of 3 u
+// allowance", issue 50).
+TEST(Diagnosis, TheEvidenceNamesWhatAPairIsHeldTo) {
+  const Implementation k = load("mut_sign");
+  const RopeCase c = make_case(Dtype::f32, Layout::half_split, 64, 64);
+  Bytes out;
+  ASSERT_EQ(run_kernel(k, c, out), RC_OK);
+  const ReferenceOutput ref = reference_rope(c);
+  const Diagnosis flat = diagnose(c, out.data(), ref, Criteria::flat_bound(3, false));
+  EXPECT_EQ(flat.cause, Cause::angle_negated) << flat.text();
+  EXPECT_NE(flat.detail.find("every pair within the flat bound of 3 u against"), std::string::npos) << flat.text();
+  EXPECT_EQ(flat.text().find("the a flat"), std::string::npos) << flat.text();
+  const Diagnosis dflt = diagnose(c, out.data(), ref, criteria(default_contract()));
+  EXPECT_NE(dflt.detail.find("every pair within the default allowance against"), std::string::npos) << dflt.text();
+}
+
 TEST(Diagnosis, UnexplainedNamesTheClosest) {
   const Outcome o = judge_and_diagnose(local("scaled", scaled_kernel), f32_case(), default_contract());
   ASSERT_FALSE(o.passed);
