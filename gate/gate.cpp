@@ -328,6 +328,11 @@ class Gate {
       r.smallest_message = rec.failure;
       r.smallest_fault = fault;
     }
+    // Every failure for re-judging a suggestion (within 8 MiB of inputs a row).
+    size_t kept = 0;
+    for (const CaseRecord& f : r.rejudge) kept += f.c.input.size() + (f.c.tensor ? f.c.tensor->k_input.size() : 0);
+    if (kept + rec.c.input.size() <= (size_t(8) << 20)) r.rejudge.push_back(rec);
+    else ++r.rejudge_dropped;
     // Three are kept whatever --failing-cases says: the diagnosis reads the richest of them; more are kept only to
     // be written.
     if (r.failing.size() < std::max<uint64_t>(kDiagnosedFailing, opt_.failing_cases)) r.failing.push_back(std::move(rec));
@@ -363,8 +368,9 @@ class Gate {
                        calls.size());
   }
 
-  // How many of the failing cases a row kept (its smallest and the others; a property row's failing execution,
-  // replayed) still fail when judged under contract w: each re-run in the row's host (not counted in the coverage).
+  // How many of the failing cases a row kept (its smallest and the others; for a property row, the property run again,
+  // every execution) still fail when judged under contract w: each re-run in the row's host (not counted in the
+  // coverage).
   // `of`: how many were judged. What a suggestion ("would pass with --contract w") must leave at 0 to be printed.
   uint64_t failing_under(const CheckRow& r, const Contract& w, uint64_t& of);
   // Every row's suggestion, re-judged on the row's failing cases: one that leaves some failing is not printed (the
@@ -477,16 +483,16 @@ void Gate::shrink(CheckRow& r) {
 uint64_t Gate::failing_under(const CheckRow& r, const Contract& w, uint64_t& of) {
   of = 0;
   uint64_t failing = 0;
-  std::vector<const CaseRecord*> recs;
+  std::vector<const CaseRecord*> recs;  // (the smallest, shrunk, and every failure kept)
   if (r.smallest) recs.push_back(&*r.smallest);
-  for (const CaseRecord& f : r.failing) recs.push_back(&f);
+  for (const CaseRecord& f : r.rejudge) recs.push_back(&f);
   std::set<std::string> replayed;  // (a property's execution once)
   for (const CaseRecord* f : recs) {
     if (aborted_ || over_budget()) break;
     if (!f->fault_free()) continue;
     if (!f->property.empty()) {
       const props::PropertyDef* p = props::find_property(f->property);
-      const std::string key = fmt::format("{}/{}/{}", f->property, f->property_case, to_string(f->c.dtype));
+      const std::string key = fmt::format("{}/{}/{}", f->property, to_string(f->c.dtype), to_string(f->property_layout));
       if (!p || !replayed.insert(key).second) continue;
       HostHandle h(
           impl_.name,
@@ -499,12 +505,19 @@ uint64_t Gate::failing_under(const CheckRow& r, const Contract& w, uint64_t& of)
           },
           opt_.angle_model, [this] { return aborted_ || over_budget(); });
       h.set_send_filter([this](const RopeCase& c, bool ip) { return why_not_sent(c, ip); });
-      const auto res = props::replay_execution(*p, h, f->c.dtype, f->property_layout,
-                                               props::Scope{f->property_max_position}, f->property_seed,
-                                               f->property_case, f->property_shrink, f->property_cases);
-      if (res.type == rc::detail::CaseResult::Type::Discard) continue;
+      // The property run again under w, every execution (the one that failed, and those after it that the run
+      // stopped before), unshrunk: the row passes under w only if none fails.
+      props::DriverOptions drv;
+      drv.seed = f->property_seed;
+      drv.cases = f->property_cases;
+      drv.max_discard_ratio = f->property_max_discard_ratio;
+      drv.shrink = false;
+      drv.stop = [this] { return aborted_ || over_budget(); };
+      const props::PropertyOutcome o = props::run_property(*p, h, f->c.dtype, f->property_layout,
+                                                           props::Scope{f->property_max_position}, drv);
+      if (o.stopped || (o.passed == 0 && !o.failed)) continue;
       ++of;
-      failing += res.type == rc::detail::CaseResult::Type::Failure;
+      failing += o.failed;
       continue;
     }
     const Criteria cr = case_criteria(opt_.error_model, f->c, w, opt_.tolerance);
@@ -523,15 +536,18 @@ void Gate::verify_suggestions() {
     const std::optional<Contract> w = parse_contract(r.suggestion, &err);
     uint64_t of = 0;
     const uint64_t left = w ? failing_under(r, *w, of) : 1;
-    if (w && left == 0 && of > 0) continue;  // verified
+    if (w && left == 0 && of > 0 && r.rejudge_dropped == 0) continue;  // verified on every failure
     // Not printed: the suggestion of the row's diagnosis is replaced by what re-judging found.
     const std::string would = "; would pass with --contract " + r.suggestion;
     const std::string said =
         of == 0 ? fmt::format("; --contract {} could not be re-judged on this row's failing cases: not suggested",
                               r.suggestion)
-                : fmt::format("; --contract {} re-judged on this row's {} failing case(s) leaves {} failing: not "
-                              "suggested",
-                              r.suggestion, of, left);
+        : left ? fmt::format("; --contract {} re-judged on this row's {} failing case(s) leaves {} failing: not "
+                             "suggested",
+                             r.suggestion, of, left)
+               : fmt::format("; --contract {} passes the {} failing case(s) of this row re-judged, {} not kept: not "
+                             "suggested",
+                             r.suggestion, of, r.rejudge_dropped);
     for (std::string* d : {&r.diagnosis, r.smallest ? &r.smallest->diagnosis : nullptr})
       if (d)
         if (const size_t at = d->rfind(would); at != std::string::npos) d->replace(at, would.size(), said);
@@ -1222,10 +1238,6 @@ GateResult Gate::run() {
       shrink(r);
       diagnose_row(r);
     }
-  verify_suggestions();
-  save_files();
-  charge("verdict");
-  res_.budget_used = charged_;
   progress("done");
   // What the budget cut: calls of the systematic rows (a FAIL: a gate that did not run its systematic part
   // has not checked the kernel), then the random phase, shrinking and diagnosis (said, not failed).
@@ -1340,14 +1352,15 @@ GateResult Gate::run() {
         // Said only once every such row's failing cases pass under it (each re-judged; verify_suggestions).
         std::string err;
         const std::optional<Contract> w = parse_contract(j->spec, &err);
-        uint64_t left = 0, of = 0;
+        uint64_t left = 0, of = 0, dropped = 0;
         for (CheckRow* pr : precision_rows) {
           uint64_t n = 0;
           left += w ? failing_under(*pr, *w, n) : 1;
           of += n;
+          dropped += pr->rejudge_dropped;
         }
         const std::string joined =
-            w && left == 0 && of > 0
+            w && left == 0 && of > 0 && dropped == 0
                 ? fmt::format("precision: {}; every such row passes with --contract {}", j->causes, j->spec)
                 : fmt::format("precision: {}; --contract {} re-judged on their {} failing case(s) leaves {} failing",
                               j->causes, j->spec, of, left);
@@ -1405,6 +1418,7 @@ GateResult Gate::run() {
         for (const char* suggestion : {"; would pass with --contract ", ": would pass with "})
           if (const size_t at = own.find(suggestion); at != std::string::npos) own.resize(at);
         r.diagnosis = fmt::format("{} (this row's cases show it in part: {})", rc, own);
+        r.suggestion.clear();  // (the text no longer makes it: it is not the row's advice)
       }
     }
     auto rows_of = [&](const std::string& c) { return std::count(row_causes.begin(), row_causes.end(), c); };
@@ -1419,6 +1433,12 @@ GateResult Gate::run() {
     if (!res_.budget_cuts.empty())
       res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds, cuts_brief);
   }
+  // Each row's own suggestion, re-judged on its failing cases (after the verdict joined the rows' suggestions and
+  // re-judged the joined one on them all), then the files with what was verified.
+  verify_suggestions();
+  save_files();
+  charge("verdict");
+  res_.budget_used = charged_;
   return std::move(res_);  // the Gate ends here: its error statistics (megabytes of values) are moved out
 }
 

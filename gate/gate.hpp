@@ -120,6 +120,10 @@ struct CheckRow {
   std::string smallest_fault;          // its fault ("crash", ...), or empty for an accuracy failure
   std::string smallest_file;           // its replay file, when saved
   std::vector<CaseRecord> failing;     // a few failing cases (saved as replay files)
+  // Every failing case, for re-judging a suggestion on them all (Gate::failing_under), while their inputs take at
+  // most 8 MiB; rejudge_dropped: those not kept past that.
+  std::vector<CaseRecord> rejudge;
+  uint64_t rejudge_dropped = 0;
 };
 
 struct GateResult {

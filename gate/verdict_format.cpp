@@ -340,7 +340,8 @@ nlohmann::json verdict_json(const GateResult& g) {
                         {"replay_file", r.smallest_file},
                         {"faults", r.faults},
                         {"not_sent", r.not_sent},
-                        {"cause_id", row_cause_id(r)}};
+                        {"cause_id", row_cause_id(r)},
+                        {"suggestion", r.suggestion}};
     j["smallest_case"] = r.smallest ? r.smallest->c.summary() + (r.smallest->in_place ? " in-place" : "") : "";
     rows.push_back(std::move(j));
   }

@@ -330,6 +330,53 @@ TEST(MutationSuite, ContractMatrix) {
     std::printf("\n");
   }
 
+  // ---- advice that holds (issue 50): a row's suggestion, and the verdict's joined one, are printed only once the
+  // gate re-judged every failing case under them; where the suggested contract is one of this matrix's, the run under
+  // it (the same seed: the same cases) must pass those rows.
+  {
+    std::map<std::pair<std::string, std::string>, size_t> run_of;  // (stem, contract) -> run
+    for (size_t k = 0; k < runs.size(); ++k) run_of[{runs[k].stem, runs[k].contract}] = k;
+    auto rows_of = [&](size_t k) {
+      nlohmann::json v;
+      std::ifstream f(runs[k].log + ".json");
+      if (f) f >> v;
+      return v;
+    };
+    size_t held = 0;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      if (status[k] != 1) continue;
+      const nlohmann::json v = rows_of(k);
+      if (v.is_null()) continue;
+      std::vector<std::pair<std::string, std::string>> claims;  // (row, contract it passes under)
+      for (const auto& row : v["rows"])
+        if (row["result"] == "fail" && row.contains("suggestion") && !row["suggestion"].get<std::string>().empty())
+          claims.push_back({row["name"].get<std::string>(), row["suggestion"].get<std::string>()});
+      const std::string verdict = v["verdict"].get<std::string>();
+      static const std::string kEvery = "every such row passes with --contract ";
+      if (const size_t at = verdict.find(kEvery); at != std::string::npos) {
+        std::string spec = verdict.substr(at + kEvery.size());
+        spec = spec.substr(0, spec.find_first_of(" ;)"));
+        for (const auto& row : v["rows"])
+          if (row["result"] == "fail" && kPrecision.count(row["cause_id"].get<std::string>()))
+            claims.push_back({row["name"].get<std::string>(), spec});
+      }
+      for (const auto& [row, spec] : claims) {
+        const auto it = run_of.find({runs[k].stem, spec});
+        if (it == run_of.end() || status[it->second] < 0) continue;
+        const nlohmann::json w = rows_of(it->second);
+        for (const auto& r2 : w["rows"])
+          if (r2["name"] == row) {
+            ++held;
+            EXPECT_NE(r2["result"], "fail") << runs[k].stem << " under --contract " << runs[k].contract << ": row '"
+                                            << row << "' was said to pass with --contract " << spec
+                                            << ", and fails under it";
+          }
+      }
+    }
+    std::printf("advice checked against the matrix: %zu row(s) said to pass under a contract of the matrix\n", held);
+    EXPECT_GT(held, 0u);
+  }
+
   // ---- the diagnosis's confusion matrix (issue 23; docs/gate.md, "Causes") -------------------------------
   // Under the default contract: each kernel's true cause (its expectation above, by construction; "none" for a
   // kernel that passes) against the cause its verdict names (--verdict-json's cause_id: the cause that explains
