@@ -292,6 +292,13 @@ std::string AbiVersions::refusal() const {
                               p1.call);
   for (size_t k = 0; k < answers.size(); ++k)
     s += fmt::format("{} {} at abi_version {}", k ? "," : "", answers[k].first, and_list(answers[k].second));
+  s += "; likely causes: ";
+  const std::vector<std::string> causes = refusal_causes(false);
+  for (size_t k = 0; k < causes.size(); ++k) s += (k ? "; " : "") + causes[k];
+  return s;
+}
+
+std::vector<std::string> AbiVersions::refusal_causes(bool brief) const {
   bool any_unsupported = false, any_error = false;
   const AbiProbe* raised = nullptr;
   for (const AbiProbe& p : probes) {
@@ -299,19 +306,31 @@ std::string AbiVersions::refusal() const {
     any_error |= p.outcome.empty() && p.rc != RC_UNSUPPORTED && p.rc != RC_OK && p.said.empty();
     if (!p.said.empty() && !raised) raised = &p;
   }
-  s += "; likely causes: ";
   std::vector<std::string> causes;
-  if (raised) causes.push_back("the exception it raised: " + raised->said.substr(0, 600));
+  if (raised) {
+    const std::string said = raised->said.substr(0, raised->said.find('\n'));
+    causes.push_back("the exception it raised: " +
+                     (brief && said.size() > 70 ? said.substr(0, 66) + " ..." : said.substr(0, 600)));
+  }
   if (any_error)
-    causes.push_back(fmt::format("a version check that returns an error (the kernel was sent abi_version 1..{}: "
-                                 "does it compare with a literal or macro of another header?)",
-                                 kNewestAbiVersion));
-  causes.push_back(fmt::format("a dtype, layout, head_dim or form of call it does not implement (all {} probe calls "
-                               "refused; the abi line lists them)",
-                               probes.size()));
+    causes.push_back(brief ? "a version check that returns an error"
+                           : fmt::format("a version check that returns an error (the kernel was sent abi_version "
+                                         "1..{}: does it compare with a literal or macro of another header?)",
+                                         kNewestAbiVersion));
+  causes.push_back(brief ? "a dtype, layout, head_dim or form of call it does not implement"
+                         : fmt::format("a dtype, layout, head_dim or form of call it does not implement (all {} "
+                                       "probe calls refused; the abi line lists them)",
+                                       probes.size()));
   if (any_unsupported) causes.push_back("a check that declines (RC_UNSUPPORTED) more than it should");
-  for (size_t k = 0; k < causes.size(); ++k) s += (k ? "; " : "") + causes[k];
-  return s;
+  return causes;
+}
+
+std::string AbiVersions::refusal_brief() const {
+  if (refusal().empty()) return "";
+  bool all_declined = true;
+  for (const AbiProbe& p : probes) all_declined &= p.outcome.empty() && p.rc == RC_UNSUPPORTED;
+  return fmt::format("coverage: the kernel {} every call ({} probe calls; the refusal line says how); likely cause: {}",
+                     all_declined ? "declined" : "rejected", probes.size(), refusal_causes(true).front());
 }
 
 bool operator==(const TensorForm& a, const TensorForm& b) {

@@ -170,6 +170,13 @@ struct AbiVersions {
   // Every probe refused: one line naming the simplest call and what it returned at each version, and the
   // likely causes. Empty when some probe was accepted.
   std::string refusal() const;
+  // The same for the verdict line (at most ~150 characters: gate/verdict_format.cpp, fit_verdict_reason): that the
+  // kernel declined or rejected every call, how many probe calls, and the first likely cause.
+  std::string refusal_brief() const;
+
+ private:
+  // The likely causes of a refusal, most specific first (brief: each in a few words).
+  std::vector<std::string> refusal_causes(bool brief) const;
 };
 
 // The probe cases, simplest first: for each of two head shapes (64 and 128, fully rotated) each asked dtype x

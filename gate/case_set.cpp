@@ -1295,10 +1295,15 @@ GateResult check_case_set(const std::string& dir, const std::optional<Contract>&
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.pass = res.accepted > 0;
   for (const auto& r : res.rows) res.pass &= !r.failed_check;
-  res.verdict_reason = res.pass ? "every check passed under the contract" : "at least one check failed";
+  // (each distinct diagnosis once, as many as fit on the verdict line: fit_verdict_reason)
+  std::vector<std::string> parts = {res.pass ? "every check passed under the contract" : "at least one check failed"};
   if (!res.pass)
     for (const auto& r : res.rows)
-      if (r.failed_check && !r.diagnosis.empty()) res.verdict_reason += "; " + r.diagnosis;
+      if (r.failed_check && !r.diagnosis.empty() &&
+          std::find(res.causes.begin(), res.causes.end(), r.diagnosis) == res.causes.end())
+        res.causes.push_back(r.diagnosis);
+  parts.insert(parts.end(), res.causes.begin(), res.causes.end());
+  res.verdict_reason = fit_verdict_reason(parts, "diagnosis(es), each on its FAILED line");
   return res;
 }
 

@@ -84,6 +84,7 @@ class Gate {
       : impl_(impl),
         opt_(opt),
         t0_(Clock::now()),
+        max_position_(opt.max_position),
         host_(KernelSource{impl.library, impl.fn, impl.host_fd}, host_options(opt)),
         property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return property_call(c, in_place); },
                          [this](const RopeCase& c) { return property_criteria(c); }, opt.angle_model,
@@ -393,6 +394,8 @@ class Gate {
   void run_repeat();
   void run_large();
   void run_random();
+  void find_position_limit();
+  void bisect_positions(const std::function<CallResult(const RopeCase&)>& probe);
   void finish_sandbox();
   void finish_bias();
   void finish_not_sent();
@@ -416,6 +419,9 @@ class Gate {
   uint64_t table_turn_ = 0;  // SendWays: whose turn among the table kinds the kernel takes
   size_t taken_way_ = 0;     // the way of the last case the kernel took (run_case tries it first)
   std::vector<std::pair<Dtype, Layout>> accepted_combos_;
+  // The largest position the rows give: --max-position (or the model's context), or below it the largest one the
+  // kernel takes (find_position_limit).
+  int64_t max_position_;
   KernelHost host_;
   std::map<std::string, std::string> shrunk_faults_;  // a fault's description -> the property row that shrank it
   HostHandle property_handle_;  // the kernel host as the property engine's kernel
@@ -620,7 +626,7 @@ void Gate::run_matrix() {
       const std::string name = fmt::format("matrix {} {}", to_string(d), to_string(l));
       CheckRow& r = row(name, row_what(name, opt_.contract));
       std::vector<bool> ip;
-      const auto cases = systematic_cases(d, l, opt_.max_position, opt_.seed, &ip, model());
+      const auto cases = systematic_cases(d, l, max_position_, opt_.seed, &ip, model());
       for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], ip[k]);
       if (r.ran) accepted_combos_.push_back({d, l});
       else if (budget_reached_ && r.declined == 0) r.note = "not run: the budget was reached";
@@ -635,9 +641,9 @@ void Gate::run_feature_rows(int version) {
   std::map<std::string, std::vector<std::string>> declined;
   std::vector<std::string> order;
   for (const auto& [d, l] : accepted_combos_)
-    for (const V2Case& v : version == 2   ? v2_feature_cases(d, l, opt_.max_position, opt_.seed)
-                           : version == 3 ? v3_feature_cases(d, l, opt_.max_position, opt_.seed)
-                                          : v4_feature_cases(d, l, opt_.max_position, opt_.seed)) {
+    for (const V2Case& v : version == 2   ? v2_feature_cases(d, l, max_position_, opt_.seed)
+                           : version == 3 ? v3_feature_cases(d, l, max_position_, opt_.seed)
+                                          : v4_feature_cases(d, l, max_position_, opt_.seed)) {
       const std::string name = fmt::format("v{}: {}", version, v.feature);
       if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
       CheckRow& r = row(name, row_what(name, opt_.contract));
@@ -660,7 +666,7 @@ void Gate::run_feature_rows(int version) {
 void Gate::run_specials() {
   CheckRow& r = row("special values", row_what("special values", opt_.contract));
   for (const auto& [d, l] : accepted_combos_) {
-    const auto cases = special_value_cases(d, l, opt_.seed, opt_.max_position, model());
+    const auto cases = special_value_cases(d, l, opt_.seed, max_position_, model());
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
   }
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
@@ -717,7 +723,7 @@ void Gate::run_long_positions() {
 // --property-cases executions each, seeded from --seed, a failure shrunk by RapidCheck to its smallest
 // failing execution, which the row shows and the replay file reproduces.
 void Gate::run_properties() {
-  const props::Scope scope{opt_.max_position};
+  const props::Scope scope{max_position_};
   props::DriverOptions drv;
   drv.seed = opt_.seed;
   drv.cases = opt_.property_cases;
@@ -837,7 +843,7 @@ void Gate::run_properties() {
       rec.property_cases = opt_.property_cases;
       rec.property_max_discard_ratio = dl.max_discard_ratio;
       rec.property_shrink = o.shrink_path;
-      rec.property_max_position = opt_.max_position;
+      rec.property_max_position = max_position_;
       rec.diagnosis = diagnose_property(p, calls, property_handle_.failing_fault(), o.message, &rec.suggestion);
       record_failure(r, std::move(rec), property_handle_.failing_fault());
       if (o.shrink_cut)
@@ -908,7 +914,7 @@ void Gate::run_sequences() {
   if (accepted_combos_.empty()) return;
   if (opt_.model)
     r.note = "the model fixes base, rotary_dim, head_dim, scale and table: only the dtype x layout changes run";
-  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, opt_.max_position, opt_.seed, model());
+  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, max_position_, opt_.seed, model());
   // Failing cases rerun alone that failed there too: after two, the row's failures are the kernel's own (each
   // rerun is a fresh host; a kernel wrong everywhere would start one per case), diagnosed as any row's.
   constexpr int kFailedAloneEnough = 2;
@@ -946,7 +952,7 @@ void Gate::run_repeat() {
                                           kRepeats));
   if (accepted_combos_.empty()) return;
   const RopeCase asked =
-      repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, opt_.max_position, opt_.seed, model());
+      repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, max_position_, opt_.seed, model());
   // The way the case is sent: the first of its ways the kernel does not decline (the first call of the 300), then
   // that way each time.
   SendWays ways(asked, host_.abi(), opt_.contract, opt_.angle_model, next_turn(asked));
@@ -1024,7 +1030,7 @@ void Gate::run_large() {
                              "(head_dim 576, rotary 64 as in MLA models), 32 tokens x 8 heads (head_dim 576, all "
                              "rotated)");
   if (opt_.model) r.note = "tokens x heads as said, each head the model's";
-  for (const auto& [c, in_place] : large_cases(accepted_combos_, opt_.max_position, opt_.seed, model()))
+  for (const auto& [c, in_place] : large_cases(accepted_combos_, max_position_, opt_.seed, model()))
     run_case(r, c, in_place, /*in_bias=*/false);
   if (!r.ran && !aborted_ && r.not_sent.empty())
     r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
@@ -1072,7 +1078,7 @@ void Gate::run_random() {
       break;
     }
     const auto [d, l] = accepted_combos_[rng() % accepted_combos_.size()];
-    const RopeCase c = random_case(d, l, opt_.max_position, rng, model());
+    const RopeCase c = random_case(d, l, max_position_, rng, model());
     run_case(r, c, rng() % 2 == 1);
     ++n;
   }
@@ -1140,6 +1146,62 @@ void Gate::save_files() {
   }
 }
 
+// Positions a kernel takes (issue 51, scope 1): a kernel with a bounded cache (max_position_embeddings rows, a
+// module's buffer) declines positions past it, and every matrix case holds the largest position the rows give. Its
+// simplest call (abi_probe_cases: one token, with the model's configuration where there is one) is asked at position
+// 1 and at that largest position; taken at 1 and declined there, the bound is bisected (declines are cheap: about
+// log2 of the largest position in calls) and every row stays within the largest position taken. The coverage line
+// says so; where the largest position was required (an explicit --max-position, a model's context) the coverage row
+// fails (judge_coverage). A call that is neither taken nor declined ends the search: the rows report it.
+void Gate::find_position_limit() {
+  const AbiVersions& abi = host_.abi();
+  if (!abi.probed || abi.accepted == 0 || max_position_ <= 1) return;  // (a kernel that takes tables only: their
+                                                                       //  rows are positions the gate lays out)
+  for (const AbiProbe& p : abi.probes)
+    if (!p.outcome.empty()) return;  // a probe crashed or hung: the rows find it, no call more to wait out here
+  progress("kernel " + impl_.name + ": positions it takes");
+  // (in a host process of its own, as the ABI probes: what the kernel keeps from a call stays out of the rows')
+  host_.probe_calls(opt_.call_timeout_seconds, [this](const CallResult& r) { meter_.add(r); },
+                    [&](const std::function<CallResult(const RopeCase&)>& probe) { bisect_positions(probe); });
+}
+
+void Gate::bisect_positions(const std::function<CallResult(const RopeCase&)>& probe) {
+  uint64_t calls = 0;
+  auto taken_at = [&](RopeCase c, int64_t m) -> std::optional<bool> {
+    c.positions = {m};
+    if (!why_not_sent(c, false).empty() || over_budget()) return std::nullopt;
+    ++calls;
+    const CallResult r = probe(c);
+    if (r.status == CallStatus::ok) return true;
+    if (r.status == CallStatus::declined) return false;
+    return std::nullopt;
+  };
+  for (RopeCase c : abi_probe_cases(opt_.dtypes, opt_.layouts)) {
+    if (model()) {
+      apply_case_template(*model(), c);
+      c.input.assign(c.n_bytes(), 0);
+    }
+    const std::optional<bool> low = taken_at(c, 1);
+    if (!low) return;
+    if (!*low) continue;  // (this shape is not taken at all: the next)
+    const std::optional<bool> high = taken_at(c, max_position_);
+    if (!high || *high) return;  // taken there too: no bound below it (the same cases as ever)
+    int64_t lo = 1, hi = max_position_;  // taken at lo, declined at hi
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      const std::optional<bool> t = taken_at(c, mid);
+      if (!t) return;
+      (*t ? lo : hi) = mid;
+    }
+    res_.positions_asked = max_position_;
+    res_.position_limit = lo;
+    res_.position_probes = calls;
+    res_.positions_required_by = opt_.long_positions_bound;
+    max_position_ = lo;
+    return;
+  }
+}
+
 GateResult Gate::run() {
   host_.start();  // a load error (LoadError) ends the run before anything is judged
   charge("start");
@@ -1155,6 +1217,7 @@ GateResult Gate::run() {
     host_.set_abi(host_.abi(), /*features_declared=*/true);
     res_.abi += "; --supports declares its features";
   }
+  find_position_limit();  // (charged with the ABI's probes)
   charge("abi");
   if (opt_.input_padding)
     res_.padding = fmt::format("padding: the kernel may read {} byte(s) past each input and table it reads "
@@ -1165,7 +1228,7 @@ GateResult Gate::run() {
   res_.kernel_arg = opt_.kernel_arg;
   res_.contract = opt_.contract.spec();
   res_.model = opt_.model_text;
-  res_.bounds = describe_bounds(opt_.error_model, opt_.contract, opt_.dtypes, opt_.max_position);
+  res_.bounds = describe_bounds(opt_.error_model, opt_.contract, opt_.dtypes, max_position_);
   res_.angle_model = std::string(to_string(opt_.angle_model));
   for (Dtype d : opt_.dtypes) {
     RopeCase c;
@@ -1273,22 +1336,45 @@ GateResult Gate::run() {
   for (const auto& r : res_.rows) res_.pass &= !r.failed_check;
   if (aborted_) res_.pass = false;
   if (systematic_cut) res_.pass = false;
+  // What the budget cut, on the verdict line: whole where it fits beside the causes, else counted, every cut then
+  // on a line of its own (format_brief_verdict, res_.budget_line).
+  const std::string budget_full =
+      res_.budget_cuts.empty() ? "" : fmt::format("the budget ({:g} s) cut: {}", opt_.budget_seconds, cuts_brief);
+  auto fit_with_budget = [&](const std::vector<std::string>& parts, const std::string& more_what) {
+    if (budget_full.empty()) return fit_verdict_reason(parts, more_what);
+    const std::string whole = fmt::format("{}; {}", fmt::join(parts, "; "), budget_full);
+    if (whole.size() + std::string_view("verdict: FAIL ()").size() <= kVerdictLineMax) return whole;
+    res_.budget_line = budget_full;  // (said whole on the line before the verdict)
+    return fit_verdict_reason(parts, more_what,
+                              fmt::format("the budget ({:g} s) cut {} part(s) of the run: the line above lists them",
+                                          opt_.budget_seconds, res_.budget_cuts.size()));
+  };
   if (res_.pass) {
-    res_.verdict_reason = "every check passed under the contract";
-    if (!res_.budget_cuts.empty())
-      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds, cuts_brief);
+    res_.verdict_reason = fit_with_budget({"every check passed under the contract"}, "");
   } else if (systematic_cut && std::none_of(res_.rows.begin(), res_.rows.end(),
                                             [](const CheckRow& r) { return r.failed_check; })) {
-    res_.verdict_reason = fmt::format("the budget ({:g} s) was reached before the systematic checks finished "
-                                      "(not run: {}); a gate that did not run them is not a pass: raise "
-                                      "--budget-seconds",
-                                      opt_.budget_seconds, cuts_brief);
+    const std::string whole = fmt::format("the budget ({:g} s) was reached before the systematic checks finished "
+                                          "(not run: {}); a gate that did not run them is not a pass: raise "
+                                          "--budget-seconds",
+                                          opt_.budget_seconds, cuts_brief);
+    if (whole.size() + std::string_view("verdict: FAIL ()").size() <= kVerdictLineMax) {
+      res_.verdict_reason = whole;
+    } else {
+      res_.budget_line = fmt::format("the budget ({:g} s) did not reach: {}", opt_.budget_seconds, cuts_brief);
+      res_.verdict_reason = fit_verdict_reason(
+          {fmt::format("the budget ({:g} s) was reached before the systematic checks finished (the line above says "
+                       "what did not run); a gate that did not run them is not a pass: raise --budget-seconds",
+                       opt_.budget_seconds)},
+          "");
+    }
     res_.cause = "the budget was reached";
     res_.cause_id = "budget-reached";
   } else if (rejected_everything()) {
-    // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall.
-    res_.verdict_reason = host_.abi().refusal();
-    res_.cause = res_.verdict_reason;
+    // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall (the verdict's
+    // brief, the refusal line whole).
+    res_.refusal = host_.abi().refusal();
+    res_.verdict_reason = fit_verdict_reason({host_.abi().refusal_brief()}, "");
+    res_.cause = res_.refusal;
     res_.cause_id = "coverage";
   } else {
     // Name the causes: each distinct diagnosis (or fault) with the first row that shows it. Precision causes
@@ -1428,10 +1514,11 @@ GateResult Gate::run() {
       res_.cause = causes.front();
       res_.cause_id = std::string(cause_id(causes.front()));
     }
-    res_.verdict_reason = "failed: ";
-    for (size_t k = 0; k < causes.size(); ++k) res_.verdict_reason += (k ? "; " : "") + causes[k];
-    if (!res_.budget_cuts.empty())
-      res_.verdict_reason += fmt::format("; the budget ({:g} s) cut: {}", opt_.budget_seconds, cuts_brief);
+    res_.causes = causes;
+    std::vector<std::string> parts = causes;
+    if (!parts.empty()) parts.front() = "failed: " + parts.front();
+    else parts.push_back("failed");
+    res_.verdict_reason = fit_with_budget(parts, "cause(s), each on its FAILED line");
   }
   // Each row's own suggestion, re-judged on its failing cases (after the verdict joined the rows' suggestions and
   // re-judged the joined one on them all), then the files with what was verified.

@@ -169,6 +169,17 @@ struct GateResult {
   // A failing verdict's cause: the one that explains the most failing rows (first in verdict_reason), and its
   // stable id (properties/causes.hpp; "" for a text the table does not know). Empty for a pass.
   std::string cause, cause_id;
+  // A bound on the positions the kernel takes (Gate: find_position_limit): the largest position the rows would have
+  // given, the largest one it took (-1: no bound found below it; every row then as without it), the calls that found
+  // it, and what required positions up to the former ("--max-position", "the model's context"; "": nothing).
+  int64_t positions_asked = 0, position_limit = -1;
+  uint64_t position_probes = 0;
+  std::string positions_required_by;
+  // Every cause of a failing verdict, the verdict's first (verdict_reason shows as many as fit on its line).
+  std::vector<std::string> causes;
+  // Lines said in full where the verdict line has room for a brief only: every probe refused
+  // (AbiVersions::refusal), what the budget cut.
+  std::string refusal, budget_line;
   std::string sandbox;        // one line: the kernel host's isolation (seccomp, process starts)
   std::string padding;        // one line when --input-padding was given: what the kernel may read past its inputs
   std::string abi;            // one line: the ABI versions the kernel speaks (core/abi_versions.hpp summary)
@@ -200,6 +211,13 @@ CheckRow bias_row(Dtype d, const BiasSums& b, const KernelErrorModel& em);
 bool judge_coverage(GateResult& r, const std::optional<FeatureSet>& supports, const FeatureSet& require,
                     bool model_required, const std::string& nothing_accepted_why,
                     const std::string& nothing_accepted_diagnosis = "");
+// The verdict line, "verdict: PASS (REASON)" or "verdict: FAIL (REASON)", in at most kVerdictLineMax characters
+// (issue 50, scope 5): REASON is `parts` joined by "; ", each whole, as many as fit in order, then `keep` (always
+// kept: what the budget cut); the parts left out are counted, "N more MORE_WHAT" (a part longer than the line on
+// its own is cut at a word, " ...").
+inline constexpr size_t kVerdictLineMax = 200;
+std::string fit_verdict_reason(const std::vector<std::string>& parts, const std::string& more_what,
+                               const std::string& keep = "");
 // The verdict's coverage line: calls accepted (and that most were declined), per feature, the positions, the
 // model's configuration, what was not sent.
 std::string coverage_line(const GateResult& r);

@@ -1242,6 +1242,31 @@ const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const
   return abi_;
 }
 
+void KernelHost::probe_calls(double timeout_seconds, const std::function<void(const CallResult&)>& on_call,
+                             const std::function<void(const std::function<CallResult(const RopeCase&)>&)>& body) {
+  HostOptions po = opt_;
+  po.output_dir.clear();  // (as the ABI probes': their output stays out of the run's capture files)
+  KernelHost probe(src_, po);
+  probe.set_abi(abi_, features_declared_);
+  probe_host_ = &probe;
+  struct Unset {
+    KernelHost*& p;
+    ~Unset() { p = nullptr; }
+  } unset{probe_host_};
+  body([&](const RopeCase& c) {
+    CallResult r;
+    try {
+      r = probe.call(c, false, timeout_seconds);
+    } catch (const LoadError& e) {
+      r.status = CallStatus::crashed;
+      r.host_error = e.what();
+    }
+    if (on_call) on_call(r);
+    return r;
+  });
+  if (src_.host_fd >= 0) probes_cpu_ += probe.live_cpu_seconds();  // (as negotiate's)
+}
+
 CallResult KernelHost::call(const RopeCase& c, bool in_place, double timeout_seconds) {
   if (!abi_.probed) negotiate({c.dtype}, {c.layout}, timeout_seconds);
   const uint32_t v = abi_.version_for(c.min_abi_version(), features_declared_);

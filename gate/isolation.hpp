@@ -151,6 +151,12 @@ class KernelHost {
                                double timeout_seconds, const std::function<bool()>& stop = {},
                                const std::function<void(const CallResult&)>& on_call = {});
   const AbiVersions& abi() const { return abi_; }
+  // Calls made in a host process of their own, as the probes are (negotiate): nothing a kernel keeps from call to
+  // call (a static, the FP state it leaves) reaches this host's later calls. `body` is given the call (out of
+  // place, at the negotiated versions, as call() sends it); `on_call` is told of each; the probe host's CPU is in
+  // live_cpu_seconds() while it lives. Throws LoadError.
+  void probe_calls(double timeout_seconds, const std::function<void(const CallResult&)>& on_call,
+                   const std::function<void(const std::function<CallResult(const RopeCase&)>&)>& body);
   // Use what an earlier negotiation of the same kernel found (a fresh host for one case: no second probing).
   // features_declared: the user named the features the kernel implements (--supports): cases using them are
   // sent whatever the probes found (AbiVersions::version_for).

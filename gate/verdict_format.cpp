@@ -59,6 +59,10 @@ std::string coverage_line(const GateResult& g) {
   }
   if (cv.any_position)
     o += fmt::format("; positions {} .. {}", position_text(cv.min_position), position_text(cv.max_position));
+  if (g.position_limit >= 0)
+    o += fmt::format(" (the kernel took position {} and declined {}, {} probe calls: every row kept within 0 .. {})",
+                     position_text(g.position_limit), position_text(g.position_limit + 1), g.position_probes,
+                     position_text(g.position_limit));
   if (!g.model_name.empty())
     o += fmt::format("; model {}: {} of {} calls in its configuration accepted", g.model_name, cv.model_accepted,
                      cv.model_sent);
@@ -122,6 +126,15 @@ bool judge_coverage(GateResult& g, const std::optional<FeatureSet>& supports, co
       short_unmet.push_back("the model's configuration");
     }
   }
+  // Positions up to the largest were asked for (--max-position, a model's context), and the kernel declines some.
+  if (g.position_limit >= 0 && !g.positions_required_by.empty()) {
+    unmet.push_back(fmt::format("positions 0 .. {} ({}): the kernel took position {} and declined {} ({} probe calls)",
+                                position_text(g.positions_asked), g.positions_required_by,
+                                position_text(g.position_limit), position_text(g.position_limit + 1),
+                                g.position_probes));
+    short_unmet.push_back(fmt::format("positions {} .. {} (position {} declined)", position_text(g.position_limit + 1),
+                                      position_text(g.positions_asked), position_text(g.position_limit + 1)));
+  }
   if (unmet.empty() && require.empty() && !supports) return true;
   CheckRow* r = nullptr;
   for (auto& x : g.rows)
@@ -165,6 +178,31 @@ std::string format_error_table(const std::map<Dtype, std::map<int, ErrorStats>>&
                        st.resolved_angle_count ? num(st.max_resolved_angle_ulps) : "-");
   }
   return o;
+}
+
+std::string fit_verdict_reason(const std::vector<std::string>& parts, const std::string& more_what,
+                               const std::string& keep) {
+  const size_t room = kVerdictLineMax - std::string_view("verdict: FAIL ()").size();
+  const std::string tail = keep.empty() ? "" : "; " + keep;
+  auto with = [&](size_t m) {  // the first m parts, the count of the rest, the kept part
+    std::string o;
+    for (size_t k = 0; k < m; ++k) o += (k ? "; " : "") + parts[k];
+    if (m < parts.size()) o += fmt::format("{}{} more {}", m ? "; " : "", parts.size() - m, more_what);
+    return o + tail;
+  };
+  for (size_t m = parts.size(); m >= 1; --m)
+    if (const std::string o = with(m); o.size() <= room) return o;
+  // Not even the first part whole: cut it at a word.
+  std::string first = parts.empty() ? "" : parts.front();
+  const std::string after =
+      (parts.size() > 1 ? fmt::format("; {} more {}", parts.size() - 1, more_what) : std::string()) + tail;
+  const size_t budget = room > after.size() + 4 ? room - after.size() - 4 : 0;
+  if (first.size() > budget) {
+    size_t cut = first.rfind(' ', budget);
+    first.resize(cut == std::string::npos || cut == 0 ? budget : cut);
+    first += " ...";
+  }
+  return first + after;
 }
 
 namespace {
@@ -215,6 +253,8 @@ std::string format_brief_verdict(const GateResult& g, const std::string& details
                      g.kernel_arg);
   if (!g.sandbox.empty()) o += g.sandbox + "\n";
   if (!g.kernel_output.empty()) o += g.kernel_output;
+  if (!g.refusal.empty()) o += "refusal: " + g.refusal + "\n";
+  if (!g.budget_line.empty()) o += g.budget_line + "\n";
   o += fmt::format("verdict: {} ({})\n", g.pass ? "PASS" : "FAIL", g.verdict_reason);
   if (!details.empty()) o += details + "\n";
   return o;
@@ -251,7 +291,10 @@ std::string format_verdict(const GateResult& g) {
   }
   if (!g.sandbox.empty()) o += "\n" + g.sandbox + "\n";
   if (!g.kernel_output.empty()) o += g.kernel_output;
-  o += fmt::format("\nverdict: {} ({})\n", g.pass ? "PASS" : "FAIL", g.verdict_reason);
+  o += "\n";
+  if (!g.refusal.empty()) o += "refusal: " + g.refusal + "\n";
+  if (!g.budget_line.empty()) o += g.budget_line + "\n";
+  o += fmt::format("verdict: {} ({})\n", g.pass ? "PASS" : "FAIL", g.verdict_reason);
   return o;
 }
 
@@ -350,6 +393,8 @@ nlohmann::json verdict_json(const GateResult& g) {
           {"verdict", g.verdict_reason},
           {"cause", g.cause},
           {"cause_id", g.cause_id},
+          {"causes", g.causes},
+          {"position_limit", g.position_limit},
           {"coverage", coverage_line(g)},
           {"contract", g.contract},
           {"abi", g.abi},

@@ -119,6 +119,51 @@ TEST(Coverage, RequireFailsNamingEachFeatureWithoutAnAcceptedCall) {
       << slurp(d + "/bad.log");
 }
 
+// A kernel with a bounded cache (4096 rows; every other position declined) under the default options: its bound is
+// found by probing (its simplest call taken at 1, declined at the largest position the rows give, then bisected),
+// every row stays within it, and the coverage line says so -- a PASS. Where positions up to the largest were asked
+// for (--max-position) the coverage row fails naming them. Issue 51, scope 1.
+TEST(Coverage, ABoundedCacheIsProbedAndTheRowsStayWithinIt) {
+  const std::string d = tmpdir("coverage-bounded");
+  ASSERT_EQ(run_cli("gate --kernel " + mutant("ok_bounded_cache") + kSmall + "--report-dir " + d + "/r --verdict-json " +
+                        d + "/v.json",
+                    d + "/log"),
+            0)
+      << slurp(d + "/log");
+  const std::string log = slurp(d + "/log");
+  const std::string cov = line(log, 1);
+  EXPECT_TRUE(std::regex_search(cov, std::regex("; positions -?\\d+ .*\\.\\. 4095 \\(the kernel took position 4095 and "
+                                                "declined 4096, (\\d+) probe calls: every row kept within 0 \\.\\. 4095\\)")))
+      << cov;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(cov, m, std::regex("declined 4096, (\\d+) probe calls")));
+  EXPECT_LE(std::stoi(m[1]), 2 + 25) << cov;  // position 1, 2^24, then bisection: at most 24 more
+  EXPECT_NE(slurp(d + "/v.json").find("\"position_limit\": 4095"), std::string::npos);
+  // Every systematic row ran its cases (none declined for their positions).
+  EXPECT_TRUE(std::regex_search(table_row(log, "matrix f32 interleaved"), std::regex("^\\| matrix f32 interleaved \\| "
+                                                                                     "[1-9]\\d* \\| 0 \\|")))
+      << log;
+  // Asked for positions up to 65536: a coverage FAIL naming the positions it declines.
+  EXPECT_EQ(run_cli("gate --kernel " + mutant("ok_bounded_cache") + kSmall + "--max-position 65536 --report-dir " + d +
+                        "/r2",
+                    d + "/asked.log"),
+            1)
+      << slurp(d + "/asked.log");
+  const std::string asked = slurp(d + "/asked.log");
+  EXPECT_NE(asked.find("verdict: FAIL (failed: coverage: no accepted call of positions 4096 .. 65536)"),
+            std::string::npos)
+      << asked;
+  EXPECT_NE(asked.find("  coverage: no accepted call of positions 4096 .. 65536 (position 4096 declined)"),
+            std::string::npos)
+      << asked;
+  EXPECT_NE(asked.find("positions 0 .. 65536 (--max-position): the kernel took position 4095 and declined 4096"),
+            std::string::npos)
+      << asked;
+  // A kernel without a bound is asked twice (positions 1 and 2^24) and gets the cases it always got.
+  ASSERT_EQ(run_cli("gate --kernel " + mutant("ok_double") + kSmall + "--report-dir " + d + "/r3", d + "/plain.log"), 0);
+  EXPECT_EQ(slurp(d + "/plain.log").find("probe calls: every row kept within"), std::string::npos);
+}
+
 // A model's run requires the model's configuration. In the gate every systematic row takes the model, so a
 // kernel that declines the model's frequency rule accepts nothing (a FAIL before too); the coverage line and row
 // now name the model (the case sets, below, are where the verdict changes).

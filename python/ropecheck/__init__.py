@@ -69,6 +69,12 @@ class Result:
         self.cause = verdict_data.get("cause", "")
         self.cause_id = verdict_data.get("cause_id", "")
         self.coverage = verdict_data.get("coverage", "")
+        # The largest position the function took, where it declined a larger one the rows would have given (the
+        # rows then stayed within it: docs/python.md, "Positions"); None: no such bound was found.
+        limit = verdict_data.get("position_limit", -1)
+        self.position_limit = None if limit is None or limit < 0 else limit
+        # Every cause of a failing verdict, the first the verdict's (reason shows as many as fit on one line).
+        self.causes = list(verdict_data.get("causes", []))
         self.contract = verdict_data.get("contract", "")
         self.rows = [Row(r) for r in verdict_data.get("rows", [])]
         self.verdict = text

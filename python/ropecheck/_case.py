@@ -120,14 +120,16 @@ class Case:
 
     def cos_sin(self, kind="cos-sin-2", dtype=None):
         """The call's cos/sin table in the shape `kind` names, for a kernel that takes a table: "cos-sin-2" ->
-        (cos, sin), each [P, R/2] (FlashAttention, ONNX); "cos-sin-full" -> (cos, sin), each [P, R] with the
-        halves repeated (Hugging Face's cat(freqs, freqs), Liger); "cos-sin-cat" -> one [P, R] tensor, cos
-        then sin (vLLM's cache). Row r is position r. The values are those of the table given for the call --
-        the gate builds it per the contract's cos-sin clause, correctly rounded -- reshaped, never recomputed,
-        and converted to `dtype` ("f32", "f16", "bf16" or a torch dtype) when given (the function's own
-        conversion, to nearest). A call without a cos/sin table (angles computed, or an angle table) is
-        declined: a function that always asks for cos_sin() gets every case with a table the gate builds
-        (docs/python.md, "Tables")."""
+        (cos, sin), each [P, R/2], column i the value of pair i (FlashAttention, ONNX); "cos-sin-full" -> (cos,
+        sin), each [P, R], column c the value of the pair element c of the rotated slice belongs to under the
+        call's layout, as the ABI's RC_TABLE_COS_SIN_FULL: half-split, the halves repeated (Hugging Face's
+        cat(freqs, freqs), Liger); interleaved, each value twice in a row (c0, c0, c1, c1, ...: GPT-J's
+        repeat_interleave); "cos-sin-cat" -> one [P, R] tensor, cos then sin (vLLM's cache). Row r is position r.
+        The values are those of the table given for the call -- the gate builds it per the contract's cos-sin
+        clause, correctly rounded -- reshaped, never recomputed, and converted to `dtype` ("f32", "f16", "bf16"
+        or a torch dtype) when given (the function's own conversion, to nearest). A call without a cos/sin table
+        (angles computed, or an angle table) is declined: a function that always asks for cos_sin() gets every
+        case with a table the gate builds (docs/python.md, "Tables")."""
         f = object.__getattribute__(self, "_f")
         object.__getattribute__(self, "_read").update(("table", "table2", "cos", "sin", "table_kind"))
         if kind not in ("cos-sin-2", "cos-sin-full", "cos-sin-cat"):
@@ -136,9 +138,11 @@ class Case:
         if given not in ("cos-sin-2", "cos-sin-cat", "cos-sin-full"):
             self.decline()
         half = f["rotary_dim"] // 2
+        interleaved = f["layout"] == "interleaved"
         cos, sin = f["cos"], f["sin"]
-        if given == "cos-sin-full":
-            cos, sin = cos[..., :half], sin[..., :half]
+        if given == "cos-sin-full":  # (each pair's value twice, where the call's layout puts the pair's elements)
+            pick = slice(0, None, 2) if interleaved else slice(0, half)
+            cos, sin = cos[..., pick], sin[..., pick]
         is_torch = torch is not None and isinstance(cos, torch.Tensor)
         if dtype is not None:
             if is_torch:
@@ -153,7 +157,10 @@ class Case:
         if kind == "cos-sin-2":
             return cos, sin
         if kind == "cos-sin-full":
-            return cat(cos, cos), cat(sin, sin)
+            if not interleaved:
+                return cat(cos, cos), cat(sin, sin)
+            twice = (lambda a: torch.repeat_interleave(a, 2, dim=-1)) if is_torch else (lambda a: np.repeat(a, 2, axis=-1))
+            return twice(cos), twice(sin)
         return cat(cos, sin)
 
     def unread(self):

@@ -26,6 +26,7 @@ if torch is not None:  # the examples (examples/python: on PYTHONPATH), run here
     from hf_eager import hf_rope, hf_rope_cos_sin_swapped as hf_rope_swapped, rotate_half
     from liger_qk import qk_rope, qk_rope_k_backwards as qk_rope_k_sign_bug
     from meta_complex import CONTRACT as META_CONTRACT, meta_rope, meta_rope_conjugated
+    from cohere_full_table import CONTRACT as COHERE_CONTRACT, cohere_rope, cohere_rope_rotation_reversed
 
 
 def numpy_qk_rope(case, k_sign=1.0):
@@ -443,6 +444,109 @@ class Tables(unittest.TestCase):
 
         ropecheck.check(probe, dtypes=("bf16",), layouts=("half-split",), cases=20)
         self.assertTrue({"cos-sin-2", "cos-sin-cat", "cos-sin-full"} <= set(seen), set(seen))
+
+    def test_every_kind_matches_the_given_table_bytes_under_both_layouts(self):
+        # Each kind cos_sin() gives, for each kind the gate sent, against the table's own bytes read by the ABI's
+        # definitions (include/ropecheck/kernel_abi.h): cos-sin-2 columns i = pair i; cos-sin-cat cos then sin;
+        # cos-sin-full column c = the pair element c belongs to (half-split c mod R/2, interleaved c // 2).
+        seen = set()
+
+        def pair_of(c, R, layout):
+            return c // 2 if layout == "interleaved" else c % (R // 2)
+
+        def probe(case):
+            if case.table_kind not in ("cos-sin-2", "cos-sin-cat", "cos-sin-full"):
+                case.decline()
+            R, h, lay = case.rotary_dim, case.rotary_dim // 2, case.layout
+            t1, t2 = case.table.float(), None if case.table2 is None else case.table2.float()
+            if case.table_kind == "cos-sin-2":
+                c2, s2 = t1[:, :h], t2[:, :h]
+            elif case.table_kind == "cos-sin-cat":
+                c2, s2 = t1[:, :h], t1[:, h:R]
+            else:  # each pair's two copies are equal in every call the gate makes
+                cols = [[c for c in range(R) if pair_of(c, R, lay) == i] for i in range(h)]
+                c2 = torch.stack([t1[:, cs[0]] for cs in cols], dim=-1)
+                s2 = torch.stack([t2[:, cs[0]] for cs in cols], dim=-1)
+                for i, cs in enumerate(cols):
+                    self.assertEqual(len(cs), 2)
+                    self.assertTrue(torch.equal(t1[:, cs[1]], c2[:, i]) and torch.equal(t2[:, cs[1]], s2[:, i]))
+            full_c = torch.stack([c2[:, pair_of(c, R, lay)] for c in range(R)], dim=-1)
+            full_s = torch.stack([s2[:, pair_of(c, R, lay)] for c in range(R)], dim=-1)
+            got2 = case.cos_sin("cos-sin-2")
+            gotf = case.cos_sin("cos-sin-full")
+            gotc = case.cos_sin("cos-sin-cat")
+            self.assertEqual(got2[0].dtype, case.table.dtype)
+            self.assertTrue(torch.equal(got2[0].float(), c2) and torch.equal(got2[1].float(), s2), (case, lay))
+            self.assertTrue(torch.equal(gotf[0].float(), full_c) and torch.equal(gotf[1].float(), full_s), (case, lay))
+            self.assertTrue(torch.equal(gotc.float(), torch.cat((c2, s2), dim=-1)), (case, lay))
+            seen.add((case.table_kind, lay))
+            case.decline()  # (nothing to judge here)
+
+        ropecheck.check(probe, dtypes=("bf16", "f32"), cases=60)
+        want = {(k, lay) for k in ("cos-sin-2", "cos-sin-cat", "cos-sin-full") for lay in ("interleaved", "half-split")}
+        self.assertEqual(want - seen, set())
+
+    def test_an_interleaved_full_table_kernel_passes_and_its_reversed_rotation_fails_named(self):
+        # examples/python/cohere_full_table.py: Cohere's repeat_interleave'd cos/sin on interleaved pairs.
+        r = ropecheck.check(cohere_rope, contract=COHERE_CONTRACT, dtypes=("bf16",), layouts=("interleaved",),
+                            cases=300)
+        self.assertTrue(r.passed, r.summary())
+        for kind in ("table-cos-sin-2", "table-cos-sin-cat", "table-cos-sin-full"):
+            self.assertRegex(r.coverage, kind + r" [1-9]", r.coverage)
+        self.assertEqual(r.row("v3: tables").result, "pass")
+        bug = ropecheck.check(cohere_rope_rotation_reversed, contract=COHERE_CONTRACT, dtypes=("bf16",),
+                              layouts=("interleaved",), cases=300)
+        self.assertFalse(bug.passed)
+        self.assertEqual(bug.cause, "angle negated", bug.summary())
+
+
+class CachedRope:
+    """A module-style RoPE with a bounded cache (torchtune's RotaryPositionalEmbeddings, HF's cos_cached): cos and
+    sin of max_seq_len positions built once per shape in f32, rows gathered by position, rotate_half in the
+    activation dtype; a position outside the cache is declined. `shift`: the planted bug (row position + 1)."""
+
+    def __init__(self, max_seq_len=4096, shift=0):
+        self.max_seq_len, self.shift, self.cache = max_seq_len, shift, {}
+
+    def __call__(self, case):
+        if (case.layout != "half-split" or case.rotary_offset or case.positions is None or
+                int(case.positions.min()) < 0 or int(case.positions.max()) >= self.max_seq_len - self.shift):
+            case.decline()
+        x, R = case.x, case.rotary_dim
+        key = (R, float(case.base), x.dtype)
+        if key not in self.cache:
+            inv_freq = 1.0 / (case.base ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))
+            emb = torch.arange(self.max_seq_len, dtype=torch.float32)[:, None] * inv_freq[None, :]
+            emb = torch.cat((emb, emb), dim=-1)
+            self.cache[key] = (emb.cos().to(x.dtype), emb.sin().to(x.dtype))
+        cos, sin = self.cache[key]
+        pos = case.positions.long() + self.shift
+        cos, sin = cos[pos][:, None, :], sin[pos][:, None, :]
+        xr, xp = x[..., :R], x[..., R:]
+        return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class Positions(unittest.TestCase):
+    """A function that declines positions past its cache: the gate finds the bound, keeps every row within it and
+    says so (issue 51, scope 1); a bug in it still fails named; positions asked for beyond it fail coverage."""
+
+    def test_a_module_with_a_4096_row_cache_passes_with_default_options(self):
+        # (every layout, positions and cases as by default; f16 data is hf-eager-f16's: arithmetic in f16)
+        r = ropecheck.check(CachedRope(), contract="hf-eager-bf16", dtypes=("f32", "bf16"), cases=300)
+        self.assertTrue(r.passed, r.summary())
+        self.assertEqual(r.position_limit, 4095)
+        self.assertIn("the kernel took position 4095 and declined 4096", r.coverage)
+        self.assertGreater(r.row("matrix bf16 half-split").cases, 0)
+
+    def test_its_planted_bug_fails_named_and_positions_asked_beyond_it_fail_coverage(self):
+        bug = ropecheck.check(CachedRope(shift=1), contract="hf-eager-bf16", dtypes=("bf16",), cases=300)
+        self.assertFalse(bug.passed)
+        self.assertEqual(bug.cause, "position m+1", bug.summary())
+        asked = ropecheck.check(CachedRope(), contract="hf-eager-bf16", dtypes=("bf16",), cases=100,
+                                max_position=8191)
+        self.assertFalse(asked.passed)
+        self.assertIn("no accepted call of positions 4096 .. 8191", asked.reason)
 
 
 @unittest.skipIf(torch is None, "torch is not installed (python3-torch)")

@@ -983,11 +983,18 @@ TEST(AbiDoorReplay, AReplayKeepsTheDeclaredPadding) {
 TEST(AbiGate, AKernelThatRejectsEveryCallGetsOneVerdictLineNamingIt) {
   const GateRun g = gate(kernel("current", "newer_header"), "--cases 50 --property-cases 3", "newer_header");
   EXPECT_EQ(g.exit, 1) << g.out;
-  const size_t v = g.out.find("verdict: FAIL (coverage: the kernel rejected every call: the simplest one (");
+  // The verdict line: the refusal in brief, its first likely cause (issue 50, scope 5: at most 200 characters).
+  const size_t v = g.out.find("verdict: FAIL (coverage: the kernel rejected every call (");
   ASSERT_NE(v, std::string::npos) << g.out;
   const std::string line = g.out.substr(v, g.out.find('\n', v) - v);
-  EXPECT_NE(line.find("returned the error code 2 at abi_version 1"), std::string::npos) << line;
-  EXPECT_NE(line.find("likely causes: a version check"), std::string::npos) << line;
+  EXPECT_NE(line.find("likely cause: a version check that returns an error"), std::string::npos) << line;
+  EXPECT_LE(line.size(), 200u) << line;
+  // The refusal line before it: the simplest call, what it returned at each version, every likely cause.
+  const size_t f = g.out.find("\nrefusal: coverage: the kernel rejected every call: the simplest one (");
+  ASSERT_NE(f, std::string::npos) << g.out;
+  const std::string full = g.out.substr(f + 1, g.out.find('\n', f + 1) - f - 1);
+  EXPECT_NE(full.find("returned the error code 2 at abi_version 1"), std::string::npos) << full;
+  EXPECT_NE(full.find("likely causes: a version check"), std::string::npos) << full;
 }
 
 }  // namespace
