@@ -1,6 +1,8 @@
 #include "properties/judge.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <type_traits>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -177,14 +179,31 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
   const double u = f.unit_roundoff();
   // The message is built only for a finding that is kept (formatting every violation of a badly wrong
   // kernel would dominate the judge's time).
+  // An accuracy finding's message is written once the judgement is done, for the findings kept then (`later`,
+  // beside j.findings): a kernel whose error grows along the case (an angle error, with the position) has a worse
+  // finding at nearly every pair, and each replaced the kept one's message, written in vain (measured: 11 % of a
+  // failing gate's CPU). `message` then returns what the message is made of, by value.
+  std::vector<std::function<std::string()>> later;
   auto add_finding = [&](std::string check, double err, const auto& message) {
     ++j.violations;
+    auto keep = [&](Finding& f) {
+      if constexpr (std::is_same_v<std::invoke_result_t<decltype(message)>, std::string>) {
+        f.message = message();
+      } else {
+        later.resize(j.findings.size());
+        later[size_t(&f - j.findings.data())] = message();
+      }
+    };
     if (j.findings.size() < opt.max_findings) {
-      j.findings.push_back(Finding{std::move(check), err, message()});
+      j.findings.push_back(Finding{std::move(check), err, {}});
+      keep(j.findings.back());
     } else if (check == "accuracy") {  // keep the worst accuracy findings
       auto worst = std::min_element(j.findings.begin(), j.findings.end(),
                                     [](const Finding& a, const Finding& b) { return a.error < b.error; });
-      if (worst->check == "accuracy" && worst->error < err) *worst = Finding{std::move(check), err, message()};
+      if (worst->check == "accuracy" && worst->error < err) {
+        *worst = Finding{std::move(check), err, {}};
+        keep(*worst);
+      }
     }
   };
   const uint32_t npairs = c.rotary_dim / 2;
@@ -366,6 +385,9 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         }
         if (!within) {
           add_finding("accuracy", pe.e, [&] {
+            // (by value: written after the loop, for the findings kept; see add_finding)
+            return std::function<std::string()>([&c, &ref, got, s, ratio, length_err, length_allowed, pe, allow, phi,
+                                                  flat = cr.flat] {
             char head[400];
             if (!(ratio > 1.0)) {
               std::snprintf(head, sizeof head,
@@ -373,10 +395,10 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                             "error turns a pair, it never changes its length); pair error %.4g u (allowed %.4g), "
                             "|angle| %.6g rad",
                             length_err, length_allowed, pe.e, allow.total, phi);
-            } else if (cr.flat > 0) {
+            } else if (flat > 0) {
               std::snprintf(head, sizeof head,
                             "accuracy: pair error %.4g u > bound %.4g u (radial %.3g, tangential %.3g)", pe.e,
-                            cr.flat, pe.radial, pe.tangential);
+                            flat, pe.radial, pe.tangential);
             } else {
               std::snprintf(head, sizeof head,
                             "accuracy: pair error %.4g u (allowed %.4g): radial %.4g u (allowed %.4g), tangential "
@@ -385,6 +407,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
                             pe.angle_ulps, pe.within_noise ? " (within the rounding noise's reach)" : "");
             }
             return pair_finding(head, c, ref, got, s);
+            });
           });
         }
       }
@@ -428,6 +451,8 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     }
     j.bias.sum_n2 += double(cl.n) * double(cl.n);
   }
+  for (size_t k = 0; k < later.size(); ++k)
+    if (later[k]) j.findings[k].message = later[k]();
   std::stable_sort(j.findings.begin(), j.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.error > b.error; });
   return j;
