@@ -1343,7 +1343,7 @@ GateResult Gate::run() {
   auto fit_with_budget = [&](const std::vector<std::string>& parts, const std::string& more_what) {
     if (budget_full.empty()) return fit_verdict_reason(parts, more_what);
     const std::string whole = fmt::format("{}; {}", fmt::join(parts, "; "), budget_full);
-    if (whole.size() + std::string_view("verdict: FAIL ()").size() <= kVerdictLineMax) return whole;
+    if (fits_verdict_line(whole)) return whole;
     res_.budget_line = budget_full;  // (said whole on the line before the verdict)
     return fit_verdict_reason(parts, more_what,
                               fmt::format("the budget ({:g} s) cut {} part(s) of the run: the line above lists them",
@@ -1357,7 +1357,7 @@ GateResult Gate::run() {
                                           "(not run: {}); a gate that did not run them is not a pass: raise "
                                           "--budget-seconds",
                                           opt_.budget_seconds, cuts_brief);
-    if (whole.size() + std::string_view("verdict: FAIL ()").size() <= kVerdictLineMax) {
+    if (fits_verdict_line(whole)) {
       res_.verdict_reason = whole;
     } else {
       res_.budget_line = fmt::format("the budget ({:g} s) did not reach: {}", opt_.budget_seconds, cuts_brief);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -216,6 +217,10 @@ bool judge_coverage(GateResult& r, const std::optional<FeatureSet>& supports, co
 // kept: what the budget cut); the parts left out are counted, "N more MORE_WHAT" (a part longer than the line on
 // its own is cut at a word, " ...").
 inline constexpr size_t kVerdictLineMax = 200;
+// Whether "verdict: FAIL (REASON)" is within kVerdictLineMax.
+inline bool fits_verdict_line(std::string_view reason) {
+  return reason.size() + std::string_view("verdict: FAIL ()").size() <= kVerdictLineMax;
+}
 std::string fit_verdict_reason(const std::vector<std::string>& parts, const std::string& more_what,
                                const std::string& keep = "");
 // The verdict's coverage line: calls accepted (and that most were declined), per feature, the positions, the

@@ -60,7 +60,8 @@ std::string coverage_line(const GateResult& g) {
   if (cv.any_position)
     o += fmt::format("; positions {} .. {}", position_text(cv.min_position), position_text(cv.max_position));
   if (g.position_limit >= 0)
-    o += fmt::format(" (the kernel took position {} and declined {}, {} probe calls: every row kept within 0 .. {})",
+    o += fmt::format(" (the kernel took position {} and declined {}, {} probe calls: the rows kept within 0 .. {}, the long "
+                     "positions row's calls beyond it declined)",
                      position_text(g.position_limit), position_text(g.position_limit + 1), g.position_probes,
                      position_text(g.position_limit));
   if (!g.model_name.empty())
@@ -191,7 +192,7 @@ std::string fit_verdict_reason(const std::vector<std::string>& parts, const std:
     return o + tail;
   };
   for (size_t m = parts.size(); m >= 1; --m)
-    if (const std::string o = with(m); o.size() <= room) return o;
+    if (const std::string o = with(m); fits_verdict_line(o)) return o;
   // Not even the first part whole: cut it at a word.
   std::string first = parts.empty() ? "" : parts.front();
   const std::string after =
