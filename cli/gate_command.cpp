@@ -35,6 +35,11 @@ struct GateArgs {
   bool quiet = false;
   bool verbose = false;
   cli::ModelArgs model;
+  uint32_t rotary_dim = 0, rotary_offset = 0;
+  double rotary_pct = 0;
+  CLI::Option* rotary_dim_opt = nullptr;
+  CLI::Option* rotary_pct_opt = nullptr;
+  CLI::Option* rotary_offset_opt = nullptr;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* max_position_opt = nullptr;
   CLI::Option* supports_opt = nullptr;
@@ -57,6 +62,19 @@ CLI::App* add(CLI::App& app) {
       "largest position tried, by every row (default: 2^24, and 2^40 for the long positions row; with "
       "--hf-config/--preset the model's max_position_embeddings - 1)");
   cli::add_model_options(s, g.model);
+  g.rotary_dim_opt = cli::add_int_option<uint32_t>(
+      s, "--rotary-dim", g.rotary_dim, 2, 1u << 16,
+      "without a model: every case rotates this many elements of each head (even; the head at least as wide), "
+      "for a kernel of one rotated slice (GPT-J's rotary_dim; docs/gate.md, \"Partial rotary\")");
+  g.rotary_pct_opt = cli::add_number_option(
+      s, "--rotary-pct", g.rotary_pct, 0, true, 1,
+      "without a model: every case rotates int(head_dim * F) elements of each head (GPT-NeoX's rotary_pct, "
+      "Hugging Face's partial_rotary_factor)", "F");
+  g.rotary_pct_opt->excludes(g.rotary_dim_opt);
+  g.rotary_offset_opt = cli::add_int_option<uint32_t>(
+      s, "--rotary-offset", g.rotary_offset, 0, 1u << 16,
+      "with --rotary-dim or --rotary-pct: the rotated slice starts at this element (DeepSeek's slice after 128 "
+      "pass-through elements)");
   g.supports_opt = s->add_option(
       "--supports", g.supports,
       "what the kernel implements, a comma list of features (dtypes and layouts included; docs/gate.md, "
@@ -124,6 +142,34 @@ int run() {
   }
   std::optional<cli::ResolvedModel> model;
   if (!cli::resolve_model(g.model, g.layout_opt->count() ? g.layout : "", model)) return 2;
+  const bool slice_given = g.rotary_dim_opt->count() || g.rotary_pct_opt->count();
+  if (g.rotary_offset_opt->count() && !slice_given) {
+    std::cerr << "error: --rotary-offset needs --rotary-dim N or --rotary-pct F (the slice it offsets)\n";
+    return 2;
+  }
+  if (slice_given && model) {
+    std::cerr << "error: --rotary-dim/--rotary-pct: a model (--hf-config/--preset) fixes the rotated slice itself\n";
+    return 2;
+  }
+  if (slice_given) {
+    RotarySlice sl;
+    sl.fraction = g.rotary_pct_opt->count() ? g.rotary_pct : 0;
+    sl.rotary_dim = g.rotary_dim_opt->count() ? g.rotary_dim : 0;
+    sl.rotary_offset = g.rotary_offset;
+    if (!sl.fraction && sl.rotary_dim % 2) {
+      std::cerr << "error: --rotary-dim must be even (pairs are rotated), got " << sl.rotary_dim << "\n";
+      return 2;
+    }
+    if (!sl.head_dim_from(2)) {
+      std::cerr << "error: --rotary-pct " << g.rotary_pct << " with --rotary-offset " << g.rotary_offset
+                << " gives no head_dim up to 65536 an even rotated slice\n";
+      return 2;
+    }
+    opt.slice = sl;
+    opt.slice_given = g.rotary_pct_opt->count() ? fmt::format("--rotary-pct {:g}", g.rotary_pct)
+                                                : fmt::format("--rotary-dim {}", g.rotary_dim);
+    if (g.rotary_offset) opt.slice_given += fmt::format(" --rotary-offset {}", g.rotary_offset);
+  }
   if (model) {
     opt.layouts = {model->shape.layout};
   } else if (!parse_layout_list(g.layout, opt.layouts)) {
@@ -259,6 +305,7 @@ int run() {
   if (supports) params["supports"] = supports->names();
   if (g.input_padding) params["input_padding"] = g.input_padding;
   if (require) params["require"] = require->names();
+  if (!r.rotary_slice.empty()) params["rotary_slice"] = r.rotary_slice + " (" + r.rotary_slice_found + ")";
   if (model) {
     params["model"] = g.model.preset.empty() ? std::filesystem::path(g.model.hf_config).filename().string()
                                               : g.model.preset;

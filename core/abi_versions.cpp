@@ -476,9 +476,11 @@ std::optional<RopeCase> in_tensor_form(const RopeCase& c, const TensorForm& f, s
   return r;
 }
 
-std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts) {
+std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
+                                      const RotarySlice* slice) {
   std::vector<RopeCase> cases;
-  for (uint32_t dim : {64u, 128u})
+  for (uint32_t dim : {64u, 128u}) {
+    if (slice && slice->head_dim && dim != 64) break;  // (one head shape)
     for (Dtype d : dtypes)
       for (Layout l : layouts) {
         RopeCase c;
@@ -491,13 +493,16 @@ std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const st
         c.input.assign(c.n_bytes(), 0);
         for (uint32_t k = 0; k < dim; ++k)  // small exact values: 1/2, -3/4, 5/8, ...
           store_f32(d, c.input.data(), k, float((k % 2 ? -1.0 : 1.0) * (0.5 + 0.125 * (k % 5))));
+        if (slice) apply_rotary_slice(*slice, c);
         cases.push_back(std::move(c));
       }
+  }
   return cases;
 }
 
-RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form, bool by_token) {
-  RopeCase c = abi_probe_cases({d}, {l}).front();  // head_dim 64, one head, one token at position 1
+RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form, bool by_token,
+                              const RotarySlice* slice) {
+  RopeCase c = abi_probe_cases({d}, {l}, slice).front();  // head_dim 64, one head, one token at position 1
   CosSinTable t;
   t.kind = k;
   t.dtype = k == TableKind::angle ? Dtype::f32 : table_dtype;
@@ -523,9 +528,10 @@ RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype,
   return c;
 }
 
-std::optional<RopeCase> abi_probe_call(Dtype d, Layout l, const AngleSource& s, const CallForm& f) {
-  RopeCase c = s.kind ? abi_table_probe_case(d, l, *s.kind, s.call_dtype ? d : Dtype::f32, false, s.by_token)
-                      : abi_probe_cases({d}, {l}).front();
+std::optional<RopeCase> abi_probe_call(Dtype d, Layout l, const AngleSource& s, const CallForm& f,
+                                       const RotarySlice* slice) {
+  RopeCase c = s.kind ? abi_table_probe_case(d, l, *s.kind, s.call_dtype ? d : Dtype::f32, false, s.by_token, slice)
+                      : abi_probe_cases({d}, {l}, slice).front();
   if (!f.tensor) return c;
   return in_tensor_form(c, *f.tensor);
 }
@@ -554,7 +560,8 @@ bool distinct_on(const AngleSource& s, Dtype d) {
 }  // namespace
 
 AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& asked_dtypes,
-                          const std::vector<Layout>& asked_layouts, const std::function<bool()>& stop) {
+                          const std::vector<Layout>& asked_layouts, const std::function<bool()>& stop,
+                          const RotarySlice* slice, bool neutral_only) {
   AbiVersions v;
   v.probed = true;
   // The neutral probes: the asked dtypes and layouts first, then the others (a kernel restricted to an unasked
@@ -565,7 +572,7 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
   std::vector<Layout> layouts = asked_layouts;
   for (Layout x : kAllLayouts)
     if (std::find(layouts.begin(), layouts.end(), x) == layouts.end()) layouts.push_back(x);
-  const std::vector<RopeCase> cases = abi_probe_cases(dtypes, layouts);
+  const std::vector<RopeCase> cases = abi_probe_cases(dtypes, layouts, slice);
   bool ended = false;  // a probe did not return, or `stop` said so: nothing more is asked
   auto probe = [&](const RopeCase& c, uint32_t version, bool in_place, const AngleSource& src) {
     if (ended) return false;
@@ -582,8 +589,11 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
     p.form = {c.tensor ? std::optional<TensorForm>(TensorForm{c.tensor->pos, c.tensor->rank, c.tensor->index_int32})
                        : std::nullopt,
               in_place};
-    p.call = fmt::format("{} {} head_dim {}, 1 head, 1 token at position 1", to_string(c.dtype), to_string(c.layout),
-                         c.head_dim);
+    p.call = fmt::format("{} {} head_dim {}{}, 1 head, 1 token at position 1", to_string(c.dtype), to_string(c.layout),
+                         c.head_dim,
+                         c.rotary_dim == c.head_dim ? std::string()
+                         : c.rotary_offset ? fmt::format(" (rotary_dim {} at offset {})", c.rotary_dim, c.rotary_offset)
+                                           : fmt::format(" (rotary_dim {})", c.rotary_dim));
     if (c.table)
       p.call += fmt::format(", a {}{}-row {} table of {}{}{}", c.table->by_token ? "per-token " : "",
                             c.table->by_token ? 1 : 2, to_string(c.table->kind), to_string(c.table->dtype),
@@ -600,7 +610,7 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
   // a kernel that takes one answers in about four calls.
   for (const RopeCase& c : cases) {
     uint32_t took = 0;
-    for (uint32_t ver = 1; ver <= kNewestAbiVersion && !took && !ended; ++ver)
+    for (uint32_t ver = std::max(1u, c.min_abi_version()); ver <= kNewestAbiVersion && !took && !ended; ++ver)
       if (probe(c, ver, false, {})) took = ver;
     if (took) {
       // The shape is fine: the versions after `took` are decided on it (those before were refused on it).
@@ -612,7 +622,7 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
     }
     if (ended) break;
   }
-  if (v.accepted || ended || kNewestAbiVersion < 3 || cases.empty()) return v;
+  if (v.accepted || ended || neutral_only || kNewestAbiVersion < 3 || cases.empty()) return v;
 
   // No neutral call taken in the flat form: a kernel that takes only the ABI v3 forms of a call -- the tensor form
   // (FlashInfer's apply_rope_pos_ids, MLX's fast.rope), caller-given tables (vLLM, FlashAttention, ONNX Runtime),
@@ -646,7 +656,7 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
         if (!applies(s, f)) continue;
         for (const auto& [d, l] : combos) {
           if (!distinct_on(s, d)) continue;
-          const std::optional<RopeCase> c = abi_probe_call(d, l, s, f);
+          const std::optional<RopeCase> c = abi_probe_call(d, l, s, f, slice);
           if (!c || !probe(*c, ver, f.in_place, s)) {
             if (ended) return v;
             continue;
@@ -675,7 +685,7 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
   v.forms = {A.f};
   for (const CallForm& f : forms) {
     if (f == A.f || !applies(A.s, f)) continue;
-    const std::optional<RopeCase> c = abi_probe_call(A.d, A.l, A.s, f);
+    const std::optional<RopeCase> c = abi_probe_call(A.d, A.l, A.s, f, slice);
     if (c && probe(*c, version_of(A.s), f.in_place, A.s)) v.forms.push_back(f);
   }
   auto record = [&](const AngleSource& s, Dtype d) {
@@ -694,7 +704,7 @@ AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& as
   auto try_source = [&](const AngleSource& s, Dtype d, Layout l) {
     for (const CallForm& f : v.forms) {
       if (!applies(s, f)) continue;
-      const std::optional<RopeCase> c = abi_probe_call(d, l, s, f);
+      const std::optional<RopeCase> c = abi_probe_call(d, l, s, f, slice);
       if (c && probe(*c, version_of(s), f.in_place, s)) return true;
     }
     return false;

@@ -180,18 +180,21 @@ struct AbiVersions {
 };
 
 // The probe cases, simplest first: for each of two head shapes (64 and 128, fully rotated) each asked dtype x
-// layout, one token at position 1, one head, base 10000.
-std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts);
+// layout, one token at position 1, one head, base 10000. slice: the heads take its rotated slice instead
+// (apply_rotary_slice; a slice of one head_dim: one head shape).
+std::vector<RopeCase> abi_probe_cases(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
+                                      const RotarySlice* slice = nullptr);
 
 // The table probes (v3): the simplest call of `d`, `l` (head_dim 64, one head, one token at position 1) with a
 // 2-row table of kind `k` in `table_dtype` (angle: f32), in the legacy form or the tensor form. The probes try
 // the asked dtypes, f16 and bf16 before f32 (a table in the call's dtype is then told apart from an f32 one),
 // each with a table of its own dtype and of f32, until one is taken.
 RopeCase abi_table_probe_case(Dtype d, Layout l, TableKind k, Dtype table_dtype, bool tensor_form,
-                              bool by_token = false);
+                              bool by_token = false, const RotarySlice* slice = nullptr);
 // The probe call of dtype d and layout l with its angles from `s` in form `f` (head_dim 64, one head, one token at
 // position 1; a table of 2 rows, or per token of 1); nullopt when the form cannot express it.
-std::optional<RopeCase> abi_probe_call(Dtype d, Layout l, const AngleSource& s, const CallForm& f);
+std::optional<RopeCase> abi_probe_call(Dtype d, Layout l, const AngleSource& s, const CallForm& f,
+                                       const RotarySlice* slice = nullptr);
 
 // A probe's call: make `c` at abi_version `version` (explicit neutral values in every later field), in place or
 // not, and say what happened (AbiProbe::rc / outcome: empty outcome and rc when it returned). The neutral probes
@@ -201,9 +204,12 @@ using AbiProbeCall = std::function<AbiProbe(const RopeCase& c, uint32_t version,
 // Ask a kernel which versions it speaks (the probes of the file comment). Each probe case in turn is tried at
 // every version until some version takes it; then the remaining versions and the undefined one are asked on
 // that case alone (the shape is known to be fine: only the version differs). A probe that does not return
-// (crash, hang) ends the probing, and so does `stop` (the gate's budget).
+// (crash, hang) ends the probing, and so does `stop` (the gate's budget). slice: every probe's head takes that
+// rotated slice (a kernel of one partial rotary shape); neutral_only: the neutral probes only (flat form, computed
+// angles: the gate's search for such a slice, which then probes in full on the slice found).
 AbiVersions negotiate_abi(const AbiProbeCall& call, const std::vector<Dtype>& dtypes,
-                          const std::vector<Layout>& layouts, const std::function<bool()>& stop = {});
+                          const std::vector<Layout>& layouts, const std::function<bool()>& stop = {},
+                          const RotarySlice* slice = nullptr, bool neutral_only = false);
 
 // An in-process kernel's versions, probed once per entry point and remembered (thread-safe): what
 // run_kernel and the in-process property handle send.

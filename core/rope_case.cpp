@@ -237,6 +237,21 @@ std::string RopeCase::validate_tensor() const {
   return why.str();
 }
 
+namespace {
+// c's input rebuilt for its head_dim from `old`, heads of old_dim elements: element k of a head is old's element
+// k mod old_dim of the same token and head.
+void rebuild_heads(RopeCase& c, const Bytes& old, uint32_t old_dim) {
+  const size_t nt = c.n_tokens(), es = dtype_size(c.dtype);
+  c.input.assign(c.n_bytes(), 0);
+  if (old_dim == 0 || old.size() < nt * c.n_heads * size_t(old_dim) * es) return;
+  for (size_t t = 0; t < nt; ++t)
+    for (size_t h = 0; h < c.n_heads; ++h)
+      for (size_t k = 0; k < c.head_dim; ++k)
+        std::memcpy(c.input.data() + ((t * c.n_heads + h) * c.head_dim + k) * es,
+                    old.data() + ((t * c.n_heads + h) * old_dim + k % old_dim) * es, es);
+}
+}  // namespace
+
 void apply_case_template(const RopeCase& model, RopeCase& c) {
   const size_t nt = c.n_tokens();
   const uint32_t old_dim = c.head_dim;
@@ -257,14 +272,53 @@ void apply_case_template(const RopeCase& model, RopeCase& c) {
   c.positions.assign(size_t(c.n_pos_axes) * nt, 0);
   for (uint32_t a = 0; a < c.n_pos_axes; ++a)
     for (size_t t = 0; t < nt; ++t) c.positions[a * nt + t] = p0[(t + a) % nt];
-  const size_t es = dtype_size(c.dtype);
-  c.input.assign(c.n_bytes(), 0);
-  if (old_dim == 0 || old.size() < nt * c.n_heads * size_t(old_dim) * es) return;
-  for (size_t t = 0; t < nt; ++t)
-    for (size_t h = 0; h < c.n_heads; ++h)
-      for (size_t k = 0; k < c.head_dim; ++k)
-        std::memcpy(c.input.data() + ((t * c.n_heads + h) * c.head_dim + k) * es,
-                    old.data() + ((t * c.n_heads + h) * old_dim + k % old_dim) * es, es);
+  rebuild_heads(c, old, old_dim);
+}
+
+uint32_t RotarySlice::rotary_dim_of(uint32_t hd) const {
+  if (head_dim && hd != head_dim) return 0;
+  const uint32_t rd = fraction > 0 ? uint32_t(double(hd) * fraction) : rotary_dim;
+  if (rd < 2 || rd % 2 || uint64_t(rd) + rotary_offset > hd) return 0;
+  return rd;
+}
+
+uint32_t RotarySlice::head_dim_from(uint32_t at_least) const {
+  if (head_dim) return head_dim;
+  for (uint32_t hd = std::max(at_least, 2u); hd <= 65536; ++hd)
+    if (rotary_dim_of(hd)) return hd;
+  return 0;
+}
+
+std::string RotarySlice::describe() const {
+  std::ostringstream o;
+  if (fraction > 0) o << "rotary_dim = int(head_dim * " << fraction << ")";
+  else o << "rotary_dim " << rotary_dim;
+  if (rotary_offset) o << " at offset " << rotary_offset;
+  if (head_dim) o << " of head_dim " << head_dim;
+  else if (fraction <= 0) o << " of any head_dim";
+  return o.str();
+}
+
+void apply_rotary_slice(const RotarySlice& s, RopeCase& c) {
+  if (c.table) return;
+  const uint32_t hd = s.head_dim_from(c.head_dim);
+  if (!hd) return;
+  const uint32_t rd = s.rotary_dim_of(hd);
+  const uint32_t old_dim = c.head_dim, old_pairs = c.rotary_dim / 2, pairs = rd / 2;
+  auto resize = [&](auto& v) {
+    if (v.empty() || v.size() == pairs || old_pairs == 0) return;
+    auto old = v;
+    v.resize(pairs);
+    for (uint32_t i = 0; i < pairs; ++i) v[i] = old[uint64_t(i) * old.size() / pairs];
+  };
+  resize(c.inv_freq);
+  resize(c.pair_axis);
+  c.head_dim = hd;
+  c.rotary_dim = rd;
+  c.rotary_offset = s.rotary_offset;
+  if (hd == old_dim) return;
+  const Bytes old = c.input;
+  rebuild_heads(c, old, old_dim);
 }
 
 rc_freq_rule abi_freq_rule(const FrequencyRule& r, uint64_t seq_len) {

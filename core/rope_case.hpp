@@ -213,6 +213,36 @@ inline size_t head_offset(const RopeCase& c, size_t token, size_t head) {
 // generator's values, special values included, keep their mix).
 void apply_case_template(const RopeCase& model, RopeCase& c);
 
+// The rotated slice a kernel takes when it takes no other, for a run without a model (GPT-NeoX's rotary_pct, GPT-J's
+// rotary_dim, DeepSeek's slice at an offset): --rotary-pct / --rotary-dim / --rotary-offset, or found by the gate's
+// probes (docs/gate.md, "Partial rotary"). A rule of the head: rotary_dim = int(head_dim * fraction) (Hugging Face's
+// int(head_size * rotary_pct)) when fraction > 0, else rotary_dim fixed; rotary_offset fixed; head_dim fixed too
+// when head_dim > 0.
+struct RotarySlice {
+  double fraction = 0;
+  uint32_t rotary_dim = 0;
+  uint32_t rotary_offset = 0;
+  uint32_t head_dim = 0;
+  // The rotary_dim of a head of head_dim elements under the rule; 0 where the rule gives it no slice (odd, none,
+  // or past the head's end).
+  uint32_t rotary_dim_of(uint32_t head_dim) const;
+  // The smallest head_dim >= at_least the rule gives a slice of (0: none up to 65536).
+  uint32_t head_dim_from(uint32_t at_least) const;
+  // "rotary_dim = int(head_dim * 0.25)", "rotary_dim 64 of any head_dim", "rotary_dim 64 at offset 128 of head_dim
+  // 192".
+  std::string describe() const;
+  bool operator==(const RotarySlice& o) const {
+    return fraction == o.fraction && rotary_dim == o.rotary_dim && rotary_offset == o.rotary_offset &&
+           head_dim == o.head_dim;
+  }
+};
+
+// c takes the rule's slice: head_dim raised to the smallest one at least c's that the rule gives a slice of, rotary_dim
+// and rotary_offset the rule's; an inv_freq table or pair axis map resized to the new pairs (pair i takes entry
+// i * old / new); the input rebuilt as apply_case_template rebuilds it. A case with a table is left as it is (its
+// table fixes its pairs).
+void apply_rotary_slice(const RotarySlice& s, RopeCase& c);
+
 // Build a case from an ABI call (copies the input).
 RopeCase case_from_args(const rc_rope_args& a);
 

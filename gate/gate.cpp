@@ -85,6 +85,7 @@ class Gate {
         opt_(opt),
         t0_(Clock::now()),
         max_position_(opt.max_position),
+        slice_(opt.slice),
         host_(KernelSource{impl.library, impl.fn, impl.host_fd}, host_options(opt)),
         property_handle_(impl.name, [this](const RopeCase& c, bool in_place) { return property_call(c, in_place); },
                          [this](const RopeCase& c) { return property_criteria(c); }, opt.angle_model,
@@ -224,6 +225,7 @@ class Gate {
   }
 
   const RopeCase* model() const { return opt_.model ? &*opt_.model : nullptr; }
+  const RotarySlice* slice() const { return slice_ ? &*slice_ : nullptr; }
 
   Criteria criteria(const RopeCase& c) const { return case_criteria(opt_.error_model, c, opt_.contract, opt_.tolerance); }
   Criteria criteria_for_dtype(Dtype d) const {
@@ -394,6 +396,7 @@ class Gate {
   void run_repeat();
   void run_large();
   void run_random();
+  void find_rotary_slice();
   void find_position_limit();
   void bisect_positions(const std::function<CallResult(const RopeCase&)>& probe);
   void finish_sandbox();
@@ -422,6 +425,9 @@ class Gate {
   // The largest position the rows give: --max-position (or the model's context), or below it the largest one the
   // kernel takes (find_position_limit).
   int64_t max_position_;
+  // The rotated slice every row's cases take: --rotary-dim / --rotary-pct, or the one the probes found
+  // (find_rotary_slice); none: the rows' own.
+  std::optional<RotarySlice> slice_;
   KernelHost host_;
   std::map<std::string, std::string> shrunk_faults_;  // a fault's description -> the property row that shrank it
   HostHandle property_handle_;  // the kernel host as the property engine's kernel
@@ -626,7 +632,7 @@ void Gate::run_matrix() {
       const std::string name = fmt::format("matrix {} {}", to_string(d), to_string(l));
       CheckRow& r = row(name, row_what(name, opt_.contract));
       std::vector<bool> ip;
-      const auto cases = systematic_cases(d, l, max_position_, opt_.seed, &ip, model());
+      const auto cases = systematic_cases(d, l, max_position_, opt_.seed, &ip, model(), slice());
       for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], ip[k]);
       if (r.ran) accepted_combos_.push_back({d, l});
       else if (budget_reached_ && r.declined == 0) r.note = "not run: the budget was reached";
@@ -666,7 +672,7 @@ void Gate::run_feature_rows(int version) {
 void Gate::run_specials() {
   CheckRow& r = row("special values", row_what("special values", opt_.contract));
   for (const auto& [d, l] : accepted_combos_) {
-    const auto cases = special_value_cases(d, l, opt_.seed, max_position_, model());
+    const auto cases = special_value_cases(d, l, opt_.seed, max_position_, model(), slice());
     for (size_t k = 0; k < cases.size(); ++k) run_case(r, cases[k], k % 2 == 1);
   }
   if (!r.ran && !aborted_) r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
@@ -687,11 +693,11 @@ void Gate::run_long_positions() {
   // A kernel that takes tables only: the positions index its table as they are (a sparse table: only the rows of
   // the call's positions are there), on narrow rows, up to the position a table of them can reach.
   const bool tables = host_.abi().tables_only;
-  const int64_t reached = tables ? std::min(top, long_table_max_position(model())) : top;
+  const int64_t reached = tables ? std::min(top, long_table_max_position(model(), slice())) : top;
   // The declined calls counted by the positions they held (not a cause: a call may be declined for anything else).
   uint64_t sent[2] = {0, 0}, declined[2] = {0, 0};  // [beyond int32]
   for (const auto& [d, l] : accepted_combos_)
-    for (const auto& [c, in_place] : long_position_cases(d, l, top, opt_.seed, model(), tables)) {
+    for (const auto& [c, in_place] : long_position_cases(d, l, top, opt_.seed, model(), tables, slice())) {
       const uint64_t before = r.declined, made = r.cases + r.declined;
       run_case(r, c, in_place, /*in_bias=*/false, tables ? GivenRows::sparse : GivenRows::renumbered);
       const int beyond = features_of(c, in_place).has(Feature::positions_beyond_int32);
@@ -703,7 +709,10 @@ void Gate::run_long_positions() {
   if (tables)
     note += fmt::format("; the kernel takes tables only: each call's positions index a sparse table (the rows of its "
                         "positions only){}, up to {} (what such a table's address space holds)",
-                        model() ? "" : fmt::format(", at rotary_dim {}", kLongTableRotaryDim), reached);
+                        model()   ? ""
+                        : slice() ? fmt::format(", in the rotated slice ({})", slice_->describe())
+                                  : fmt::format(", at rotary_dim {}", kLongTableRotaryDim),
+                        reached);
   if (declined[0] + declined[1]) {
     std::vector<std::string> parts;
     if (declined[0]) parts.push_back(fmt::format("{} of the {} call(s) with positions below 2^31", declined[0], sent[0]));
@@ -733,6 +742,9 @@ void Gate::run_properties() {
     CheckRow& r = row(p.row, row_what(p.row, opt_.contract));
     if (opt_.model)
       r.note = "not in the model's configuration: generic shapes (the property generators cannot take a model)";
+    else if (slice_)
+      r.note = "not in the rotated slice (" + slice_->describe() + "): generic shapes (the property generators "
+               "cannot take a slice)";
     if (p.exact_angles && opt_.angle_model != AngleModel::exact) {
       r.note = "skipped: the fp32 angle model's angles are not shift-invariant";
       continue;
@@ -914,7 +926,7 @@ void Gate::run_sequences() {
   if (accepted_combos_.empty()) return;
   if (opt_.model)
     r.note = "the model fixes base, rotary_dim, head_dim, scale and table: only the dtype x layout changes run";
-  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, max_position_, opt_.seed, model());
+  const std::vector<RopeCase> cases = sequence_cases(accepted_combos_, max_position_, opt_.seed, model(), slice());
   // Failing cases rerun alone that failed there too: after two, the row's failures are the kernel's own (each
   // rerun is a fresh host; a kernel wrong everywhere would start one per case), diagnosed as any row's.
   constexpr int kFailedAloneEnough = 2;
@@ -952,7 +964,8 @@ void Gate::run_repeat() {
                                           kRepeats));
   if (accepted_combos_.empty()) return;
   const RopeCase asked =
-      repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, max_position_, opt_.seed, model());
+      repeat_case(accepted_combos_[0].first, accepted_combos_[0].second, max_position_, opt_.seed, model(),
+                    slice());
   // The way the case is sent: the first of its ways the kernel does not decline (the first call of the 300), then
   // that way each time.
   SendWays ways(asked, host_.abi(), opt_.contract, opt_.angle_model, next_turn(asked));
@@ -1030,7 +1043,7 @@ void Gate::run_large() {
                              "(head_dim 576, rotary 64 as in MLA models), 32 tokens x 8 heads (head_dim 576, all "
                              "rotated)");
   if (opt_.model) r.note = "tokens x heads as said, each head the model's";
-  for (const auto& [c, in_place] : large_cases(accepted_combos_, max_position_, opt_.seed, model()))
+  for (const auto& [c, in_place] : large_cases(accepted_combos_, max_position_, opt_.seed, model(), slice()))
     run_case(r, c, in_place, /*in_bias=*/false);
   if (!r.ran && !aborted_ && r.not_sent.empty())
     r.note = budget_reached_ ? "not run: the budget was reached" : "no accepted dtype/layout";
@@ -1078,7 +1091,7 @@ void Gate::run_random() {
       break;
     }
     const auto [d, l] = accepted_combos_[rng() % accepted_combos_.size()];
-    const RopeCase c = random_case(d, l, max_position_, rng, model());
+    const RopeCase c = random_case(d, l, max_position_, rng, model(), slice());
     run_case(r, c, rng() % 2 == 1);
     ++n;
   }
@@ -1153,6 +1166,71 @@ void Gate::save_files() {
 // log2 of the largest position in calls) and every row stays within the largest position taken. The coverage line
 // says so; where the largest position was required (an explicit --max-position, a model's context) the coverage row
 // fails (judge_coverage). A call that is neither taken nor declined ends the search: the rows report it.
+// A kernel that took no probe call, in a run with neither a model nor a slice given, may be one whose heads must have a
+// rotated slice of one shape (GPT-NeoX's rotary_pct 0.25, ChatGLM's half, Phi-2's 32 of 80, GPT-J's rotary_dim 64 of
+// 256, DeepSeek's 64 at offset 128 of 192): every full-rotary probe is declined. The neutral probes are asked again on
+// each such shape; on the first taken, the rule is told apart by one call at a wider head (the same fraction of it,
+// the same rotary_dim, else that head shape only), the kernel is negotiated in full on it, and every row's cases take
+// it (apply_rotary_slice). The coverage line says so; none taken, the refusal says which were tried.
+void Gate::find_rotary_slice() {
+  const AbiVersions full = host_.abi();
+  // (some version declined the shapes, none crashed or hung: a shape question; an error code is a version's refusal)
+  if (opt_.model || slice_ || !full.probed || full.accepted || full.stopped || !full.declined) return;
+  for (const AbiProbe& p : full.probes)
+    if (!p.outcome.empty()) return;
+  // Each shape as {fraction, rotary_dim, rotary_offset, head_dim}.
+  static const RotarySlice kShapes[] = {{0, 32, 0, 64}, {0, 64, 0, 128}, {0, 16, 0, 64}, {0, 32, 0, 128},
+                                        {0, 32, 0, 80}, {0, 64, 0, 256}, {0, 64, 128, 192}};
+  progress("kernel " + impl_.name + ": the rotated slice it takes");
+  uint64_t calls = 0;
+  auto count_call = [&](const CallResult& r) {
+    ++calls;
+    meter_.add(r);
+  };
+  auto stop = [this] { return over_budget(); };
+  std::vector<std::string> tried;
+  for (const RotarySlice& shape : kShapes) {
+    const AbiVersions& v = host_.negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, stop, count_call,
+                                           &shape, /*neutral_only=*/true);
+    tried.push_back(shape.describe());
+    bool odd = false;  // a probe that crashed or hung: the search ends, the rows find it
+    for (const AbiProbe& p : v.probes) odd |= !p.outcome.empty();
+    if (v.stopped || odd) break;
+    if (!v.accepted) continue;
+    // (a copy: the negotiations below replace v)
+    const AbiProbe taken = *std::find_if(v.probes.begin(), v.probes.end(), [](const AbiProbe& p) { return p.ok(); });
+    // The rule: the same fraction of a wider head, else the same rotary_dim (at the same offset) there, else this
+    // head shape only.
+    const uint32_t wider = shape.rotary_offset ? shape.head_dim + 64 : 2 * shape.head_dim;
+    std::vector<RotarySlice> rules;
+    if (!shape.rotary_offset) rules.push_back({double(shape.rotary_dim) / shape.head_dim, 0, 0, 0});
+    rules.push_back({0, shape.rotary_dim, shape.rotary_offset, 0});
+    RotarySlice found = shape;
+    host_.probe_calls(opt_.call_timeout_seconds, count_call, [&](const std::function<CallResult(const RopeCase&)>& call) {
+      for (const RotarySlice& rule : rules) {
+        RotarySlice at = rule;
+        at.head_dim = wider;
+        if (!at.rotary_dim_of(wider) || over_budget()) continue;
+        const RopeCase c = abi_probe_cases({taken.dtype}, {taken.layout}, &at).front();
+        if (call(c).status == CallStatus::ok) {
+          found = rule;
+          return;
+        }
+      }
+    });
+    slice_ = found;
+    host_.negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, stop, count_call, &*slice_);
+    res_.rotary_slice = slice_->describe();
+    res_.rotary_slice_found =
+        fmt::format("found by probing: the kernel declined every full-rotary probe and took {} ({} probe calls)",
+                    taken.call, calls);
+    return;
+  }
+  host_.set_abi(full, false);  // (what the full-rotary probes found: the refusal names them)
+  res_.rotary_slices_tried = fmt::format("rotated slices tried too, none taken ({} calls): {}", calls,
+                                         fmt::join(tried, "; "));
+}
+
 void Gate::find_position_limit() {
   const AbiVersions& abi = host_.abi();
   if (!abi.probed || abi.accepted == 0 || max_position_ <= 1) return;  // (a kernel that takes tables only: their
@@ -1176,7 +1254,7 @@ void Gate::bisect_positions(const std::function<CallResult(const RopeCase&)>& pr
     if (r.status == CallStatus::declined) return false;
     return std::nullopt;
   };
-  for (RopeCase c : abi_probe_cases(opt_.dtypes, opt_.layouts)) {
+  for (RopeCase c : abi_probe_cases(opt_.dtypes, opt_.layouts, slice())) {
     if (model()) {
       apply_case_template(*model(), c);
       c.input.assign(c.n_bytes(), 0);
@@ -1209,15 +1287,21 @@ GateResult Gate::run() {
   progress("kernel " + impl_.name + ": ABI versions");
   res_.abi = host_
                  .negotiate(opt_.dtypes, opt_.layouts, opt_.call_timeout_seconds, [this] { return over_budget(); },
-                            [this](const CallResult& r) { meter_.add(r); })
+                            [this](const CallResult& r) { meter_.add(r); }, slice())
                  .summary();
+  find_rotary_slice();  // (charged with the ABI's probes, as are the positions')
+  if (opt_.slice) {
+    res_.rotary_slice = opt_.slice->describe();
+    res_.rotary_slice_found = "given: " + opt_.slice_given;
+  }
+  if (slice_ && !opt_.slice) res_.abi = host_.abi().summary() + " (on its rotated slice)";
   // --supports declares the features the kernel implements: calls using them are sent at the version that
   // expresses them whatever the probes found (those outside it are not sent at all: why_not_sent).
   if (opt_.supports) {
     host_.set_abi(host_.abi(), /*features_declared=*/true);
     res_.abi += "; --supports declares its features";
   }
-  find_position_limit();  // (charged with the ABI's probes)
+  find_position_limit();
   charge("abi");
   if (opt_.input_padding)
     res_.padding = fmt::format("padding: the kernel may read {} byte(s) past each input and table it reads "
@@ -1373,6 +1457,7 @@ GateResult Gate::run() {
     // Every call rejected, the simplest ones at every version too: one line, not a row-by-row wall (the verdict's
     // brief, the refusal line whole).
     res_.refusal = host_.abi().refusal();
+    if (!res_.rotary_slices_tried.empty()) res_.refusal += "; " + res_.rotary_slices_tried;
     res_.verdict_reason = fit_verdict_reason({host_.abi().refusal_brief()}, "");
     res_.cause = res_.refusal;
     res_.cause_id = "coverage";

@@ -74,6 +74,12 @@ struct GateOptions {
   std::optional<RopeCase> model;
   std::string model_text;  // the resolved configuration, one line each (the verdict's header)
   std::string model_name;  // its name (the coverage line)
+  // Without a model: the rotated slice every matrix, special-value, long-position, sequence, repeat, large and random
+  // case takes (--rotary-dim / --rotary-pct / --rotary-offset; core/rope_case.hpp apply_rotary_slice), as said by
+  // slice_given ("--rotary-pct 0.25"). None given and every full-rotary probe declined, the gate looks for one itself
+  // (docs/gate.md, "Partial rotary").
+  std::optional<RotarySlice> slice;
+  std::string slice_given;
   // What the kernel implements (--supports; nullopt: not declared, every call is made): a call using any other
   // feature is not made ("not run: outside --supports"), and each supported feature the run makes calls of
   // must have an accepted one. core/features.hpp.
@@ -176,6 +182,9 @@ struct GateResult {
   int64_t positions_asked = 0, position_limit = -1;
   uint64_t position_probes = 0;
   std::string positions_required_by;
+  // The rotated slice the rows' cases took (RotarySlice::describe; empty: their own) and how it came (given, or
+  // found by probing and the call that found it); a kernel that took no slice either: the slices tried.
+  std::string rotary_slice, rotary_slice_found, rotary_slices_tried;
   // Every cause of a failing verdict, the verdict's first (verdict_reason shows as many as fit on its line).
   std::vector<std::string> causes;
   // Lines said in full where the verdict line has room for a brief only: every probe refused
@@ -347,18 +356,22 @@ std::string describe_bounds(const KernelErrorModel& em, const Contract& contract
 
 // One random case of a dtype and layout (the gate's random row; `cases export` draws the same).
 // model: a case template (GateOptions::model) every generated case takes before its input is drawn.
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model = nullptr);
+// slice: the rotated slice every case takes (GateOptions::slice), after the model's template (never both).
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model = nullptr,
+                     const RotarySlice* slice = nullptr);
 // The same, from Mt19937_64 (the same sequence, faster: gate/mt64.hpp), as the gate and case sets draw them.
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, Mt19937_64& rng, const RopeCase* model = nullptr);
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, Mt19937_64& rng, const RopeCase* model = nullptr,
+                     const RotarySlice* slice = nullptr);
 // What a row of the verdict checks ("matrix DTYPE LAYOUT", "special values", "property: ...", "random",
 // "coverage"), in one set of words for the gate and `cases check`.
 std::string row_what(const std::string& name, const Contract& contract);
 
 // The case generators (deterministic in the seed).
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                       std::vector<bool>* in_place, const RopeCase* model = nullptr);
+                                       std::vector<bool>* in_place, const RopeCase* model = nullptr,
+                                       const RotarySlice* slice = nullptr);
 std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position,
-                                          const RopeCase* model = nullptr);
+                                          const RopeCase* model = nullptr, const RotarySlice* slice = nullptr);
 // ABI v2 features, one group per row (rotary offset, position axes, attention factor, frequency rules,
 // combined): what each case exercises, the case, and whether it is called in place. Deterministic in the
 // seed. A kernel may decline any of them.
@@ -382,9 +395,11 @@ std::vector<V2Case> v4_feature_cases(Dtype d, Layout l, int64_t max_position, ui
 // accepted dtype x layout) as base, v1, base, v2, ..., then the variants back to back. With a model only the
 // dtype x layout variants (the model fixes the rest).
 std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,
-                                     uint64_t seed, const RopeCase* model = nullptr);
+                                     uint64_t seed, const RopeCase* model = nullptr,
+                                     const RotarySlice* slice = nullptr);
 // The repeat row's case.
-RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model = nullptr);
+RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model = nullptr,
+                     const RotarySlice* slice = nullptr);
 // The long positions row's cases (and whether each runs in place): positions from kLongPositionsFrom to
 // max_position -- f32-inexact ones below 2^31, then beyond int32 (2^31, 2^31 + 1, 2^32 +- 1, ..., max) -- over
 // a dtype and layout. Empty when max_position < kLongPositionsFrom.
@@ -392,15 +407,17 @@ RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, con
 // same positions up to long_table_max_position(model), on heads of rotary_dim kLongTableRotaryDim (16 and 12
 // elements) unless a model fixes them.
 std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                                           const RopeCase* model = nullptr, bool for_tables = false);
+                                                           const RopeCase* model = nullptr, bool for_tables = false,
+                                                           const RotarySlice* slice = nullptr);
 inline constexpr uint32_t kLongTableRotaryDim = 8;
 inline constexpr int64_t kLongTableMaxPosition = int64_t(1) << 34;
 // The largest position a table kernel's long positions row reaches: 2^34, or less where the model's rotary_dim makes
 // a row of f32 values so wide that (position + 2^31) rows would span more than 2^42 bytes of address space.
-int64_t long_table_max_position(const RopeCase* model);
+int64_t long_table_max_position(const RopeCase* model, const RotarySlice* slice = nullptr);
 // The large row's cases (and whether each runs in place): prefill and MLA shapes, the combinations taking turns.
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
                                                    int64_t max_position, uint64_t seed,
-                                                   const RopeCase* model = nullptr);
+                                                   const RopeCase* model = nullptr,
+                                                   const RotarySlice* slice = nullptr);
 
 }  // namespace ropecheck::gate

@@ -50,8 +50,9 @@ RopeCase feature_case(Dtype d, Layout l, uint32_t head_dim, uint32_t rotary_dim,
 }
 
 // The model's shape on a generated case, before its input is drawn.
-void take_model(RopeCase& c, const RopeCase* model) {
+void take_model(RopeCase& c, const RopeCase* model, const RotarySlice* slice) {
   if (model) apply_case_template(*model, c);
+  if (slice) apply_rotary_slice(*slice, c);
 }
 
 template <typename Engine>
@@ -102,7 +103,8 @@ const std::pair<uint32_t, uint32_t> kDims[] = {
 }  // namespace
 
 std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                       std::vector<bool>* in_place, const RopeCase* model) {
+                                       std::vector<bool>* in_place, const RopeCase* model,
+                                       const RotarySlice* slice) {
   Rng rng(seed * 0x9e3779b97f4a7c15ull + uint64_t(d) * 16 + uint64_t(l));
   std::vector<RopeCase> out;
   const double bases[] = {10000.0, 500000.0, 100.0, 1000000.0};
@@ -120,7 +122,7 @@ std::vector<RopeCase> systematic_cases(Dtype d, Layout l, int64_t max_position, 
       c.base = bases[k % 4];
       c.position_scale = scales[(k / 2) % 5];
       if (k % 5 == 3) c.inv_freq = rope_table(rng, rd, c.base);
-      take_model(c, model);
+      take_model(c, model, slice);
       fill_random(c, rng);
       out.push_back(std::move(c));
       if (in_place) in_place->push_back(ip == 1);
@@ -438,7 +440,7 @@ std::vector<V2Case> v3_feature_cases(Dtype d, Layout l, int64_t max_position, ui
 }
 
 std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int64_t max_position,
-                                          const RopeCase* model) {
+                                          const RopeCase* model, const RotarySlice* slice) {
   Rng rng(seed * 31 + 7 + uint64_t(d) * 2 + uint64_t(l));
   const Format f = format_of(d);
   const float inf = std::numeric_limits<float>::infinity();
@@ -462,7 +464,7 @@ std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int6
     c.rotary_dim = rd;
     c.n_heads = 2;
     for (int64_t p : {0, 3, 77777, 1, 1000}) c.positions.push_back(std::min(p, max_position));
-    take_model(c, model);
+    take_model(c, model, slice);
     c.input.assign(c.n_bytes(), 0);
     for (size_t k = 0; k < c.n_elements(); ++k) {
       const float v = (rng() % 2) ? specials[rng() % std::size(specials)] : random_value(rng, d);
@@ -475,7 +477,8 @@ std::vector<RopeCase> special_value_cases(Dtype d, Layout l, uint64_t seed, int6
 
 namespace {
 template <typename Engine>
-RopeCase random_case_of(Dtype d, Layout l, int64_t max_position, Engine& rng, const RopeCase* model) {
+RopeCase random_case_of(Dtype d, Layout l, int64_t max_position, Engine& rng, const RopeCase* model,
+                        const RotarySlice* slice) {
   RopeCase c;
   c.dtype = d;
   c.layout = l;
@@ -496,23 +499,25 @@ RopeCase random_case_of(Dtype d, Layout l, int64_t max_position, Engine& rng, co
                      : std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(2e6))(rng));
   if (rng() % 4 == 0) c.position_scale = std::ldexp(1.0, int(rng() % 7) - 4);
   if (rng() % 5 == 0) c.inv_freq = rope_table(rng, c.rotary_dim, c.base);
-  take_model(c, model);
+  take_model(c, model, slice);
   fill_random(c, rng);
   return c;
 }
 }  // namespace
 
 // (the same draws from either engine: they give the same sequence)
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model) {
-  return random_case_of(d, l, max_position, rng, model);
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, std::mt19937_64& rng, const RopeCase* model,
+                     const RotarySlice* slice) {
+  return random_case_of(d, l, max_position, rng, model, slice);
 }
 
-RopeCase random_case(Dtype d, Layout l, int64_t max_position, Mt19937_64& rng, const RopeCase* model) {
-  return random_case_of(d, l, max_position, rng, model);
+RopeCase random_case(Dtype d, Layout l, int64_t max_position, Mt19937_64& rng, const RopeCase* model,
+                     const RotarySlice* slice) {
+  return random_case_of(d, l, max_position, rng, model, slice);
 }
 
 std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>& combos, int64_t max_position,
-                                     uint64_t seed, const RopeCase* model) {
+                                     uint64_t seed, const RopeCase* model, const RotarySlice* slice) {
   if (combos.empty()) return {};
   Rng rng(seed ^ 0x5e9e0cull);
   const auto [d0, l0] = combos[0];
@@ -556,8 +561,10 @@ std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>
     c.positions = position_mix(rng, max_position, 4);
     if (model) {
       const Layout l = c.layout;  // a layout variant keeps its layout
-      take_model(c, model);
+      take_model(c, model, nullptr);
       c.layout = l;
+    } else if (slice) {
+      apply_rotary_slice(*slice, c);
     }
     fill_random(c, rng);
     out.push_back(std::move(c));
@@ -565,7 +572,8 @@ std::vector<RopeCase> sequence_cases(const std::vector<std::pair<Dtype, Layout>>
   return out;
 }
 
-RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model) {
+RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, const RopeCase* model,
+                     const RotarySlice* slice) {
   Rng rng(seed ^ 0x3e9ea7ull);
   RopeCase c;
   c.dtype = d;
@@ -575,7 +583,7 @@ RopeCase repeat_case(Dtype d, Layout l, int64_t max_position, uint64_t seed, con
   c.n_heads = 2;
   c.base = 10000;
   c.positions = position_mix(rng, max_position, 3);
-  take_model(c, model);
+  take_model(c, model, slice);
   fill_random(c, rng);
   return c;
 }
@@ -646,16 +654,22 @@ std::vector<V2Case> v4_feature_cases(Dtype d, Layout l, int64_t max_position, ui
   return out;
 }
 
-int64_t long_table_max_position(const RopeCase* model) {
-  // A row of 8 f32 values (rotary_dim 8), or the model's rotary_dim of them: (rows + 2^31) rows within 2^42 bytes.
-  const uint64_t row = uint64_t(model ? model->rotary_dim : kLongTableRotaryDim) * 4;
+int64_t long_table_max_position(const RopeCase* model, const RotarySlice* slice) {
+  // A row of 8 f32 values (rotary_dim 8), or the model's rotary_dim of them, or the widest the slice gives the row's
+  // heads (16 and 12 elements, raised to one the slice has): (rows + 2^31) rows within 2^42 bytes.
+  uint32_t rd = model ? model->rotary_dim : kLongTableRotaryDim;
+  if (!model && slice)
+    for (uint32_t hd : {2 * kLongTableRotaryDim, kLongTableRotaryDim + 4})
+      if (const uint32_t h = slice->head_dim_from(hd)) rd = std::max(rd, slice->rotary_dim_of(h));
+  const uint64_t row = uint64_t(rd) * 4;
   return std::min<int64_t>(kLongTableMaxPosition, int64_t((uint64_t(1) << 42) / row - (uint64_t(1) << 31)));
 }
 
 std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, int64_t max_position, uint64_t seed,
-                                                           const RopeCase* model, bool for_tables) {
+                                                           const RopeCase* model, bool for_tables,
+                                                           const RotarySlice* slice) {
   std::vector<std::pair<RopeCase, bool>> out;
-  if (for_tables) max_position = std::min(max_position, long_table_max_position(model));
+  if (for_tables) max_position = std::min(max_position, long_table_max_position(model, slice));
   if (max_position < kLongPositionsFrom) return out;
   Rng rng(seed * 0x94d049bb133111ebull + uint64_t(d) * 16 + uint64_t(l) + 11);
   const int64_t int32_top = int64_t(INT32_MAX);
@@ -678,7 +692,7 @@ std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, in
     c.n_heads = 2;
     c.base = base;
     c.positions = std::move(positions);
-    take_model(c, model);
+    take_model(c, model, slice);
     fill_random(c, rng);
     out.push_back({std::move(c), in_place});
   };
@@ -705,7 +719,7 @@ std::vector<std::pair<RopeCase, bool>> long_position_cases(Dtype d, Layout l, in
 
 std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<Dtype, Layout>>& combos,
                                                    int64_t max_position, uint64_t seed,
-                                                   const RopeCase* model) {
+                                                   const RopeCase* model, const RotarySlice* slice) {
   std::vector<std::pair<RopeCase, bool>> out;
   Rng rng(seed ^ 0x1a7e5ull);
   struct Shape {
@@ -730,7 +744,7 @@ std::vector<std::pair<RopeCase, bool>> large_cases(const std::vector<std::pair<D
       const int64_t span = int64_t(sh.tokens);
       const int64_t start = max_position > span ? int64_t(rng() % uint64_t(max_position - span + 1)) : 0;
       for (int64_t t = 0; t < span; ++t) c.positions.push_back(std::min(max_position, start + t));
-      take_model(c, model);
+      take_model(c, model, slice);
       fill_random(c, rng);
       out.push_back({std::move(c), k % 2 == 1});
     }

@@ -1209,7 +1209,8 @@ void KernelHost::swap_parked() {
 
 const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
                                          double timeout_seconds, const std::function<bool()>& stop,
-                                         const std::function<void(const CallResult&)>& on_call) {
+                                         const std::function<void(const CallResult&)>& on_call,
+                                         const RotarySlice* slice, bool neutral_only) {
   // (negotiate_abi asks the asked dtypes and layouts first, then the others for the version question)
   HostOptions po = opt_;
   po.output_dir.clear();  // the probes' output stays out of the run's capture files
@@ -1237,7 +1238,7 @@ const AbiVersions& KernelHost::negotiate(const std::vector<Dtype>& dtypes, const
         if (r.status == CallStatus::crashed || r.status == CallStatus::hung) p.outcome = describe(r);
         return p;
       },
-      dtypes, layouts, stop);
+      dtypes, layouts, stop, slice, neutral_only);
   if (src_.host_fd >= 0) probes_cpu_ += probe.live_cpu_seconds();
   return abi_;
 }

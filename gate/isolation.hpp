@@ -146,10 +146,11 @@ class KernelHost {
   // the probes leave no state in this one) with the given dtypes and layouts tried first. Throws LoadError.
   // `stop`: true once no further probe may start (the gate's budget).
   // `on_call`: told of each probe call (the gate's budget counts their blocked time); the probe host's CPU is in
-  // live_cpu_seconds() while the probes run.
+  // live_cpu_seconds() while the probes run. slice, neutral_only: negotiate_abi's.
   const AbiVersions& negotiate(const std::vector<Dtype>& dtypes, const std::vector<Layout>& layouts,
                                double timeout_seconds, const std::function<bool()>& stop = {},
-                               const std::function<void(const CallResult&)>& on_call = {});
+                               const std::function<void(const CallResult&)>& on_call = {},
+                               const RotarySlice* slice = nullptr, bool neutral_only = false);
   const AbiVersions& abi() const { return abi_; }
   // Calls made in a host process of their own, as the probes are (negotiate): nothing a kernel keeps from call to
   // call (a static, the FP state it leaves) reaches this host's later calls. `body` is given the call (out of

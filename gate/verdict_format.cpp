@@ -64,6 +64,8 @@ std::string coverage_line(const GateResult& g) {
                      "positions row's calls beyond it declined)",
                      position_text(g.position_limit), position_text(g.position_limit + 1), g.position_probes,
                      position_text(g.position_limit));
+  if (!g.rotary_slice.empty())
+    o += fmt::format("; every case's rotated slice {} ({})", g.rotary_slice, g.rotary_slice_found);
   if (!g.model_name.empty())
     o += fmt::format("; model {}: {} of {} calls in its configuration accepted", g.model_name, cv.model_accepted,
                      cv.model_sent);
@@ -396,6 +398,7 @@ nlohmann::json verdict_json(const GateResult& g) {
           {"cause_id", g.cause_id},
           {"causes", g.causes},
           {"position_limit", g.position_limit},
+          {"rotary_slice", g.rotary_slice},
           {"coverage", coverage_line(g)},
           {"contract", g.contract},
           {"abi", g.abi},

@@ -122,6 +122,10 @@ const std::map<std::string, Expect>& expectations() {
       // A 4096-row cache, every other position declined: the rows stay within what it takes (Gate,
       // find_position_limit), whatever the contract; run under the default and the loosest.
       {"ok_bounded_cache", {kAll, "", kMiddleContracts}},
+      // One rotated slice (rotary_dim = int(head_dim * 0.25)), every other call declined: found by probing
+      // (Gate::find_rotary_slice) and every row's cases in it, whatever the contract; a sign bug in it named.
+      {"ok_partial_rotary", {kAll, "", kMiddleContracts}},
+      {"mut_partial_sign", {{}, "angle negated", kMiddleContracts}},
       {"ok_v2_double", {kAll, "", {}}},
       {"ok_fast_f32", {kAll, "", {}}},
       {"ok_no_identity_case", {kAllButIdentityBits, "identity changed", {}}},

@@ -164,6 +164,59 @@ TEST(Coverage, ABoundedCacheIsProbedAndTheRowsStayWithinIt) {
   EXPECT_EQ(slurp(d + "/plain.log").find("probe calls: the rows kept within"), std::string::npos);
 }
 
+// A kernel of one rotated slice (rotary_dim = int(head_dim * 0.25), every other call declined: GPT-NeoX's rotary_pct)
+// run without a model: the full-rotary probes are all declined, the gate finds the slice by probing (the shapes of
+// Gate::find_rotary_slice, the rule told apart at a wider head), every row's cases take it and the coverage line says
+// so -- a PASS; --rotary-pct says it outright; a kernel that takes no slice either is refused naming the slices
+// tried; the options' misuse is a usage error. Issue 51, scope 2.
+TEST(Coverage, APartialRotaryKernelHasItsSliceFoundByProbing) {
+  const std::string d = tmpdir("coverage-slice");
+  ASSERT_EQ(run_cli("gate --kernel " + mutant("ok_partial_rotary") + kSmall + "--report-dir " + d + "/r --verdict-json " +
+                        d + "/v.json",
+                    d + "/log"),
+            0)
+      << slurp(d + "/log");
+  const std::string log = slurp(d + "/log");
+  EXPECT_TRUE(std::regex_search(line(log, 1), std::regex("; every case's rotated slice rotary_dim = int\\(head_dim \\* "
+                                                         "0\\.25\\) \\(found by probing: the kernel declined every "
+                                                         "full-rotary probe and took f32 interleaved head_dim 64 "
+                                                         "\\(rotary_dim 16\\), 1 head, 1 token at position 1 \\(\\d+ "
+                                                         "probe calls\\)\\)")))
+      << line(log, 1);
+  EXPECT_NE(slurp(d + "/v.json").find("\"rotary_slice\": \"rotary_dim = int(head_dim * 0.25)\""), std::string::npos);
+  // Every systematic case in the slice: none declined.
+  for (const char* row : {"matrix f32 interleaved", "matrix bf16 half-split", "special values", "long positions"})
+    EXPECT_TRUE(std::regex_search(table_row(log, row), std::regex("^\\| " + std::string(row) + " \\| [1-9]\\d* \\| 0 \\|")))
+        << row << ": " << table_row(log, row);
+  ASSERT_EQ(run_cli("gate --kernel " + mutant("ok_partial_rotary") + kSmall + "--rotary-pct 0.25 --report-dir " + d +
+                        "/r2",
+                    d + "/given.log"),
+            0)
+      << slurp(d + "/given.log");
+  EXPECT_NE(line(slurp(d + "/given.log"), 1).find("; every case's rotated slice rotary_dim = int(head_dim * 0.25) "
+                                                  "(given: --rotary-pct 0.25)"),
+            std::string::npos);
+  // A fixed rotary_dim of any head: the kernel declines it (its heads have a fraction), named as declined.
+  EXPECT_EQ(run_cli("gate --kernel " + mutant("ok_partial_rotary") + kSmall + "--rotary-dim 16 --report-dir " + d +
+                        "/r3",
+                    d + "/fixed.log"),
+            0)
+      << slurp(d + "/fixed.log");
+  // Declining everything: the refusal lists the slices tried.
+  EXPECT_EQ(run_cli("gate --kernel " + mutant("mut_declines_all") + kSmall + "--report-dir " + d + "/r4", d + "/none.log"),
+            1);
+  EXPECT_NE(slurp(d + "/none.log").find("; rotated slices tried too, none taken ("), std::string::npos)
+      << slurp(d + "/none.log");
+  EXPECT_NE(slurp(d + "/none.log").find("rotary_dim 16 of head_dim 64; rotary_dim 32 of head_dim 128; "), std::string::npos);
+  // Misuse: both, an offset alone, a slice with a model, an odd rotary_dim.
+  for (const char* bad : {"--rotary-pct 0.25 --rotary-dim 16", "--rotary-offset 8", "--preset gpt-neox-20b --rotary-dim 16",
+                          "--rotary-dim 15"})
+    EXPECT_EQ(run_cli("gate --kernel " + mutant("ok_partial_rotary") + kSmall + bad + " --report-dir " + d + "/r5",
+                      d + "/bad.log"),
+              2)
+        << bad << ": " << slurp(d + "/bad.log");
+}
+
 // A model's run requires the model's configuration. In the gate every systematic row takes the model, so a
 // kernel that declines the model's frequency rule accepts nothing (a FAIL before too); the coverage line and row
 // now name the model (the case sets, below, are where the verdict changes).

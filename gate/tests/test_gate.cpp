@@ -1607,6 +1607,40 @@ using test::write_outputs;
 
 }  // namespace
 
+// The rotated slice's rule (core/rope_case.hpp RotarySlice): a fraction of the head as Hugging Face's int(), a fixed
+// rotary_dim, an offset; apply_rotary_slice raises the head to one the rule gives an even slice of and keeps the
+// generator's values and its inv_freq table's pairs.
+TEST(RotarySliceRule, GivesEachHeadItsSlice) {
+  const RotarySlice quarter{0.25, 0, 0, 0}, fixed{0, 64, 0, 0}, offset{0, 64, 128, 192};
+  EXPECT_EQ(quarter.rotary_dim_of(64), 16u);
+  EXPECT_EQ(quarter.rotary_dim_of(36), 0u);  // int(9.0) is odd
+  EXPECT_EQ(quarter.head_dim_from(36), 40u);
+  EXPECT_EQ(fixed.head_dim_from(8), 64u);
+  EXPECT_EQ(fixed.rotary_dim_of(256), 64u);
+  EXPECT_EQ(offset.rotary_dim_of(191), 0u);
+  EXPECT_EQ(offset.rotary_dim_of(192), 64u);
+  EXPECT_EQ(quarter.describe(), "rotary_dim = int(head_dim * 0.25)");
+  EXPECT_EQ(fixed.describe(), "rotary_dim 64 of any head_dim");
+  EXPECT_EQ(offset.describe(), "rotary_dim 64 at offset 128 of head_dim 192");
+  RopeCase c;
+  c.dtype = Dtype::f32;
+  c.head_dim = c.rotary_dim = 36;
+  c.n_heads = 2;
+  c.positions = {3, 5};
+  c.inv_freq.assign(18, 0);
+  for (size_t i = 0; i < 18; ++i) c.inv_freq[i] = double(i);
+  c.input.assign(c.n_bytes(), 0);
+  for (size_t k = 0; k < c.n_elements(); ++k) store_f32(c.dtype, c.input.data(), k, float(k));
+  apply_rotary_slice(quarter, c);
+  EXPECT_EQ(c.head_dim, 40u);
+  EXPECT_EQ(c.rotary_dim, 10u);
+  ASSERT_EQ(c.inv_freq.size(), 5u);
+  EXPECT_EQ(c.inv_freq[1], 3.0);  // pair i takes entry i * 18 / 5
+  ASSERT_EQ(c.input.size(), c.n_bytes());
+  EXPECT_EQ(load_f32(c.dtype, c.input.data(), 40 + 37), float(36 + 1));  // head 1, element 37: old element 1
+  EXPECT_TRUE(c.validate().empty()) << c.validate();
+}
+
 TEST(Npy, RoundTripsAndRejectsGarbage) {
   gate::NpyArray a;
   a.descr = "<u2";

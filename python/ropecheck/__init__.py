@@ -73,6 +73,9 @@ class Result:
         # rows then stayed within it: docs/python.md, "Positions"); None: no such bound was found.
         limit = verdict_data.get("position_limit", -1)
         self.position_limit = None if limit is None or limit < 0 else limit
+        # The rotated slice every case took (rotary_dim=/rotary_pct= given, or found by probing a function that
+        # declined every full-rotary call: docs/python.md, "Partial rotary"), as the gate says it; "" for none.
+        self.rotary_slice = verdict_data.get("rotary_slice", "")
         # Every cause of a failing verdict, the first the verdict's (reason shows as many as fit on one line).
         self.causes = list(verdict_data.get("causes", []))
         self.contract = verdict_data.get("contract", "")
@@ -197,8 +200,18 @@ def _list(v):
 
 
 def _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, seed, cases, property_cases,
-               supports, require, budget_seconds, call_timeout, extra):
+               supports, require, budget_seconds, call_timeout, extra, rotary_dim=None, rotary_pct=None,
+               rotary_offset=None):
     args = []
+    if rotary_dim is not None and rotary_pct is not None:
+        raise ValueError("ropecheck: give rotary_dim= or rotary_pct=, not both")
+    if rotary_offset is not None and rotary_dim is None and rotary_pct is None:
+        raise ValueError("ropecheck: rotary_offset= needs rotary_dim= or rotary_pct= (the slice it offsets)")
+    for flag, v in (("--rotary-dim", rotary_dim), ("--rotary-offset", rotary_offset)):
+        if v is not None:
+            args += [flag, str(int(v))]
+    if rotary_pct is not None:
+        args += ["--rotary-pct", repr(float(rotary_pct))]
     for flag, v in (("--contract", contract), ("--preset", preset), ("--hf-config", hf_config)):
         if v is not None:
             args += [flag, str(v)]
@@ -253,10 +266,13 @@ def _run(command, fn, device, backward, tensors, name, isolated=False):
 def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_config=None, seq_len=None,
           max_position=None, device="cpu", seed=None, cases=None, property_cases=None, supports=None, require=None,
           report_dir=None, budget_seconds=600, call_timeout=600, tensors="torch", name=None, backward=False,
-          gate_args=None, isolated=False):
+          gate_args=None, isolated=False, rotary_dim=None, rotary_pct=None, rotary_offset=None):
     """Run the gate's rows on `fn(case)` and return a Result. The options are the gate's (docs/python.md):
     contract, dtypes, layouts, preset / hf_config (+ seq_len), max_position, seed, cases (random cases),
     property_cases, supports / require (feature names, docs/gate.md "Features"), budget_seconds, call_timeout;
+    rotary_dim= / rotary_pct= (+ rotary_offset=): every case rotates that slice of each head, for a function of one
+    partial rotary shape without a model config (a function that declines every full-rotary call has its slice
+    found by probing without them: Result.rotary_slice says which);
     device where case.x lives ("cpu", "cuda", ...); tensors="numpy" without torch. isolated=True: the calls are
     made in processes forked from this one, a process per channel, so that a crash (a segfault in native code, an
     exit) or a hang ends only that process and is the call's failure, named, shrunk and replayable, and the run
@@ -273,7 +289,8 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
         os.remove(verdict_path)
     command = ["gate", "--quiet", "--verbose", "--report-dir", report_dir, "--verdict-json", verdict_path]
     command += _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, seed, cases,
-                          property_cases, supports, require, budget_seconds, call_timeout, gate_args)
+                          property_cases, supports, require, budget_seconds, call_timeout, gate_args, rotary_dim,
+                          rotary_pct, rotary_offset)
     name = name or getattr(fn, "__name__", "python")
     caller, rc, text, err = _run(command, fn, device, backward, tensors, name, isolated)
     if caller.stop is not None:
@@ -292,7 +309,8 @@ def check(fn, *, contract=None, dtypes=None, layouts=None, preset=None, hf_confi
 
 
 def planned_rows(*, contract=None, dtypes=None, layouts=None, preset=None, hf_config=None, seq_len=None,
-                 max_position=None, supports=None, require=None, gate_args=None, **_other):
+                 max_position=None, supports=None, require=None, gate_args=None, rotary_dim=None, rotary_pct=None,
+                 rotary_offset=None, **_other):
     """The names of the rows a `check` with these options reports, known before it runs: the rows the gate has
     with the same options on the built-in scalar kernel, which takes every case (one random case and one execution
     per property, no shrinking: a second or so). A kernel whose run lacks one of them (it declined a whole
@@ -304,7 +322,7 @@ def planned_rows(*, contract=None, dtypes=None, layouts=None, preset=None, hf_co
         command = [find_binary(), "gate", "--impl", "scalar", "--quiet", "--report-dir", os.path.join(d, "report"),
                    "--verdict-json", verdict, "--shrink-tries", "0"]
         command += _gate_args(contract, dtypes, layouts, preset, hf_config, seq_len, max_position, None, 1, 1,
-                              supports, require, 600, 600, gate_args)
+                              supports, require, 600, 600, gate_args, rotary_dim, rotary_pct, rotary_offset)
         p = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if not os.path.exists(verdict):
             raise RuntimeError(f"ropecheck gate exited {p.returncode} listing its rows: {p.stderr.strip()}")

@@ -549,6 +549,56 @@ class Positions(unittest.TestCase):
         self.assertIn("no accepted call of positions 4096 .. 8191", asked.reason)
 
 
+class NeoxPartialRope:
+    """GPT-NeoX's partial rotary as its modeling code writes it: rotary_ndims = int(head_size * rotary_pct) of each
+    head rotated (rotate_half on them, f32 cos/sin cast to the activation dtype), the rest passed through. It knows
+    its rotary_pct, not the case's: a call of any other rotated slice is declined. `sign`: the planted bug (-1: the
+    rotation reversed)."""
+
+    def __init__(self, rotary_pct=0.25, sign=1.0):
+        self.rotary_pct, self.sign = rotary_pct, sign
+
+    def __call__(self, case):
+        x = case.x
+        R = int(x.shape[-1] * self.rotary_pct)
+        if (case.rotary_dim != R or case.layout != "half-split" or case.rotary_offset or case.positions is None or
+                case.inv_freq is not None or case.position_scale != 1.0):
+            case.decline()
+        inv_freq = 1.0 / (case.base ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))
+        emb = case.positions.float()[:, None] * inv_freq[None, :]
+        emb = torch.cat((emb, emb), dim=-1)
+        cos, sin = emb.cos().to(x.dtype)[:, None, :], (self.sign * emb.sin()).to(x.dtype)[:, None, :]
+        xr, xp = x[..., :R], x[..., R:]
+        return torch.cat((xr * cos + rotate_half(xr) * sin, xp), dim=-1)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class PartialRotary(unittest.TestCase):
+    """A function of one rotated slice, without a model config: the gate finds the slice by probing and every row's
+    cases take it (issue 51, scope 2); rotary_pct= says it outright; its planted bug fails named."""
+
+    def test_a_gpt_neox_partial_rotary_passes_without_a_config(self):
+        r = ropecheck.check(NeoxPartialRope(), contract="hf-eager-bf16", dtypes=("bf16",), cases=300)
+        self.assertTrue(r.passed, r.summary())
+        self.assertEqual(r.rotary_slice, "rotary_dim = int(head_dim * 0.25)")
+        self.assertIn("found by probing: the kernel declined every full-rotary probe", r.coverage)
+        row = r.row("matrix bf16 half-split")  # (it declines the cases with an inv_freq table or a position scale)
+        self.assertEqual(row.result, "pass")
+        self.assertGreater(row.cases, 0)
+        self.assertGreater(r.row("random").cases, 0)
+
+    def test_given_as_rotary_pct_and_its_planted_bug_fails_named(self):
+        r = ropecheck.check(NeoxPartialRope(rotary_pct=0.5), rotary_pct=0.5, contract="hf-eager-bf16",
+                            dtypes=("bf16",), layouts=("half-split",), cases=100)
+        self.assertTrue(r.passed, r.summary())
+        self.assertIn("given: --rotary-pct 0.5", r.coverage)
+        bug = ropecheck.check(NeoxPartialRope(sign=-1.0), contract="hf-eager-bf16", dtypes=("bf16",), cases=100)
+        self.assertFalse(bug.passed)
+        self.assertEqual(bug.cause, "angle negated", bug.summary())
+        with self.assertRaises(ValueError):
+            ropecheck.check(NeoxPartialRope(), rotary_pct=0.25, rotary_dim=16)
+
+
 @unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
 class TorchPath(unittest.TestCase):
     def test_hf_eager_bf16_passes_under_its_contract(self):
