@@ -155,13 +155,25 @@ class Gate {
     try {
       CallResult r = host_.call(c, in_place, opt_.call_timeout_seconds);
       meter_.add(r);
+      end_if_host_gone();
       return r;
     } catch (const LoadError& e) {
       CallResult r;
       r.status = CallStatus::crashed;
       r.host_error = e.what();
+      end_if_host_gone();
       return r;
     }
+  }
+  // A process serving the calls (Python's check, not isolated) that hung or ended cannot be restarted: no call is
+  // made after it (each would be "could not be loaded again"); the row of the call that did it has its failure, the
+  // rows after it say why they did not run.
+  void end_if_host_gone() {
+    if (aborted_ || host_.cannot_call().empty()) return;
+    aborted_ = true;
+    abort_why_ = host_.cannot_call() + " (in process nothing can stop a call: isolated=True makes a hang or a crash "
+                 "one failing call)";
+    progress(abort_why_ + ": the remaining cases are not run");
   }
 
   // A call a row makes, counted in the run's coverage (reruns for shrinking and diagnosis are not): what the
@@ -215,11 +227,13 @@ class Gate {
     try {
       CallResult r = host_.call_alone(c, in_place, opt_.call_timeout_seconds);
       meter_.add(r);
+      end_if_host_gone();
       return r;  // (its CPU: RUSAGE_CHILDREN once it is reaped)
     } catch (const LoadError& e) {
       CallResult r;
       r.status = CallStatus::crashed;
       r.host_error = e.what();
+      end_if_host_gone();
       return r;
     }
   }
@@ -414,6 +428,7 @@ class Gate {
   GateResult res_;
   std::map<Dtype, BiasSums> bias_;
   bool aborted_ = false;
+  std::string abort_why_;  // why no call is made any more, when not two hangs (end_if_host_gone)
   bool budget_reached_ = false;
   std::map<std::string, uint64_t> not_run_;  // per row: calls the budget cut
   std::vector<std::string> budget_cuts_;     // what the budget cut besides calls (random phase, shrinking, ...)
@@ -1374,7 +1389,7 @@ GateResult Gate::run() {
     return r.name.rfind("matrix ", 0) == 0 && !r.not_sent.empty();
   });
   judge_coverage(res_, opt_.supports, opt_.require, opt_.model.has_value(),
-                 aborted_          ? "the kernel hung: nothing could be checked"
+                 aborted_          ? (abort_why_.empty() ? "the kernel hung" : abort_why_) + ": nothing could be checked"
                  : budget_reached_ ? "the budget was reached before the kernel accepted a case"
                  : any_not_sent && res_.calls == 0
                      ? "no call of the matrix is within --supports: nothing was sent to the kernel"
@@ -1414,7 +1429,10 @@ GateResult Gate::run() {
   }
   if (aborted_)
     for (auto& r : res_.rows)
-      if (!r.ran && r.note.empty()) r.note = "not run: the kernel hung twice";
+      if (!r.ran && (r.note.empty() || (r.cases + r.declined == 0 && r.note.rfind("not run", 0) != 0))) {
+        const std::string why = abort_why_.empty() ? "not run: the kernel hung twice" : "not run: " + abort_why_;
+        r.note = r.note.empty() ? why : why + "; " + r.note;
+      }
   res_.seconds = seconds_since(t0_);
   res_.pass = res_.accepted > 0;
   for (const auto& r : res_.rows) res_.pass &= !r.failed_check;

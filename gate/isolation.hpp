@@ -152,6 +152,9 @@ class KernelHost {
                                const std::function<void(const CallResult&)>& on_call = {},
                                const RotarySlice* slice = nullptr, bool neutral_only = false);
   const AbiVersions& abi() const { return abi_; }
+  // Why no further call can be made: the process serving the calls (--host-fd, not apart) hung or ended, and it is
+  // not the gate's to restart. Empty: calls can be made.
+  const std::string& cannot_call() const { return attached_dead_; }
   // Calls made in a host process of their own, as the probes are (negotiate): nothing a kernel keeps from call to
   // call (a static, the FP state it leaves) reaches this host's later calls. `body` is given the call (out of
   // place, at the negotiated versions, as call() sends it); `on_call` is told of each; the probe host's CPU is in

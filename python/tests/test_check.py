@@ -376,6 +376,31 @@ class Isolated(unittest.TestCase):
         self.assertFalse(ok)
         self.assertIn("did not return within the timeout", text)
 
+    def test_in_process_a_hang_ends_the_run_naming_its_case(self):
+        # Not isolated: the interpreter's thread cannot be stopped, so the call past call_timeout is the last one
+        # made -- its row fails "hang" with the case, every later row says why it did not run (issue 51, scope 5;
+        # they said "could not be loaded again after an earlier crash", each a failure).
+        calls = [0]
+
+        def hangs_once(case):
+            calls[0] += 1
+            if calls[0] == 40:  # (3 s of timeout: no ordinary call here takes that long, however busy the machine)
+                import time
+                time.sleep(10)
+            return numpy_rope(case)
+
+        r = ropecheck.check(hangs_once, call_timeout=3, **self.OPTIONS)
+        self.assertEqual(r.reason, "failed: hang")
+        hung = r.failures()
+        self.assertEqual(len(hung), 1, r.summary())
+        self.assertIn("did not return within the timeout", hung[0].diagnosis)
+        self.assertTrue(hung[0].smallest_case)
+        after = r.rows[r.rows.index(hung[0]) + 1]
+        self.assertEqual(after.result, "not run")
+        self.assertIn("not run: the process serving the calls did not answer a call within 3 s", after.note)
+        self.assertIn("isolated=True", after.note)
+        self.assertNotIn("could not be loaded again", r.verdict)
+
     def test_keyboard_interrupt_in_a_worker_stops_the_run(self):
         def interrupted(case):
             if case.head_dim == 64:
