@@ -163,6 +163,65 @@ class Case:
             return twice(cos), twice(sin)
         return cat(cos, sin)
 
+    def token_positions(self):
+        """Each token's position, explicit, whatever form the call has: the flat form's `positions`; the tensor
+        form's `pos` (as int64); implicit positions computed as the ABI defines them -- token s of sequence b at
+        s + seq_offsets[b] (0 without offsets), the sequences of a 3-D q given by cu_seqlens (one without), the
+        rows of a 4-D q by its batch index. Shape [T] for the flat form and a 3-D q, [B, S] for a 4-D q ([A, ...]
+        with several position axes); int64, on the case's device (numpy with tensors="numpy"). What a kernel that
+        takes explicit positions computes from a varlen or offset call, without rebuilding it by hand."""
+        f = object.__getattribute__(self, "_f")
+        object.__getattribute__(self, "_read").update(("positions", "pos", "seq_offsets", "cu_seqlens"))
+        if not f.get("tensor_form"):
+            return f["positions"]
+        is_torch = torch is not None and isinstance(f["q"], torch.Tensor)
+        if f["pos"] is not None:
+            return f["pos"].long() if is_torch else np.asarray(f["pos"]).astype(np.int64)
+
+        def host(t):  # (offsets and cu_seqlens are small: computed on the host, the result moved back)
+            if t is None:
+                return None
+            return t.detach().cpu().numpy().astype(np.int64) if is_torch else np.asarray(t).astype(np.int64)
+
+        q = f["q"]
+        offsets, cu = host(f["seq_offsets"]), host(f["cu_seqlens"])
+        if q.ndim == 4:
+            B, S = int(q.shape[0]), int(q.shape[1])
+            m = np.arange(S, dtype=np.int64)[None, :] + (offsets[:B, None] if offsets is not None else 0)
+            m = np.broadcast_to(m, (B, S)).copy()
+        else:
+            T = int(q.shape[0])
+            cu = cu if cu is not None else np.array([0, T], dtype=np.int64)
+            m = np.empty(T, dtype=np.int64)
+            for b in range(len(cu) - 1):
+                start, end = int(cu[b]), int(cu[b + 1])
+                m[start:end] = np.arange(end - start, dtype=np.int64) + (int(offsets[b]) if offsets is not None else 0)
+        if is_torch:
+            t = torch.from_numpy(m)
+            return t.to(q.device) if q.device.type != "cpu" else t
+        return m
+
+    def mrope_section(self):
+        """The M-RoPE sections of this call as Qwen2-VL's config writes them (`mrope_section`): the number of pairs
+        each position axis rotates, in axis order, the pairs of axis 0 first, then axis 1's, ... -- [rotary_dim/2]
+        for a call with one axis. A call whose pair_axis map is not such contiguous sections (Qwen3-VL's
+        interleaved map, say) is declined: a function that asks for its sections implements those only. The
+        mapping from the ABI's pair_axis (one axis per pair) is in docs/python.md, "M-RoPE"."""
+        f = object.__getattribute__(self, "_f")
+        object.__getattribute__(self, "_read").update(("n_pos_axes", "pair_axis"))
+        half, axes = f["rotary_dim"] // 2, f["n_pos_axes"]
+        pa = f["pair_axis"]
+        if pa is None:
+            if axes != 1:
+                self.decline()  # (every pair on axis 0 with several axes: not sections of each axis)
+            return [half]
+        pa = pa.detach().cpu().numpy() if torch is not None and isinstance(pa, torch.Tensor) else np.asarray(pa)
+        counts = [int((pa == a).sum()) for a in range(axes)]
+        expect = np.concatenate([np.full(c, a, dtype=pa.dtype) for a, c in enumerate(counts)]) if half else pa
+        if len(expect) != len(pa) or not np.array_equal(expect, pa):
+            self.decline()
+        return counts
+
     def unread(self):
         """The features of this call the function never looked at (it cannot have implemented them)."""
         read = object.__getattribute__(self, "_read")

@@ -780,6 +780,78 @@ class TensorForm(unittest.TestCase):
         self.assertEqual(tuple(case.k_exact.shape), tuple(case.k_input.shape))
 
 
+class _ExplicitPositions:
+    """A case as liger_qk's qk_rope sees it, its tensor form's positions made explicit by case.token_positions():
+    the example's own positions_of glue (offsets, cu_seqlens, {B, S} rows) never runs."""
+
+    def __init__(self, case):
+        self._case = case
+
+    def __getattr__(self, name):
+        if name == "pos" and self._case.tensor_form:
+            return self._case.token_positions()
+        return getattr(self._case, name)
+
+
+def token_positions_rope(case):
+    return qk_rope(_ExplicitPositions(case))
+
+
+def mrope_rope(case, reversed_axes=False):
+    """Qwen2-VL's multimodal RoPE as Hugging Face writes it: the position axes' angles computed apart and taken, per
+    pair, from the axis whose section it lies in (case.mrope_section(): [16, 24, 24] for Qwen2-VL-7B); angles and the
+    rotation in float64. `reversed_axes`: the planted bug, the sections read in reverse axis order."""
+    if case.tensor_form or case.freq_rule is not None or case.table_kind is not None or case.rotary_offset:
+        case.decline()
+    sections = case.mrope_section()
+    x, R = case.x, case.rotary_dim
+    pos = case.positions if case.n_pos_axes > 1 else case.positions[None, :]
+    axes = torch.arange(len(sections))
+    if reversed_axes:
+        axes = axes.flip(0)
+    axis_of = torch.repeat_interleave(axes, torch.tensor(sections))
+    inv = (case.inv_freq.double() if case.inv_freq is not None
+           else case.base ** (-torch.arange(0, R, 2, dtype=torch.float64) / R))
+    ang = pos.double()[axis_of].T * case.position_scale * inv  # [T, R/2]: pair i at its axis' position
+    sign = -1.0 if case.direction == "inverse" else 1.0
+    c = (torch.cos(ang) * case.attention_factor)[:, None, :]
+    s = (torch.sin(ang) * case.attention_factor * sign)[:, None, :]
+    y = x.double().clone()
+    i, j = (np.s_[..., 0:R:2], np.s_[..., 1:R:2]) if case.layout == "interleaved" else \
+        (np.s_[..., :R // 2], np.s_[..., R // 2:R])
+    a, b = y[i].clone(), y[j].clone()
+    y[i], y[j] = a * c - b * s, a * s + b * c
+    return y.to(x.dtype)
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class Helpers(unittest.TestCase):
+    """case.token_positions() and case.mrope_section(): the glue PyTorch kernels write by hand, made once (issue 51,
+    scope 4)."""
+
+    def test_token_positions_make_every_tensor_form_explicit(self):
+        # liger_qk's kernel with its positions_of glue replaced by the helper: every implicit form (offsets per
+        # sequence and per {B, S} row, varlen cu_seqlens, int32 ones) judged as before.
+        r = ropecheck.check(token_positions_rope, dtypes="f32", cases=300,
+                            require="tensor-form,varlen,implicit-positions,batched,int32-positions")
+        self.assertTrue(r.passed, r.summary())
+        for row in ("v3: sequences", "property: sequences", "v3: q and k", "matrix f32 half-split"):
+            self.assertEqual(r.row(row).result, "pass", row)
+            self.assertGreater(r.row(row).cases, 0, row)
+
+    def test_mrope_section_gives_qwen2_vl_its_sections(self):
+        r = ropecheck.check(mrope_rope, preset="qwen2-vl-7b", dtypes="f32", cases=200)
+        self.assertTrue(r.passed, r.summary())
+        self.assertGreater(r.row("matrix f32 half-split").cases, 0)
+        # Without a model: the position axes row's sectioned maps taken, the others declined by mrope_section().
+        plain = ropecheck.check(mrope_rope, dtypes="f32", layouts="half-split", cases=100)
+        self.assertTrue(plain.passed, plain.summary())
+        self.assertGreater(plain.row("v2: position axes").cases, 0)
+        bug = ropecheck.check(lambda c: mrope_rope(c, reversed_axes=True), preset="qwen2-vl-7b", dtypes="f32",
+                              cases=100, name="mrope_reversed")
+        self.assertFalse(bug.passed)
+
+
 @unittest.skipIf(torch is None or not torch.cuda.is_available(), "skipped: no CUDA device")
 class Cuda(unittest.TestCase):
     """device="cuda": the same rows on the GPU (runs where torch sees CUDA; says "skipped: no CUDA device" else)."""
