@@ -14,6 +14,7 @@ the engine's own.
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -45,12 +46,94 @@ def find_binary():
                             "cmake --build build), or set ROPECHECK_BIN")
 
 
+# The gate's options as check's keywords: a cause, a suggestion or a note the gate writes in command-line syntax
+# ("would pass with --contract cos-sin=bf16") reads as Python in Result ("would pass with contract="cos-sin=bf16"").
+_FLAG_KWARGS = {"--contract": ("contract", True), "--supports": ("supports", True), "--require": ("require", True),
+                "--max-position": ("max_position", False), "--budget-seconds": ("budget_seconds", False),
+                "--rotary-pct": ("rotary_pct", False), "--rotary-dim": ("rotary_dim", False),
+                "--rotary-offset": ("rotary_offset", False), "--preset": ("preset", True),
+                "--hf-config": ("hf_config", True), "--seq-len": ("seq_len", False), "--dtype": ("dtypes", True),
+                "--layout": ("layouts", True), "--cases": ("cases", False), "--call-timeout": ("call_timeout", False)}
+_FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in sorted(_FLAG_KWARGS, key=len, reverse=True)) +
+                   r")(?![\w-])(?: ([A-Za-z0-9_=:.,+/-]*[A-Za-z0-9_=+/-]))?")
+
+
+_PROSE = {"to", "declares", "declare", "and", "or", "but", "is", "are", "the", "a", "of", "in", "with", "by"}
+
+
+def _pythonic(text):
+    """The gate's text with its options written as check's keywords: `--contract X` -> `contract="X"`, `--max-position
+    N` -> `max_position=N`, a flag named alone (`outside --supports`) -> `supports=`. Other text is unchanged."""
+    if not text or "--" not in text:
+        return text
+
+    def sub(m):
+        flag, value = m.group(1), m.group(2)
+        name, quoted = _FLAG_KWARGS[flag]
+        # (a word after the flag is its value only where it can be one: "with --supports to have them run" names the
+        # option, "--max-position N" gives it)
+        if value is not None and (value in _PROSE if quoted else not re.fullmatch(r"[0-9][0-9.e+-]*", value)):
+            return f"{name}= {value}"
+        if value is None:
+            return name + "="
+        return f'{name}="{value}"' if quoted else f"{name}={value}"
+
+    return _FLAG.sub(sub, text)
+
+
+def _brief_coverage(line, position_limit, rotary_slice, limit=200):
+    """The coverage line within `limit` characters for summary(): the calls accepted, the positions (and the bound a
+    function took them within), the rotated slice, the model's tally, then as many further parts as fit, their
+    parenthesised details dropped; Result.coverage has the whole line."""
+    parts, depth, cur = [], 0, ""
+    for ch in line:  # (split at the "; " outside parentheses)
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+        if depth == 0 and cur.endswith("; "):
+            parts.append(cur[:-2])
+            cur = ""
+    parts.append(cur)
+
+    def bare(p):
+        while True:
+            q = re.sub(r" ?\([^()]*\)", "", p)
+            if q == p:
+                return q.strip()
+            p = q
+
+    head = parts[0].split(": most were declined")[0]
+    out, more = [head], []
+    for p in parts[1:]:
+        if p.startswith("positions "):
+            pos = bare(p)
+            if position_limit is not None:
+                pos += f" (it declined every position >= {position_limit + 1})"
+            out.append(pos)
+        elif p.startswith("every case's rotated slice"):
+            out.append(f"rotated slice {rotary_slice}" if rotary_slice else bare(p))
+        elif p.startswith("model "):
+            out.append(p)
+        else:
+            more.append(bare(p))
+    tail = "; ... (result.coverage has it all)"
+    text = "; ".join(out)
+    for p in more:
+        if len(text) + 2 + len(p) + len(tail) > limit:
+            return (text + tail) if len(text) + len(tail) <= limit else text[: limit - 3] + "..."
+        text += "; " + p
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class Row:
     """One verdict row (the gate's): name, result ('pass', 'fail', 'not run'), cases, declined, failed,
     worst_error and worst_bound (u), diagnosis, cause_id, message, smallest_case, replay_file, note."""
 
     def __init__(self, d):
         self.__dict__.update(d)
+        for k in ("diagnosis", "message", "note"):  # (in Python's syntax: _pythonic)
+            if isinstance(d.get(k), str):
+                setattr(self, k, _pythonic(d[k]))
         self.passed = d["result"] != "fail"
 
     def __repr__(self):
@@ -63,12 +146,14 @@ class Result:
 
     def __init__(self, verdict_data, text, report_dir, caller, exit_code, stderr):
         self.passed = bool(verdict_data.get("pass")) and exit_code == 0
-        self.reason = verdict_data.get("verdict", "")
+        # The gate's words, its options written as check's keywords (contract="...", supports=...); `verdict` is the
+        # gate's text as it printed it.
+        self.reason = _pythonic(verdict_data.get("verdict", ""))
         # A failing verdict's cause (the one explaining the most failing rows) and its stable id (docs/gate.md,
         # "Causes"); each Row has its own cause_id.
-        self.cause = verdict_data.get("cause", "")
+        self.cause = _pythonic(verdict_data.get("cause", ""))
         self.cause_id = verdict_data.get("cause_id", "")
-        self.coverage = verdict_data.get("coverage", "")
+        self.coverage = _pythonic(verdict_data.get("coverage", ""))
         # The largest position the function took, where it declined a larger one the rows would have given (the
         # rows then stayed within it: docs/python.md, "Positions"); None: no such bound was found.
         limit = verdict_data.get("position_limit", -1)
@@ -77,7 +162,7 @@ class Result:
         # declined every full-rotary call: docs/python.md, "Partial rotary"), as the gate says it; "" for none.
         self.rotary_slice = verdict_data.get("rotary_slice", "")
         # Every cause of a failing verdict, the first the verdict's (reason shows as many as fit on one line).
-        self.causes = list(verdict_data.get("causes", []))
+        self.causes = [_pythonic(c) for c in verdict_data.get("causes", [])]
         self.contract = verdict_data.get("contract", "")
         self.rows = [Row(r) for r in verdict_data.get("rows", [])]
         self.verdict = text
@@ -99,7 +184,8 @@ class Result:
 
     def summary(self, max_lines=15):
         """The verdict, the coverage, and each failing row with its cause and how to replay it."""
-        lines = [f"ropecheck: {'PASS' if self.passed else 'FAIL'} ({self.reason})", self.coverage]
+        lines = [f"ropecheck: {'PASS' if self.passed else 'FAIL'} ({self.reason})",
+                 _brief_coverage(self.coverage, self.position_limit, self.rotary_slice)]
         if self.declined_unread:
             lines.append("declined for the function (it never read them): " +
                          ", ".join(f"{k} {v}" for k, v in sorted(self.declined_unread.items())))

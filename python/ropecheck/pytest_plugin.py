@@ -16,8 +16,9 @@ collects test_hf_rope[matrix bf16 half-split], test_hf_rope[property: compositio
 verdict, and test_hf_rope[verdict]. The rows are known before the run (ropecheck.planned_rows: the same options'
 rows on the built-in kernel, which takes every case), so collecting (`--collect-only`, `-k`) does not run the
 gate; it runs once per decorated function, when the first of its items runs. A failing row fails with its
-cause, smallest case and replay call; a row that did not run is skipped with its reason, and so is a planned
-row the kernel's run does not have; the verdict item fails when the gate failed and no row shows why (a
+cause, smallest case and replay call -- one item per cause: a later row failing for the cause of an earlier one
+is skipped, "fails for the same cause as NAME[row] (cause): reported there", and the first names every row it
+stands for; a row that did not run is skipped with its reason, and so is a planned row the kernel's run does not have; the verdict item fails when the gate failed and no row shows why (a
 coverage requirement not met, every call declined), with the verdict's summary. Options: --ropecheck-seed,
 --ropecheck-cases, --ropecheck-property-cases, --ropecheck-report-dir, --ropecheck-isolated. JUnit XML comes from pytest's own
 --junitxml.
@@ -62,7 +63,8 @@ def pytest_pycollect_makeitem(collector, name, obj):
     backward = opts.pop("backward", False)
     planned = ropecheck.planned_rows(**opts)
     run = GateRun(obj, opts, backward)
-    items = [GateRow.from_parent(collector, name=f"{name}[{row}]", row_name=row, run=run) for row in planned]
+    items = [GateRow.from_parent(collector, name=f"{name}[{row}]", row_name=row, run=run, planned=planned,
+                                 test_name=name) for row in planned]
     items.append(GateVerdict.from_parent(collector, name=f"{name}[verdict]", run=run, planned=set(planned)))
     return items
 
@@ -89,10 +91,32 @@ class RowFailed(Exception):
     pass
 
 
+def _cause(r):
+    """A failing row's cause as its item says it: its diagnosis (a fault's description), else its message's first
+    line; with the row's note when the diagnosis is a bare name (the bias rows' statistic)."""
+    cause = r.diagnosis or (r.message.splitlines()[0] if r.message else "") or r.name
+    if cause.startswith("diagnosis: "):
+        cause = cause[len("diagnosis: "):]
+    if r.note and len(cause) < 40:
+        cause += f" ({r.note})"
+    return cause
+
+
+def _cause_key(r):
+    return r.cause_id or (r.diagnosis or r.message or r.name).split(" (")[0]
+
+
+def _same_cause_rows(result, row, planned):
+    """The failing planned rows of `result` with row's cause, in the verdict's order (row among them)."""
+    key = _cause_key(row)
+    return [r for r in result.rows if r.result == "fail" and r.name in planned and _cause_key(r) == key]
+
+
 class GateRow(pytest.Item):
-    def __init__(self, *, row_name, run, **kw):
+    def __init__(self, *, row_name, run, planned=(), test_name="", **kw):
         super().__init__(**kw)
         self.row_name, self.run, self.row = row_name, run, None
+        self.planned, self.test_name = set(planned), test_name
 
     def runtest(self):
         result = self.run.result()
@@ -102,13 +126,21 @@ class GateRow(pytest.Item):
         if self.row.result == "not run":
             pytest.skip(self.row.note or "not run")
         if self.row.result == "fail":
+            same = _same_cause_rows(result, self.row, self.planned)
+            if same and same[0] is not self.row:
+                pytest.skip(f"fails for the same cause as {self.test_name}[{same[0].name}] "
+                            f"({_cause(same[0]).split(' (')[0]}): reported there")
             raise RowFailed()
 
     def repr_failure(self, excinfo):
         if not isinstance(excinfo.value, RowFailed):
             return super().repr_failure(excinfo)
         r = self.row
-        lines = [f"{r.name}: {r.what}", r.diagnosis or (r.message.splitlines()[0] if r.message else "")]
+        lines = [f"{r.name}: {_cause(r)}", f"checks: {r.what}"]
+        same = _same_cause_rows(self.run.result(), r, self.planned)
+        if len(same) > 1:
+            lines.append(f"the same cause fails {len(same) - 1} more row(s), skipped as reported here: " +
+                         ", ".join(x.name for x in same[1:]))
         if r.smallest_case:
             lines.append(f"smallest failing case: {r.smallest_case}")
         if r.replay_file:

@@ -632,6 +632,21 @@ class TorchPath(unittest.TestCase):
         self.assertTrue(r.passed, r.summary())
         self.assertEqual(r.row("property: composition").result, "pass")
 
+    def test_causes_and_suggestions_read_as_python(self):
+        # Under the default (exact) contract HF eager fails on precision: its causes and suggestions name check's
+        # keyword (contract="..."), never the command line's flag; the summary's coverage line fits in 200
+        # characters, Result.coverage has the whole line (issue 51, scope 6).
+        r = ropecheck.check(hf_rope, dtypes=("bf16",), layouts=("half-split",), cases=100)
+        self.assertFalse(r.passed)
+        self.assertIn('passes with contract="', r.reason)
+        texts = [r.reason, r.cause, r.coverage, r.summary()] + r.causes + [x.diagnosis for x in r.rows]
+        self.assertFalse([t for t in texts if "--contract" in t or "--supports" in t])
+        self.assertIn("--contract", r.verdict)  # (the gate's own text, as it printed it)
+        coverage_line = r.summary().splitlines()[1]
+        self.assertTrue(coverage_line.startswith("coverage: "), coverage_line)
+        self.assertLessEqual(len(coverage_line), 200, coverage_line)
+        self.assertGreater(len(r.coverage), 200)
+
     def test_hf_eager_with_cos_and_sin_swapped_fails_named(self):
         r = ropecheck.check(hf_rope_swapped, contract="hf-eager-bf16", dtypes=("bf16",), layouts=("half-split",),
                             cases=1000)

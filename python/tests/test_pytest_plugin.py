@@ -100,6 +100,18 @@ class PytestPlugin(unittest.TestCase):
         # A row that did not run is a skip with its reason.
         skipped = names["test_correct[v2: rotary offset]"].find("skipped")
         self.assertIsNotNone(skipped, out)
+        # One failing item per cause (issue 51, scope 6): the sign bug fails many rows, reported by the first of each
+        # cause; the others are skipped naming it, and each failing item's first line names its cause.
+        failing = [n for n in bug if names[n].find("failure") is not None]
+        folded = [n for n in bug if names[n].find("skipped") is not None and
+                  "fails for the same cause as test_sign_bug[" in (names[n].find("skipped").get("message") or "")]
+        self.assertIn("test_sign_bug[matrix f32 interleaved]", failing)
+        self.assertLessEqual(len(failing), 3, failing)
+        self.assertGreater(len(folded), 5, out)
+        for n in failing:
+            first = (names[n].find("failure").text or "").strip().splitlines()[0]
+            self.assertRegex(first, r"^[^:]+: \S", n)
+        self.assertIn("the same cause fails", text)
 
 
     def test_isolated_a_crash_fails_its_row_and_the_session_goes_on(self):
