@@ -42,7 +42,7 @@ def find_binary():
     found = shutil.which("ropecheck")
     if found:
         return found
-    raise FileNotFoundError("ropecheck: the `ropecheck` executable was not found: build it (scripts/test.sh or "
+    raise FileNotFoundError("ropecheck: the `ropecheck` executable was not found: build it (scripts/build.sh, or "
                             "cmake --build build), or set ROPECHECK_BIN")
 
 
