@@ -616,7 +616,7 @@ class PartialRotary(unittest.TestCase):
         r = ropecheck.check(NeoxPartialRope(rotary_pct=0.5), rotary_pct=0.5, contract="hf-eager-bf16",
                             dtypes=("bf16",), layouts=("half-split",), cases=100)
         self.assertTrue(r.passed, r.summary())
-        self.assertIn("given: --rotary-pct 0.5", r.coverage)
+        self.assertIn("given: rotary_pct=0.5", r.coverage)
         bug = ropecheck.check(NeoxPartialRope(sign=-1.0), contract="hf-eager-bf16", dtypes=("bf16",), cases=100)
         self.assertFalse(bug.passed)
         self.assertEqual(bug.cause, "angle negated", bug.summary())
