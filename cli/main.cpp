@@ -172,6 +172,9 @@ int main(int argc, char** argv) {
   ropecheck::gate::keep_large_buffers_in_heap();
   CLI::App app{"ropecheck: proves RoPE kernels right or wrong against an exact reference"};
   app.require_subcommand(1);
+  // The release (semver; CHANGES.md) and the kernel ABI version its header defines.
+  app.set_version_flag("--version", std::string("ropecheck ") + ROPECHECK_VERSION + " (kernel ABI " +
+                                        std::to_string(ROPECHECK_ABI_VERSION) + ")");
   std::vector<std::pair<CLI::App*, const ropecheck::cli::Command*>> subs;
   for (const auto& c : ropecheck::cli::commands()) subs.emplace_back(c.add(app), &c);
   try {

@@ -30,13 +30,16 @@ __all__ = ["check", "check_backward", "gate", "replay", "Case", "Decline", "Devi
 
 
 def find_binary():
-    """The `ropecheck` executable: $ROPECHECK_BIN, else the build tree next to this package (build/ropecheck),
-    else one on PATH."""
+    """The `ropecheck` executable: $ROPECHECK_BIN, else the build tree next to this package (a clone's
+    build/ropecheck), else the one pip bundled into it (ropecheck/bin), else the installed prefix's (`cmake --install`
+    and the .deb put the package in <prefix>/lib/python3/dist-packages, the executable in <prefix>/bin), else one on
+    PATH."""
     env = os.environ.get("ROPECHECK_BIN")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "..", "..", "build", "ropecheck"), os.path.join(here, "bin", "ropecheck")):
+    for cand in (os.path.join(here, "..", "..", "build", "ropecheck"), os.path.join(here, "bin", "ropecheck"),
+                 os.path.join(here, "..", "..", "..", "..", "bin", "ropecheck")):
         if os.access(cand, os.X_OK):
             return os.path.normpath(cand)
     found = shutil.which("ropecheck")

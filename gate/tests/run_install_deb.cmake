@@ -1,0 +1,33 @@
+# `cpack -G DEB` in this build: a .deb whose control file declares the run-time libraries (dpkg-shlibdeps) and whose
+# unpacked /usr/bin/ropecheck runs (`--version`), beside the header, the CMake package and the Python package.
+file(REMOVE_RECURSE ${BIN})
+file(MAKE_DIRECTORY ${BIN})
+execute_process(COMMAND ${CMAKE_CPACK_COMMAND} -G DEB --config ${BUILD}/CPackConfig.cmake -B ${BIN}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cpack -G DEB failed (${rc}):\n${out}${err}")
+endif()
+file(GLOB debs ${BIN}/ropecheck_*.deb)
+list(LENGTH debs n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "cpack made ${n} .deb file(s): ${debs}\n${out}")
+endif()
+execute_process(COMMAND dpkg-deb -f ${debs} Package Version Depends RESULT_VARIABLE rc OUTPUT_VARIABLE control)
+if(NOT rc EQUAL 0 OR NOT control MATCHES "Package: ropecheck" OR NOT control MATCHES "Depends:.*libmpfr"
+   OR NOT control MATCHES "Depends:.*libc6")
+  message(FATAL_ERROR "the .deb's control file:\n${control}")
+endif()
+execute_process(COMMAND dpkg-deb -x ${debs} ${BIN}/root RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "dpkg-deb -x failed (${rc})")
+endif()
+foreach(f usr/bin/ropecheck usr/include/ropecheck/kernel_abi.h usr/lib/cmake/ropecheck/ropecheckConfig.cmake
+          usr/lib/python3/dist-packages/ropecheck/__init__.py usr/share/pkgconfig/ropecheck-abi.pc)
+  if(NOT EXISTS ${BIN}/root/${f})
+    message(FATAL_ERROR "not in the .deb: /${f}")
+  endif()
+endforeach()
+execute_process(COMMAND ${BIN}/root/usr/bin/ropecheck --version RESULT_VARIABLE rc OUTPUT_VARIABLE v)
+if(NOT rc EQUAL 0 OR NOT v MATCHES "^ropecheck [0-9]+\\.[0-9]+\\.[0-9]+ ")
+  message(FATAL_ERROR "the unpacked ropecheck --version (${rc}): ${v}")
+endif()
