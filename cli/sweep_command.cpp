@@ -19,6 +19,7 @@ report::Slack g_slack;                  // reports
 cli::ModelArgs g_model;                 // --hf-config / --preset / --seq-len
 std::string g_layout;                   // --layout (with a model)
 std::vector<CLI::Option*> g_shape_opts;  // what a model fixes
+bool g_summary = false;                  // --summary
 }  // namespace
 
 CLI::App* add_sweep_command(CLI::App& app) {
@@ -44,6 +45,9 @@ CLI::App* add_sweep_command(CLI::App& app) {
                       "docs/reports.md); its series under the exact angle model become checks too. Default: each "
                       "kernel's own (built-ins: identity=bits)");
   g_sweep->add_option("--report-dir", g_report_dir, "write report.json, report.md and report.html here");
+  g_sweep->add_flag("--summary", g_summary,
+                    "print one line per kernel and angle model (the largest error and the verdict per dtype) instead "
+                    "of the tables, which report.md keeps (with --report-dir)");
   g_sweep->add_option("--baseline", g_baseline,
                       "compare against this report.json (exit 1 on a regression, 2 if it is unreadable)");
   cli::add_slack_options(g_sweep, g_slack, "with --baseline: ");
@@ -92,7 +96,7 @@ int run_sweep_command() {
                   << std::flush;
       };
     const auto rows = run_sweep(g_opt);
-    std::cout << format_sweep_table(rows);
+    std::cout << (g_summary ? format_sweep_summary(rows) : format_sweep_table(rows));
     for (const auto& d : declined)
       std::cout << "declined (RC_UNSUPPORTED, no row): " << d << "\n";
     int compare_rc = 0;

@@ -174,4 +174,49 @@ std::string format_sweep_table(const std::vector<SweepRow>& rows) {
   return out;
 }
 
+std::string format_sweep_summary(const std::vector<SweepRow>& rows) {
+  struct Cell {
+    double max = 0, worst_ratio = 0;
+    uint64_t violations = 0, pairs = 0;
+    bool check = true, seen = false;
+  };
+  std::vector<std::pair<std::string, std::string>> order;  // (kernel, angle model), first seen first
+  std::map<std::pair<std::string, std::string>, std::map<Dtype, Cell>> cells;
+  std::set<Dtype> dtypes;
+  for (const auto& r : rows) {
+    const std::pair<std::string, std::string> key{r.impl, std::string(to_string(r.model))};
+    if (!cells.count(key)) order.push_back(key);
+    Cell& c = cells[key][r.dtype];
+    dtypes.insert(r.dtype);
+    c.seen = true;
+    c.max = std::max(c.max, r.all.max);
+    c.worst_ratio = std::max(c.worst_ratio, r.worst_ratio);
+    c.violations += r.violations;
+    c.pairs += r.all.count;
+    c.check = c.check && r.expected_to_pass;
+  }
+  std::string out = "| kernel | angle model |";
+  for (Dtype d : dtypes) out += fmt::format(" {}: max e (u), verdict |", to_string(d));
+  out += "\n|---|---|";
+  for (size_t k = 0; k < dtypes.size(); ++k) out += "---|";
+  out += "\n";
+  for (const auto& key : order) {
+    out += fmt::format("| {} | {} |", key.first, key.second);
+    for (Dtype d : dtypes) {
+      const auto it = cells[key].find(d);
+      if (it == cells[key].end()) {
+        out += " - |";
+        continue;
+      }
+      const Cell& c = it->second;
+      const std::string verdict = !c.check           ? "n/a (another angle model)"
+                                  : c.violations == 0 ? "pass"
+                                                      : fmt::format("FAIL ({} violations)", c.violations);
+      out += fmt::format(" {:.3g}, {} |", c.max, verdict);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace ropecheck

@@ -78,5 +78,9 @@ std::vector<SweepRow> run_sweep(const SweepOptions& opt, const std::vector<const
 // (max |radial|, max |tangential|) and the angle error (f32 ulps of |phi|) per
 // bucket, then the summary.
 std::string format_sweep_table(const std::vector<SweepRow>& rows);
+// One line per kernel x angle model, one column per dtype: the largest pair error over both layouts and every bucket
+// and the verdict ("pass", "FAIL (n violations)", "n/a" where it is not a check: another angle model), for `sweep
+// --summary` (the main job's output; the full tables stay in report.md).
+std::string format_sweep_summary(const std::vector<SweepRow>& rows);
 
 }  // namespace ropecheck

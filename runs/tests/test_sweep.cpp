@@ -2,6 +2,7 @@
 // it makes) and its terminal table. The report tests (reports/tests) read,
 // render and compare such reports.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -86,6 +87,21 @@ TEST(Sweep, TableShowsComponentsAnglesAndContract) {
                            "Max angle error by position bucket, in f32 ulps of |phi|", "| contract |",
                            "| worst/allowance |", "| scalar | exact | f32 | interleaved | identity=bits |"})
     EXPECT_NE(t.find(part), std::string::npos) << part << "\n" << t;
+}
+
+// `sweep --summary` (the main job's output): one line per kernel and angle model, a column per dtype with the largest
+// error over both layouts and the verdict; a series judged under another angle model is not a check ("n/a").
+TEST(Sweep, TheSummaryHasALinePerKernelAndAngleModel) {
+  const auto rows = run_sweep(small_options(), {impl("scalar"), impl("conventional-fp32")});
+  const std::string t = format_sweep_summary(rows);
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 2 + 3) << t;  // header, rule; scalar, conventional x 2 models
+  EXPECT_NE(t.find("| kernel | angle model | f32: max e (u), verdict |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| conventional-fp32 | exact | "), std::string::npos) << t;
+  EXPECT_NE(t.find("n/a (another angle model)"), std::string::npos) << t;
+  double worst = 0;
+  for (const auto& r : rows)
+    if (r.impl == "scalar" && r.dtype == Dtype::f32) worst = std::max(worst, r.all.max);
+  EXPECT_NE(t.find(fmt::format("| scalar | exact | {:.3g}, pass |", worst)), std::string::npos) << t;
 }
 
 // The environment a report records lists, in simd_targets, exactly the targets of the registered
