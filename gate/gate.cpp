@@ -1,4 +1,5 @@
 #include "gate/gate.hpp"
+#include "properties/localisation.hpp"
 
 #include <malloc.h>
 
@@ -625,6 +626,8 @@ void Gate::diagnose_row(CheckRow& r) {
       r.diagnosis = diagnose_call(rec.c, opt_.angle_model, cr, v, res, &r.suggestion);
     else if (fails_alone)
       r.diagnosis = diagnose_call(rec.c, opt_.angle_model, cr, va, alone, &r.suggestion);
+    if (const CaseVerdict& w = v.accepted && !v.pass ? v : va; w.judged && !w.pass)
+      r.where = localise(rec.c, w.judgement, w.has_k ? &w.k_judgement : nullptr, w.angles).text();
     else
       r.diagnosis = "not reproduced on a rerun, alone or after other calls: the output depends on the calls before "
                     "it (a stale cache or counter) or is not deterministic";
@@ -1492,6 +1495,8 @@ GateResult Gate::run() {
       std::string cause = !r.smallest_fault.empty() ? r.smallest_fault : r.diagnosis.empty() ? r.name : r.diagnosis;
       if (const size_t cut = cause.find(" ("); cut != std::string::npos) cause.resize(cut);
       if (cause.rfind("diagnosis: ", 0) == 0) cause = cause.substr(11);
+      // An unexplained failure says where it is instead (properties/localisation.hpp).
+      if (cause == name_of(Cause::unexplained) && !r.where.empty()) cause += " (where: " + r.where + ")";
       return cause;
     };
     // Truncation, where a row's case shows it element by element: its error per element is below one ulp, twice

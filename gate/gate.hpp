@@ -114,6 +114,9 @@ struct CheckRow {
   // kernel's decline.
   std::map<std::string, uint64_t> not_sent;
   std::string diagnosis;  // what the smallest failing case's kernel most likely computes
+  // Where its violations are (properties/localisation.hpp: the pairs, heads, tokens, tensor, angle) on the case the
+  // diagnosis read; empty for a fault or a property row.
+  std::string where;
   // The --contract SPEC its diagnosis suggests ("would pass with --contract SPEC"), kept only once every failing case
   // the row kept passes under it (for a property row: its failing execution, replayed); empty: none.
   std::string suggestion;
@@ -263,6 +266,11 @@ struct CaseVerdict {
   double worst_error = 0;  // max pair error (u) over finite pairs
   Judgement judgement;     // when the output was judged
   bool judged = false;     // the output was judged against the reference
+  // A failing judged call: the tensor form's k judged on its own (its violations; has_k), and the reference's
+  // angles [token][pair] (localise() reads them).
+  Judgement k_judgement;
+  bool has_k = false;
+  std::vector<double> angles;
 };
 // The checks of a call that need no reference: its status (crash, hang, error code, declined), memory (guard
 // bytes and pages, arguments, input, unwritten output) and FP environment. judge_call adds the reference.

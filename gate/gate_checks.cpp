@@ -249,6 +249,9 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
     const RopeCase kc = c.k_case();
     const Judgement kj = judge_output(kc, reference_rope(kc, ro), r.k_out.data(), cr, jo);
     if (!kj.ok()) failed("k: " + kj.report(2), nullptr);
+    v.has_k = true;
+    v.k_judgement.violated = kj.violated;
+    v.k_judgement.passthrough_violations = kj.passthrough_violations;
     Judgement& j = v.judgement;
     j.pairs += kj.pairs;
     j.violations += kj.violations;
@@ -262,6 +265,7 @@ CaseVerdict judge_call(const RopeCase& c, bool in_place, AngleModel model, const
     }
   }
   v.worst_error = v.judgement.stats.max;
+  if (!v.pass) v.angles = ref->angle;
   if (!v.message.empty() && v.message.back() == '\n') v.message.pop_back();
   return v;
 }

@@ -248,7 +248,8 @@ std::string format_brief_verdict(const GateResult& g, const std::string& details
     std::string why = r.diagnosis;
     if (why.empty()) why = r.smallest_message.substr(0, r.smallest_message.find('\n'));
     while (!why.empty() && (why.front() == ' ')) why.erase(0, 1);
-    o += fmt::format("FAILED {}: {}{}\n", r.name, result_text(r), why.empty() ? "" : " - " + why);
+    o += fmt::format("FAILED {}: {}{}{}\n", r.name, result_text(r), why.empty() ? "" : " - " + why,
+                     r.where.empty() ? "" : "; where: " + r.where);
     if (!first_replay && !r.smallest_file.empty()) first_replay = &r;
   }
   if (first_replay)
@@ -287,6 +288,7 @@ std::string format_verdict(const GateResult& g) {
     if (!r.failed_check) continue;
     o += fmt::format("\nFAILED {}: {}\n", r.name, r.what);
     if (!r.diagnosis.empty()) o += "  " + r.diagnosis + "\n";
+    if (!r.where.empty()) o += "  where: " + r.where + "\n";
     if (r.smallest)
       o += fmt::format("  smallest failing case: {}{}\n", r.smallest->c.summary(), r.smallest->in_place ? " in-place" : "");
     o += r.smallest_message + "\n";
@@ -387,7 +389,8 @@ nlohmann::json verdict_json(const GateResult& g) {
                         {"faults", r.faults},
                         {"not_sent", r.not_sent},
                         {"cause_id", row_cause_id(r)},
-                        {"suggestion", r.suggestion}};
+                        {"suggestion", r.suggestion},
+                        {"where", r.where}};
     j["smallest_case"] = r.smallest ? r.smallest->c.summary() + (r.smallest->in_place ? " in-place" : "") : "";
     rows.push_back(std::move(j));
   }

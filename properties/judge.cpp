@@ -207,6 +207,11 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
     }
   };
   const uint32_t npairs = c.rotary_dim / 2;
+  // Where the violations are (Judgement::violated), made at the first.
+  auto mark = [&](size_t t, size_t h, uint32_t i) {
+    if (j.violated.empty()) j.violated.assign(c.n_tokens() * c.n_heads * size_t(npairs), 0);
+    j.violated[(t * c.n_heads + h) * npairs + i] = 1;
+  };
   const bool have_angles = ref.angle.size() == c.n_tokens() * npairs;
   // Bias clusters of this call: (position, pair) -> (pairs, sum of radial).
   struct Cluster {
@@ -319,6 +324,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         }
         if (!why.empty()) {
           special_ok = false;
+          mark(t, h, i);
           add_finding(std::isnan(r0) || std::isnan(r1) ? "nan" : finite_in ? "finite" : "non-finite", 0,
                       [&] { return pair_finding("special values: " + why, c, ref, got, s); });
         }
@@ -332,6 +338,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
             const uint32_t in = load_bits(d, c.input.data(), ks[k]), g = load_bits(d, got, ks[k]);
             if (!keeps_input(cr, d, in, g)) bad += fmt_element_change(d, k == 0 ? d0 : d1, in, g);
           }
+          if (!bad.empty()) mark(t, h, i);
           if (!bad.empty())
             add_finding("identity", 0, [&] {
               return pair_finding(std::string("identity: an angle of 0 must give the input's ") +
@@ -384,6 +391,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
           j.bias.sum_systematic += allow.radial_angle + allow.radial_store;
         }
         if (!within) {
+          mark(t, h, i);
           add_finding("accuracy", pe.e, [&] {
             // (by value: written after the loop, for the findings kept; see add_finding)
             return std::function<std::string()>([&c, &ref, got, s, ratio, length_err, length_allowed, pe, allow, phi,
@@ -416,6 +424,7 @@ Judgement judge_output(const RopeCase& c, const ReferenceOutput& ref, const void
         if (is_rotated(c, k)) continue;
         const size_t e = base + k;
         const uint32_t in = load_bits(d, c.input.data(), e), g = load_bits(d, got, e);
+        if (!keeps_input(cr, d, in, g)) ++j.passthrough_violations;
         if (!keeps_input(cr, d, in, g))
           add_finding("pass-through", 0, [&] {  // (the text only for a finding that is kept)
             return FailureText("pass-through: dim " + std::to_string(k) + " of token " + std::to_string(t) +

@@ -92,6 +92,11 @@ struct Judgement {
   PairError worst_pe;
   PairAllowance worst_allowance;
   BiasSums bias;
+  // Where the violations are: 1 for each pair of the rotated slice that broke a rule (accuracy, special values, the
+  // identity clause), row-major [token][head][pair]; empty when none did (made at the first). And the pass-through
+  // elements changed. (properties/localisation.hpp reads them.)
+  std::vector<uint8_t> violated;
+  uint64_t passthrough_violations = 0;
   bool ok() const { return violations == 0; }
   std::string report(size_t max_lines = 4) const;  // the findings, one block each
 };

@@ -130,7 +130,8 @@ def _brief_coverage(line, position_limit, rotary_slice, limit=200):
 
 class Row:
     """One verdict row (the gate's): name, result ('pass', 'fail', 'not run'), cases, declined, failed,
-    worst_error and worst_bound (u), diagnosis, cause_id, message, smallest_case, replay_file, note."""
+    worst_error and worst_bound (u), diagnosis, cause_id, where (which pairs, heads, tokens, tensor and angles its
+    violations are at), message, smallest_case, replay_file, note."""
 
     def __init__(self, d):
         self.__dict__.update(d)
@@ -204,7 +205,7 @@ class Result:
                 lines.append(f"... and {len(groups) - k} more cause(s): result.verdict has every row")
                 break
             names = ", ".join(r.name for r in rows[:4]) + (f" and {len(rows) - 4} more" if len(rows) > 4 else "")
-            lines.append(f"FAIL {names}: {cause}")
+            lines.append(f"FAIL {names}: {cause}" + (f"; where: {rows[0].where}" if getattr(rows[0], "where", "") else ""))
             r = rows[0]
             if r.smallest_case and len(lines) < max_lines - 1:
                 lines.append(f"  smallest ({r.name}): {r.smallest_case}" +
