@@ -41,6 +41,8 @@ enum class Cause : uint8_t {
   attention_factor_not_applied,
   position_axes_ignored,
   axis_map_read_as_sections,
+  mrope_sections_on_other_axes,
+  mrope_section_boundary_shifted,
   frequency_rule_ignored,
   yarn_ramp_reversed,
   llama3_smoothing_inverted,

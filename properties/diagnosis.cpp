@@ -868,6 +868,42 @@ Diagnosis diagnose(const RopeCase& c, const void* got, const ReferenceOutput& re
       // 0, the next n1 on axis 1, ...) where it interleaves the axes (Qwen3-VL's interleaved M-RoPE).
       std::vector<uint8_t> sections = c.pair_axis;
       std::sort(sections.begin(), sections.end());
+      if (sections == c.pair_axis) {
+        // A sectioned map (Qwen2-VL's mrope_section): the sections given to other axes (their order permuted), or a
+        // boundary between two sections one pair off.
+        const uint32_t n_axes = c.n_pos_axes;
+        std::vector<uint32_t> sizes(n_axes, 0);
+        for (uint8_t a : c.pair_axis)
+          if (a < n_axes) ++sizes[a];
+        std::vector<uint8_t> perm(n_axes);
+        for (uint32_t a = 0; a < n_axes; ++a) perm[a] = uint8_t(a);
+        while (n_axes <= 4 && std::next_permutation(perm.begin(), perm.end())) {
+          std::vector<uint8_t> map(c.pair_axis.size());
+          for (size_t i = 0; i < map.size(); ++i) map[i] = perm[c.pair_axis[i]];
+          cands.push_back(rotation(c, Cause::mrope_sections_on_other_axes,
+                                   fmt::format("the sections [{}] on axes ({})", fmt::join(sizes, ", "),
+                                               fmt::join(perm, ", ")),
+                                   c.layout, [&, map](size_t t, uint32_t i) { return at(A, c.position(t, map[i]), i); }));
+        }
+        uint32_t edge = 0;
+        for (uint32_t a = 0; a + 1 < n_axes; ++a) {
+          edge += sizes[a];
+          for (int delta : {-1, +1}) {
+            const int64_t moved = int64_t(edge) + delta;
+            if (moved < 0 || moved > int64_t(c.pair_axis.size())) continue;
+            std::vector<uint8_t> map = c.pair_axis;
+            if (delta < 0) map[size_t(moved)] = uint8_t(a + 1);  // the section before ends a pair early
+            else map[edge] = uint8_t(a);                       // ... or a pair late
+            if (map == c.pair_axis) continue;
+            cands.push_back(rotation(c, Cause::mrope_section_boundary_shifted,
+                                     fmt::format("the boundary between the sections of axes {} and {} at pair {}, "
+                                                 "not {}",
+                                                 a, a + 1, moved, edge),
+                                     c.layout,
+                                     [&, map](size_t t, uint32_t i) { return at(A, c.position(t, map[i]), i); }));
+          }
+        }
+      }
       if (sections != c.pair_axis)
         cands.push_back(rotation(c, Cause::axis_map_read_as_sections,
                                  "each axis's pairs taken as one contiguous section in axis order (Qwen2-VL's "

@@ -812,13 +812,16 @@ def token_positions_rope(case):
     return qk_rope(_ExplicitPositions(case))
 
 
-def mrope_rope(case, reversed_axes=False):
+def mrope_rope(case, reversed_axes=False, boundary_shift=0):
     """Qwen2-VL's multimodal RoPE as Hugging Face writes it: the position axes' angles computed apart and taken, per
     pair, from the axis whose section it lies in (case.mrope_section(): [16, 24, 24] for Qwen2-VL-7B); angles and the
-    rotation in float64. `reversed_axes`: the planted bug, the sections read in reverse axis order."""
+    rotation in float64. The planted bugs: `reversed_axes`, the sections read in reverse axis order;
+    `boundary_shift`, the first section's end a pair off."""
     if case.tensor_form or case.freq_rule is not None or case.table_kind is not None or case.rotary_offset:
         case.decline()
     sections = case.mrope_section()
+    if boundary_shift and len(sections) > 1:  # the planted off-by-one: the first section a pair longer
+        sections = [sections[0] + boundary_shift, sections[1] - boundary_shift] + sections[2:]
     x, R = case.x, case.rotary_dim
     pos = case.positions if case.n_pos_axes > 1 else case.positions[None, :]
     axes = torch.arange(len(sections))
@@ -862,9 +865,16 @@ class Helpers(unittest.TestCase):
         plain = ropecheck.check(mrope_rope, dtypes="f32", layouts="half-split", cases=100)
         self.assertTrue(plain.passed, plain.summary())
         self.assertGreater(plain.row("v2: position axes").cases, 0)
+        # Its planted bugs named (issue 50, scope 3), the violations' place beside them: the middle section right.
         bug = ropecheck.check(lambda c: mrope_rope(c, reversed_axes=True), preset="qwen2-vl-7b", dtypes="f32",
                               cases=100, name="mrope_reversed")
         self.assertFalse(bug.passed)
+        self.assertEqual(bug.cause, "M-RoPE sections on other axes", bug.summary())
+        self.assertEqual(bug.row("matrix f32 half-split").where, "pairs 0-15, 40-63 of 64; every head; every token")
+        shifted = ropecheck.check(lambda c: mrope_rope(c, boundary_shift=1), preset="qwen2-vl-7b", dtypes="f32",
+                                  cases=100, name="mrope_shifted")
+        self.assertFalse(shifted.passed)
+        self.assertEqual(shifted.cause, "M-RoPE section boundary shifted", shifted.summary())
 
 
 @unittest.skipIf(torch is None or not torch.cuda.is_available(), "skipped: no CUDA device")
